@@ -1,0 +1,464 @@
+package roce
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// UDPPort is the IANA-assigned RoCEv2 destination port (Annex A17.2.1).
+const UDPPort = 4791
+
+// EtherTypes recognised by the frame decoder.
+const (
+	EtherTypeIPv4 = 0x0800
+	EtherTypeIPv6 = 0x86DD
+	EtherTypeVLAN = 0x8100 // one IEEE 802.1Q tag is accepted
+)
+
+// Ethernet is the Ethernet II header of a frame, with at most one 802.1Q tag.
+type Ethernet struct {
+	Dst, Src  [6]byte
+	HasVLAN   bool
+	VLANTCI   uint16 // 802.1Q tag control information (PCP, DEI, VID) when HasVLAN
+	EtherType uint16 // of the IP header that follows: EtherTypeIPv4 or EtherTypeIPv6
+}
+
+// Len returns the header's size in bytes: 14, or 18 with a VLAN tag.
+func (e *Ethernet) Len() int {
+	if e.HasVLAN {
+		return 18
+	}
+	return 14
+}
+
+// IPv4 holds the fields of a 20-byte IPv4 header (RFC 791) that a RoCEv2 frame
+// sets; the protocol is always UDP and the lengths and checksum are derived.
+// rdma_rxe sends DF set, TTL 64 and TOS = the GRH traffic class.
+type IPv4 struct {
+	TOS       uint8
+	ID        uint16
+	FlagsFrag uint16 // flags (3 bits) and fragment offset; 0x4000 is DF
+	TTL       uint8
+	Src, Dst  [4]byte
+	Checksum  uint16 // as received; Encode computes it
+}
+
+// IPv6 holds the fields of a 40-byte IPv6 header (RFC 8200) that a RoCEv2 frame
+// sets; the next header is always UDP and the payload length is derived.
+type IPv6 struct {
+	TrafficClass uint8
+	FlowLabel    uint32 // 20 bits
+	HopLimit     uint8
+	Src, Dst     [16]byte
+}
+
+// UDP is the UDP header (RFC 768). Length is derived on Encode; Checksum is 0 for
+// IPv4 (as rdma_rxe sends) and computed for IPv6, where 0 is not allowed.
+type UDP struct {
+	SrcPort, DstPort uint16
+	Length           uint16
+	Checksum         uint16
+}
+
+// Packet is one decoded RoCEv2 frame. Decode fills it from a frame's bytes without
+// allocating; Encode writes a frame from its fields. Payload aliases the decoded
+// frame. Only the extension headers named in Headers are meaningful.
+type Packet struct {
+	Eth    Ethernet
+	IsIPv6 bool
+	IPv4   IPv4 // when !IsIPv6
+	IPv6   IPv6 // when IsIPv6
+	UDP    UDP
+	BTH    BTH
+
+	Headers      Header // extension headers present, from the opcode table
+	DETH         DETH
+	RETH         RETH
+	AtomicETH    AtomicETH
+	AETH         AETH
+	AtomicAckETH AtomicAckETH
+	ImmDt        ImmDt
+	IETH         IETH
+	CNPReserved  [CNPReservedLen]byte
+
+	Payload []byte // the message data in this packet, without pad
+	ICRC    uint32 // as carried in the frame
+
+	// Offsets into the frame, in bytes: IP header, UDP header, BTH, payload, ICRC.
+	L3Off, L4Off, BTHOff, PayloadOff, ICRCOff int
+
+	frame []byte
+}
+
+// Frame returns the bytes last decoded or encoded, trimmed to the end of the ICRC.
+func (p *Packet) Frame() []byte {
+	if p.frame == nil {
+		return nil
+	}
+	return p.frame[:p.ICRCOff+ICRCLen]
+}
+
+// SrcAddr and DstAddr return the IP addresses (IPv4 addresses as 4-byte addrs).
+func (p *Packet) SrcAddr() netip.Addr {
+	if p.IsIPv6 {
+		return netip.AddrFrom16(p.IPv6.Src)
+	}
+	return netip.AddrFrom4(p.IPv4.Src)
+}
+
+// DstAddr returns the destination IP address.
+func (p *Packet) DstAddr() netip.Addr {
+	if p.IsIPv6 {
+		return netip.AddrFrom16(p.IPv6.Dst)
+	}
+	return netip.AddrFrom4(p.IPv4.Dst)
+}
+
+// Decode parses an Ethernet frame carrying RoCEv2 and verifies its ICRC. The packet
+// keeps references into frame. Trailing bytes after the IP datagram (Ethernet
+// padding) are allowed and ignored; the UDP checksum is not verified (kernel senders
+// leave partial checksums on veth, see design.md §4).
+//
+// Errors: ErrTruncated, ErrNotRoCE, ErrIPv4Options, ErrIPFragment, ErrLengthMismatch,
+// ErrUnknownOpcode, ErrBadVersion, ErrBadPadCount, ErrUnexpectedPayload, ErrBadICRC.
+// With ErrBadICRC every field is decoded and valid; with any other error the packet's
+// contents are unspecified.
+func (p *Packet) Decode(frame []byte) error { return p.decode(frame, true) }
+
+func (p *Packet) decode(f []byte, verify bool) error {
+	p.frame = f
+	if len(f) < 14 {
+		return ErrTruncated
+	}
+	copy(p.Eth.Dst[:], f[0:6])
+	copy(p.Eth.Src[:], f[6:12])
+	et := binary.BigEndian.Uint16(f[12:14])
+	l3 := 14
+	p.Eth.HasVLAN = et == EtherTypeVLAN
+	p.Eth.VLANTCI = 0
+	if p.Eth.HasVLAN {
+		if len(f) < 18 {
+			return ErrTruncated
+		}
+		p.Eth.VLANTCI = binary.BigEndian.Uint16(f[14:16])
+		et = binary.BigEndian.Uint16(f[16:18])
+		l3 = 18
+	}
+	p.Eth.EtherType = et
+	p.L3Off = l3
+	var l4, ipEnd int
+	switch et {
+	case EtherTypeIPv4:
+		p.IsIPv6 = false
+		ip := f[l3:]
+		if len(ip) < 20 {
+			return ErrTruncated
+		}
+		if ip[0]>>4 != 4 {
+			return ErrNotRoCE
+		}
+		if ip[0]&0x0F != 5 {
+			return ErrIPv4Options
+		}
+		total := int(binary.BigEndian.Uint16(ip[2:4]))
+		if total < 20 {
+			return ErrLengthMismatch
+		}
+		if total > len(ip) {
+			return ErrTruncated
+		}
+		h := &p.IPv4
+		h.TOS = ip[1]
+		h.ID = binary.BigEndian.Uint16(ip[4:6])
+		h.FlagsFrag = binary.BigEndian.Uint16(ip[6:8])
+		h.TTL = ip[8]
+		h.Checksum = binary.BigEndian.Uint16(ip[10:12])
+		copy(h.Src[:], ip[12:16])
+		copy(h.Dst[:], ip[16:20])
+		if h.FlagsFrag&0x3FFF != 0 { // MF or a fragment offset
+			return ErrIPFragment
+		}
+		if ip[9] != 17 {
+			return ErrNotRoCE
+		}
+		l4, ipEnd = l3+20, l3+total
+	case EtherTypeIPv6:
+		p.IsIPv6 = true
+		ip := f[l3:]
+		if len(ip) < 40 {
+			return ErrTruncated
+		}
+		if ip[0]>>4 != 6 {
+			return ErrNotRoCE
+		}
+		if ip[6] != 17 { // extension headers are not RoCEv2
+			return ErrNotRoCE
+		}
+		plen := int(binary.BigEndian.Uint16(ip[4:6]))
+		if 40+plen > len(ip) {
+			return ErrTruncated
+		}
+		h := &p.IPv6
+		vtf := binary.BigEndian.Uint32(ip[0:4])
+		h.TrafficClass = uint8(vtf >> 20)
+		h.FlowLabel = vtf & 0xFFFFF
+		h.HopLimit = ip[7]
+		copy(h.Src[:], ip[8:24])
+		copy(h.Dst[:], ip[24:40])
+		l4, ipEnd = l3+40, l3+40+plen
+	default:
+		return ErrNotRoCE
+	}
+	p.L4Off = l4
+	if ipEnd-l4 < 8 {
+		return ErrTruncated
+	}
+	u := f[l4:]
+	p.UDP = UDP{
+		SrcPort:  binary.BigEndian.Uint16(u[0:2]),
+		DstPort:  binary.BigEndian.Uint16(u[2:4]),
+		Length:   binary.BigEndian.Uint16(u[4:6]),
+		Checksum: binary.BigEndian.Uint16(u[6:8]),
+	}
+	if p.UDP.DstPort != UDPPort {
+		return ErrNotRoCE
+	}
+	if int(p.UDP.Length) != ipEnd-l4 {
+		return ErrLengthMismatch
+	}
+	if err := p.decodeTransport(f[:ipEnd], l4+8); err != nil {
+		return err
+	}
+	if verify && p.ComputeICRC() != p.ICRC {
+		return ErrBadICRC
+	}
+	return nil
+}
+
+// decodeTransport parses BTH … ICRC from f[off:], where f ends at the end of the UDP
+// datagram.
+func (p *Packet) decodeTransport(f []byte, off int) error {
+	b := f[off:]
+	p.BTHOff = off
+	if len(b) < BTHLen+ICRCLen {
+		return ErrTruncated
+	}
+	var err error
+	if p.BTH, err = DecodeBTH(b); err != nil {
+		return err
+	}
+	info := &opcodeTable[p.BTH.Opcode]
+	if info.Name == "" {
+		return ErrUnknownOpcode
+	}
+	if len(b) < info.HeaderLen+ICRCLen {
+		return ErrTruncated
+	}
+	if len(b)%4 != 0 { // headers, payload and pad fill whole 4-byte words (§9.2.4)
+		return ErrBadPadCount
+	}
+	p.Headers = info.Headers
+	h := b[BTHLen:info.HeaderLen]
+	if p.Headers&HdrDETH != 0 {
+		p.DETH, _ = DecodeDETH(h)
+		h = h[DETHLen:]
+	}
+	if p.Headers&HdrRETH != 0 {
+		p.RETH, _ = DecodeRETH(h)
+		h = h[RETHLen:]
+	}
+	if p.Headers&HdrAtomicETH != 0 {
+		p.AtomicETH, _ = DecodeAtomicETH(h)
+		h = h[AtomicETHLen:]
+	}
+	if p.Headers&HdrAETH != 0 {
+		p.AETH, _ = DecodeAETH(h)
+		h = h[AETHLen:]
+	}
+	if p.Headers&HdrAtomicAckETH != 0 {
+		p.AtomicAckETH, _ = DecodeAtomicAckETH(h)
+		h = h[AtomicAckETHLen:]
+	}
+	if p.Headers&HdrImmDt != 0 {
+		p.ImmDt, _ = DecodeImmDt(h)
+		h = h[ImmDtLen:]
+	}
+	if p.Headers&HdrIETH != 0 {
+		p.IETH, _ = DecodeIETH(h)
+		h = h[IETHLen:]
+	}
+	if p.Headers&HdrCNPReserved != 0 {
+		copy(p.CNPReserved[:], h)
+	}
+	end := len(b) - ICRCLen
+	p.ICRCOff = off + end
+	p.ICRC = binary.LittleEndian.Uint32(b[end:])
+	body := end - info.HeaderLen // payload and pad
+	pad := int(p.BTH.PadCnt)
+	if !info.Payload && body != 0 {
+		return ErrUnexpectedPayload
+	}
+	if pad > body {
+		return ErrBadPadCount
+	}
+	p.PayloadOff = off + info.HeaderLen
+	p.Payload = b[info.HeaderLen : end-pad]
+	return nil
+}
+
+// Len returns the size in bytes of the frame Encode would write for p: headers from
+// the opcode table, the payload, the pad to a 4-byte boundary and the ICRC.
+// It returns 0 for an unknown opcode.
+func (p *Packet) Len() int {
+	info := &opcodeTable[p.BTH.Opcode]
+	if info.Name == "" {
+		return 0
+	}
+	n := p.Eth.Len() + 20 + 8 + info.HeaderLen + len(p.Payload) + padFor(len(p.Payload)) + ICRCLen
+	if p.IsIPv6 {
+		n += 20
+	}
+	return n
+}
+
+func padFor(n int) int { return -n & 3 }
+
+// Encode writes the frame described by p into buf and returns its length. It derives
+// everything that is not a free choice: the EtherType from IsIPv6, the IP and UDP
+// lengths, the BTH PadCnt, the extension-header layout from the opcode (the header
+// structs named by the opcode are written; Headers is set to match), the IPv4 header
+// checksum, the UDP checksum (0 for IPv4 as rdma_rxe sends; computed for IPv6) and the
+// ICRC. After Encode, p describes the new frame exactly as Decode would.
+//
+// Errors: ErrUnknownOpcode; ErrUnexpectedPayload for a payload on an opcode that
+// carries none; ErrTruncated if buf is shorter than p.Len(); ErrLengthMismatch if
+// the datagram exceeds 65535 bytes.
+func (p *Packet) Encode(buf []byte) (int, error) {
+	info := &opcodeTable[p.BTH.Opcode]
+	if info.Name == "" {
+		return 0, ErrUnknownOpcode
+	}
+	if !info.Payload && len(p.Payload) != 0 {
+		return 0, ErrUnexpectedPayload
+	}
+	n := p.Len()
+	if len(buf) < n {
+		return 0, ErrTruncated
+	}
+	f := buf[:n]
+	copy(f[0:6], p.Eth.Dst[:])
+	copy(f[6:12], p.Eth.Src[:])
+	l3 := 14
+	et := uint16(EtherTypeIPv4)
+	if p.IsIPv6 {
+		et = EtherTypeIPv6
+	}
+	p.Eth.EtherType = et
+	if p.Eth.HasVLAN {
+		binary.BigEndian.PutUint16(f[12:14], EtherTypeVLAN)
+		binary.BigEndian.PutUint16(f[14:16], p.Eth.VLANTCI)
+		l3 = 18
+	}
+	binary.BigEndian.PutUint16(f[l3-2:l3], et)
+	ip := f[l3:]
+	var l4 int
+	if p.IsIPv6 {
+		plen := n - l3 - 40
+		if plen > 0xFFFF {
+			return 0, ErrLengthMismatch
+		}
+		h := &p.IPv6
+		binary.BigEndian.PutUint32(ip[0:4], 6<<28|uint32(h.TrafficClass)<<20|h.FlowLabel&0xFFFFF)
+		binary.BigEndian.PutUint16(ip[4:6], uint16(plen))
+		ip[6] = 17
+		ip[7] = h.HopLimit
+		copy(ip[8:24], h.Src[:])
+		copy(ip[24:40], h.Dst[:])
+		l4 = l3 + 40
+	} else {
+		total := n - l3
+		if total > 0xFFFF {
+			return 0, ErrLengthMismatch
+		}
+		h := &p.IPv4
+		ip[0] = 0x45
+		ip[1] = h.TOS
+		binary.BigEndian.PutUint16(ip[2:4], uint16(total))
+		binary.BigEndian.PutUint16(ip[4:6], h.ID)
+		binary.BigEndian.PutUint16(ip[6:8], h.FlagsFrag)
+		ip[8] = h.TTL
+		ip[9] = 17
+		copy(ip[12:16], h.Src[:])
+		copy(ip[16:20], h.Dst[:])
+		h.Checksum = ipv4HeaderChecksum(ip[:20])
+		binary.BigEndian.PutUint16(ip[10:12], h.Checksum)
+		l4 = l3 + 20
+	}
+	u := f[l4:]
+	p.UDP.Length = uint16(n - l4)
+	binary.BigEndian.PutUint16(u[0:2], p.UDP.SrcPort)
+	binary.BigEndian.PutUint16(u[2:4], p.UDP.DstPort)
+	binary.BigEndian.PutUint16(u[4:6], p.UDP.Length)
+	binary.BigEndian.PutUint16(u[6:8], 0)
+
+	bth := l4 + 8
+	p.BTH.PadCnt = uint8(padFor(len(p.Payload)))
+	p.BTH.Put(f[bth:])
+	p.Headers = info.Headers
+	h := f[bth+BTHLen : bth+info.HeaderLen]
+	if p.Headers&HdrDETH != 0 {
+		p.DETH.Put(h)
+		h = h[DETHLen:]
+	}
+	if p.Headers&HdrRETH != 0 {
+		p.RETH.Put(h)
+		h = h[RETHLen:]
+	}
+	if p.Headers&HdrAtomicETH != 0 {
+		p.AtomicETH.Put(h)
+		h = h[AtomicETHLen:]
+	}
+	if p.Headers&HdrAETH != 0 {
+		p.AETH.Put(h)
+		h = h[AETHLen:]
+	}
+	if p.Headers&HdrAtomicAckETH != 0 {
+		p.AtomicAckETH.Put(h)
+		h = h[AtomicAckETHLen:]
+	}
+	if p.Headers&HdrImmDt != 0 {
+		p.ImmDt.Put(h)
+		h = h[ImmDtLen:]
+	}
+	if p.Headers&HdrIETH != 0 {
+		p.IETH.Put(h)
+		h = h[IETHLen:]
+	}
+	if p.Headers&HdrCNPReserved != 0 {
+		copy(h, p.CNPReserved[:])
+	}
+	po := bth + info.HeaderLen
+	copy(f[po:], p.Payload)
+	end := po + len(p.Payload)
+	clear(f[end : n-ICRCLen]) // pad
+	p.L3Off, p.L4Off, p.BTHOff, p.PayloadOff, p.ICRCOff = l3, l4, bth, po, n-ICRCLen
+	p.frame = f
+	p.Payload = f[po:end]
+	p.ICRC = p.ComputeICRC()
+	putICRC(f, p.ICRCOff, p.ICRC)
+	p.UDP.Checksum = 0
+	p.fixUDPChecksum(p.IsIPv6)
+	return n, nil
+}
+
+// fixUDPChecksum recomputes the UDP checksum of p's frame when force is set or the
+// field is non-zero, and stores it in the frame and in p.UDP.
+func (p *Packet) fixUDPChecksum(force bool) {
+	f := p.frame
+	u := f[p.L4Off : p.ICRCOff+ICRCLen]
+	if !force && binary.BigEndian.Uint16(u[6:8]) == 0 {
+		return
+	}
+	p.UDP.Checksum = udpChecksum(f[p.L3Off:p.L4Off], p.IsIPv6, u)
+	binary.BigEndian.PutUint16(u[6:8], p.UDP.Checksum)
+}

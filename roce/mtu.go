@@ -1,0 +1,70 @@
+package roce
+
+import "fmt"
+
+// MTU is the InfiniBand path MTU enum as verbs encode it (enum ibv_mtu; IBTA Vol 1
+// §7.7.2 "PMTU"): 1 = 256 … 5 = 4096 bytes of payload per packet.
+type MTU uint8
+
+// IB path MTUs.
+const (
+	MTU256  MTU = 1
+	MTU512  MTU = 2
+	MTU1024 MTU = 3
+	MTU2048 MTU = 4
+	MTU4096 MTU = 5
+)
+
+// RoCEOverhead is what rdma_rxe subtracts from the netdev MTU before choosing a path
+// MTU: RXE_MAX_HDR_LENGTH, 80 bytes (drivers/infiniband/sw/rxe/rxe_param.h,
+// eth_mtu_int_to_enum).
+const RoCEOverhead = 80
+
+// Bytes returns the MTU in bytes, or 0 for an invalid value.
+func (m MTU) Bytes() int {
+	if m < MTU256 || m > MTU4096 {
+		return 0
+	}
+	return 128 << m
+}
+
+// Valid reports whether m is one of MTU256…MTU4096.
+func (m MTU) Valid() bool { return m >= MTU256 && m <= MTU4096 }
+
+func (m MTU) String() string {
+	if !m.Valid() {
+		return fmt.Sprintf("MTU(%d)", uint8(m))
+	}
+	return fmt.Sprintf("%d", m.Bytes())
+}
+
+// MTUFromBytes returns the enum for exactly 256, 512, 1024, 2048 or 4096 bytes.
+func MTUFromBytes(n int) (MTU, error) {
+	for m := MTU256; m <= MTU4096; m++ {
+		if m.Bytes() == n {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("roce: %d is not an IB MTU (256, 512, 1024, 2048 or 4096)", n)
+}
+
+// MTUFromNetdev returns the path MTU rdma_rxe uses on a netdev of the given MTU in
+// bytes: the largest IB MTU ≤ netdevMTU − 80 (rxe_param.h eth_mtu_int_to_enum).
+// 1500 gives MTU1024, 9000 gives MTU4096. It returns 0 when netdevMTU − 80 < 256.
+func MTUFromNetdev(netdevMTU int) MTU {
+	n := netdevMTU - RoCEOverhead
+	for m := MTU4096; m >= MTU256; m-- {
+		if n >= m.Bytes() {
+			return m
+		}
+	}
+	return 0
+}
+
+// MinMTU returns the smaller of two path MTUs: what two peers must use.
+func MinMTU(a, b MTU) MTU {
+	if a < b {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,264 @@
+package roce
+
+import "strconv"
+
+// Opcode is the 8-bit BTH OpCode field: a 3-bit transport-service prefix and a 5-bit
+// operation (IBTA Vol 1 §9.2, Table 38 "OpCode Field"; Linux include/rdma/ib_pack.h).
+type Opcode uint8
+
+// Transport-service prefixes (the top 3 bits of the opcode).
+const (
+	ServiceRC  Opcode = 0x00 // Reliable Connected
+	ServiceUC  Opcode = 0x20 // Unreliable Connected
+	ServiceUD  Opcode = 0x60 // Unreliable Datagram
+	ServiceCNP Opcode = 0x80 // congestion notification (Annex A17.9.3)
+)
+
+// Reliable Connected opcodes (IBTA Vol 1 Table 38).
+const (
+	RC_SEND_FIRST                     Opcode = 0x00
+	RC_SEND_MIDDLE                    Opcode = 0x01
+	RC_SEND_LAST                      Opcode = 0x02
+	RC_SEND_LAST_WITH_IMMEDIATE       Opcode = 0x03
+	RC_SEND_ONLY                      Opcode = 0x04
+	RC_SEND_ONLY_WITH_IMMEDIATE       Opcode = 0x05
+	RC_RDMA_WRITE_FIRST               Opcode = 0x06
+	RC_RDMA_WRITE_MIDDLE              Opcode = 0x07
+	RC_RDMA_WRITE_LAST                Opcode = 0x08
+	RC_RDMA_WRITE_LAST_WITH_IMMEDIATE Opcode = 0x09
+	RC_RDMA_WRITE_ONLY                Opcode = 0x0A
+	RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE Opcode = 0x0B
+	RC_RDMA_READ_REQUEST              Opcode = 0x0C
+	RC_RDMA_READ_RESPONSE_FIRST       Opcode = 0x0D
+	RC_RDMA_READ_RESPONSE_MIDDLE      Opcode = 0x0E
+	RC_RDMA_READ_RESPONSE_LAST        Opcode = 0x0F
+	RC_RDMA_READ_RESPONSE_ONLY        Opcode = 0x10
+	RC_ACKNOWLEDGE                    Opcode = 0x11
+	RC_ATOMIC_ACKNOWLEDGE             Opcode = 0x12
+	RC_COMPARE_SWAP                   Opcode = 0x13
+	RC_FETCH_ADD                      Opcode = 0x14
+	RC_SEND_LAST_WITH_INVALIDATE      Opcode = 0x16
+	RC_SEND_ONLY_WITH_INVALIDATE      Opcode = 0x17
+)
+
+// Unreliable Connected opcodes (IBTA Vol 1 Table 38).
+const (
+	UC_SEND_FIRST                     Opcode = 0x20
+	UC_SEND_MIDDLE                    Opcode = 0x21
+	UC_SEND_LAST                      Opcode = 0x22
+	UC_SEND_LAST_WITH_IMMEDIATE       Opcode = 0x23
+	UC_SEND_ONLY                      Opcode = 0x24
+	UC_SEND_ONLY_WITH_IMMEDIATE       Opcode = 0x25
+	UC_RDMA_WRITE_FIRST               Opcode = 0x26
+	UC_RDMA_WRITE_MIDDLE              Opcode = 0x27
+	UC_RDMA_WRITE_LAST                Opcode = 0x28
+	UC_RDMA_WRITE_LAST_WITH_IMMEDIATE Opcode = 0x29
+	UC_RDMA_WRITE_ONLY                Opcode = 0x2A
+	UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE Opcode = 0x2B
+)
+
+// Unreliable Datagram opcodes (IBTA Vol 1 Table 38).
+const (
+	UD_SEND_ONLY                Opcode = 0x64
+	UD_SEND_ONLY_WITH_IMMEDIATE Opcode = 0x65
+)
+
+// CNP is the RoCEv2 Congestion Notification Packet opcode (Annex A17.9.3): BTH with
+// P_Key 0xFFFF and BECN set, then 16 reserved bytes, then the ICRC.
+const CNP Opcode = 0x81
+
+// Header is a bit set of the extension headers that follow the BTH.
+type Header uint16
+
+// Extension transport headers (IBTA Vol 1 §9.3). Within a packet they appear in the
+// order of the constants below (§9.2 Figure 36 "IBA transport header formats").
+const (
+	HdrDETH         Header = 1 << iota // Datagram ETH, 8 bytes (§9.3.3)
+	HdrRETH                            // RDMA ETH, 16 bytes (§9.3.4)
+	HdrAtomicETH                       // Atomic ETH, 28 bytes (§9.3.5)
+	HdrAETH                            // ACK ETH, 4 bytes (§9.3.6)
+	HdrAtomicAckETH                    // Atomic ACK ETH, 8 bytes (§9.3.7)
+	HdrImmDt                           // Immediate data, 4 bytes (§9.3.8)
+	HdrIETH                            // Invalidate ETH, 4 bytes (§9.3.9)
+	HdrCNPReserved                     // the 16 reserved bytes of a CNP (Annex A17.9.3)
+)
+
+// Header sizes in bytes (IBTA Vol 1 §9.2–9.3).
+const (
+	BTHLen          = 12
+	DETHLen         = 8
+	RETHLen         = 16
+	AtomicETHLen    = 28
+	AETHLen         = 4
+	AtomicAckETHLen = 8
+	ImmDtLen        = 4
+	IETHLen         = 4
+	CNPReservedLen  = 16
+	ICRCLen         = 4
+)
+
+// Position is where a packet sits in its message (§9.4: FIRST, MIDDLE, LAST, ONLY).
+type Position uint8
+
+// Message positions. Single-packet operations (READ request, ACK, atomics) are ONLY.
+const (
+	PosFirst Position = iota + 1
+	PosMiddle
+	PosLast
+	PosOnly
+)
+
+func (p Position) String() string {
+	switch p {
+	case PosFirst:
+		return "FIRST"
+	case PosMiddle:
+		return "MIDDLE"
+	case PosLast:
+		return "LAST"
+	case PosOnly:
+		return "ONLY"
+	}
+	return "Position(" + strconv.Itoa(int(p)) + ")"
+}
+
+// OpcodeInfo describes one opcode: its spec name, the extension headers that follow
+// the BTH in order, whether a payload may follow them, and its message position.
+type OpcodeInfo struct {
+	Name       string   // as IBTA Table 38 spells it, e.g. "RDMA_WRITE_FIRST"
+	Headers    Header   // extension headers after the BTH
+	HeaderLen  int      // bytes of BTH plus extension headers
+	Payload    bool     // whether the packet may carry a payload
+	Position   Position // FIRST, MIDDLE, LAST or ONLY
+	IsResponse bool     // sent by a responder (read responses, ACKs)
+}
+
+var opcodeTable [256]OpcodeInfo
+
+func defineOp(op Opcode, name string, h Header, payload bool, pos Position) {
+	info := OpcodeInfo{Name: name, Headers: h, Payload: payload, Position: pos}
+	info.HeaderLen = BTHLen + h.Len()
+	op5 := op & 0x1F
+	info.IsResponse = op&0xE0 == ServiceRC && op5 >= 0x0D && op5 <= 0x12
+	opcodeTable[op] = info
+}
+
+func init() {
+	// Operations shared by RC and UC, at the same 5-bit code (Table 38).
+	for _, svc := range []Opcode{ServiceRC, ServiceUC} {
+		defineOp(svc|0x00, "SEND_FIRST", 0, true, PosFirst)
+		defineOp(svc|0x01, "SEND_MIDDLE", 0, true, PosMiddle)
+		defineOp(svc|0x02, "SEND_LAST", 0, true, PosLast)
+		defineOp(svc|0x03, "SEND_LAST_WITH_IMMEDIATE", HdrImmDt, true, PosLast)
+		defineOp(svc|0x04, "SEND_ONLY", 0, true, PosOnly)
+		defineOp(svc|0x05, "SEND_ONLY_WITH_IMMEDIATE", HdrImmDt, true, PosOnly)
+		defineOp(svc|0x06, "RDMA_WRITE_FIRST", HdrRETH, true, PosFirst)
+		defineOp(svc|0x07, "RDMA_WRITE_MIDDLE", 0, true, PosMiddle)
+		defineOp(svc|0x08, "RDMA_WRITE_LAST", 0, true, PosLast)
+		defineOp(svc|0x09, "RDMA_WRITE_LAST_WITH_IMMEDIATE", HdrImmDt, true, PosLast)
+		defineOp(svc|0x0A, "RDMA_WRITE_ONLY", HdrRETH, true, PosOnly)
+		defineOp(svc|0x0B, "RDMA_WRITE_ONLY_WITH_IMMEDIATE", HdrRETH|HdrImmDt, true, PosOnly)
+	}
+	defineOp(RC_RDMA_READ_REQUEST, "RDMA_READ_REQUEST", HdrRETH, false, PosOnly)
+	defineOp(RC_RDMA_READ_RESPONSE_FIRST, "RDMA_READ_RESPONSE_FIRST", HdrAETH, true, PosFirst)
+	defineOp(RC_RDMA_READ_RESPONSE_MIDDLE, "RDMA_READ_RESPONSE_MIDDLE", 0, true, PosMiddle)
+	defineOp(RC_RDMA_READ_RESPONSE_LAST, "RDMA_READ_RESPONSE_LAST", HdrAETH, true, PosLast)
+	defineOp(RC_RDMA_READ_RESPONSE_ONLY, "RDMA_READ_RESPONSE_ONLY", HdrAETH, true, PosOnly)
+	defineOp(RC_ACKNOWLEDGE, "ACKNOWLEDGE", HdrAETH, false, PosOnly)
+	defineOp(RC_ATOMIC_ACKNOWLEDGE, "ATOMIC_ACKNOWLEDGE", HdrAETH|HdrAtomicAckETH, false, PosOnly)
+	defineOp(RC_COMPARE_SWAP, "COMPARE_SWAP", HdrAtomicETH, false, PosOnly)
+	defineOp(RC_FETCH_ADD, "FETCH_ADD", HdrAtomicETH, false, PosOnly)
+	defineOp(RC_SEND_LAST_WITH_INVALIDATE, "SEND_LAST_WITH_INVALIDATE", HdrIETH, true, PosLast)
+	defineOp(RC_SEND_ONLY_WITH_INVALIDATE, "SEND_ONLY_WITH_INVALIDATE", HdrIETH, true, PosOnly)
+	defineOp(UD_SEND_ONLY, "SEND_ONLY", HdrDETH, true, PosOnly)
+	defineOp(UD_SEND_ONLY_WITH_IMMEDIATE, "SEND_ONLY_WITH_IMMEDIATE", HdrDETH|HdrImmDt, true, PosOnly)
+	defineOp(CNP, "CNP", HdrCNPReserved, false, PosOnly)
+}
+
+// Info returns the opcode's description and whether the opcode is one this package
+// knows (RC, UC, UD and CNP; RD and XRC are not supported).
+func (op Opcode) Info() (OpcodeInfo, bool) {
+	info := opcodeTable[op]
+	return info, info.Name != ""
+}
+
+// Valid reports whether op is a known opcode.
+func (op Opcode) Valid() bool { return opcodeTable[op].Name != "" }
+
+// Service returns the transport-service prefix (ServiceRC, ServiceUC, ServiceUD, ...).
+func (op Opcode) Service() Opcode { return op & 0xE0 }
+
+// String returns the spec name with its service, e.g. "RC_RDMA_WRITE_FIRST", or
+// "Opcode(0xNN)" for an unknown opcode.
+func (op Opcode) String() string {
+	info := opcodeTable[op]
+	if info.Name == "" {
+		return "Opcode(0x" + strconv.FormatUint(uint64(op), 16) + ")"
+	}
+	switch op.Service() {
+	case ServiceRC:
+		return "RC_" + info.Name
+	case ServiceUC:
+		return "UC_" + info.Name
+	case ServiceUD:
+		return "UD_" + info.Name
+	}
+	return info.Name
+}
+
+// ParseOpcode returns the opcode whose String is name ("RC_SEND_ONLY", "CNP", ...).
+// It also accepts an RC name without its prefix ("RDMA_WRITE_ONLY").
+func ParseOpcode(name string) (Opcode, bool) {
+	for i := range opcodeTable {
+		op := Opcode(i)
+		if !op.Valid() {
+			continue
+		}
+		if op.String() == name || (op.Service() == ServiceRC && opcodeTable[i].Name == name) {
+			return op, true
+		}
+	}
+	return 0, false
+}
+
+// Len returns the total size in bytes of the headers in h.
+func (h Header) Len() int {
+	n := 0
+	for _, e := range headerOrder {
+		if h&e.h != 0 {
+			n += e.n
+		}
+	}
+	return n
+}
+
+var headerOrder = [...]struct {
+	h    Header
+	n    int
+	name string
+}{
+	{HdrDETH, DETHLen, "DETH"},
+	{HdrRETH, RETHLen, "RETH"},
+	{HdrAtomicETH, AtomicETHLen, "AtomicETH"},
+	{HdrAETH, AETHLen, "AETH"},
+	{HdrAtomicAckETH, AtomicAckETHLen, "AtomicAckETH"},
+	{HdrImmDt, ImmDtLen, "ImmDt"},
+	{HdrIETH, IETHLen, "IETH"},
+	{HdrCNPReserved, CNPReservedLen, "CNPReserved"},
+}
+
+func (h Header) String() string {
+	s := ""
+	for _, e := range headerOrder {
+		if h&e.h != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += e.name
+		}
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
