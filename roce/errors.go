@@ -27,14 +27,14 @@ func (e *DecodeError) Error() string { return e.msg }
 
 // Errors returned by the decoders.
 var (
-	ErrTruncated        = &DecodeError{KindTruncated, "roce: truncated packet"}
-	ErrNotRoCE          = &DecodeError{KindNotRoCE, "roce: not a RoCEv2 frame (IPv4/IPv6 UDP port 4791)"}
-	ErrIPv4Options      = &DecodeError{KindNotRoCE, "roce: IPv4 header with options"}
-	ErrIPFragment       = &DecodeError{KindNotRoCE, "roce: IP fragment"}
-	ErrUnknownOpcode    = &DecodeError{KindUnknownOpcode, "roce: unknown BTH opcode"}
-	ErrBadPadCount      = &DecodeError{KindBadPadCount, "roce: BTH pad count inconsistent with payload"}
-	ErrLengthMismatch   = &DecodeError{KindLengthMismatch, "roce: IP/UDP length does not match the frame"}
+	ErrTruncated         = &DecodeError{KindTruncated, "roce: truncated packet"}
+	ErrNotRoCE           = &DecodeError{KindNotRoCE, "roce: not a RoCEv2 frame (IPv4/IPv6 UDP port 4791)"}
+	ErrIPv4Options       = &DecodeError{KindNotRoCE, "roce: IPv4 header with options"}
+	ErrIPFragment        = &DecodeError{KindNotRoCE, "roce: IP fragment"}
+	ErrUnknownOpcode     = &DecodeError{KindUnknownOpcode, "roce: unknown BTH opcode"}
+	ErrBadPadCount       = &DecodeError{KindBadPadCount, "roce: BTH pad count inconsistent with payload"}
+	ErrLengthMismatch    = &DecodeError{KindLengthMismatch, "roce: IP/UDP length does not match the frame"}
 	ErrUnexpectedPayload = &DecodeError{KindLengthMismatch, "roce: payload on an opcode that carries none"}
-	ErrBadICRC          = &DecodeError{KindBadICRC, "roce: ICRC mismatch"}
-	ErrBadVersion       = &DecodeError{KindBadVersion, "roce: BTH transport header version is not 0"}
+	ErrBadICRC           = &DecodeError{KindBadICRC, "roce: ICRC mismatch"}
+	ErrBadVersion        = &DecodeError{KindBadVersion, "roce: BTH transport header version is not 0"}
 )

@@ -446,19 +446,21 @@ func (p *Packet) Encode(buf []byte) (int, error) {
 	p.Payload = f[po:end]
 	p.ICRC = p.ComputeICRC()
 	putICRC(f, p.ICRCOff, p.ICRC)
-	p.UDP.Checksum = 0
-	p.fixUDPChecksum(p.IsIPv6)
+	p.setUDPChecksum()
 	return n, nil
 }
 
-// fixUDPChecksum recomputes the UDP checksum of p's frame when force is set or the
-// field is non-zero, and stores it in the frame and in p.UDP.
-func (p *Packet) fixUDPChecksum(force bool) {
+// setUDPChecksum sets the UDP checksum of p's frame, in the frame and in p.UDP: 0 for
+// IPv4, as rdma_rxe sends (the ICRC protects the packet); computed for IPv6, where
+// RFC 8200 §8.1 forbids 0 and Linux drops such datagrams. It must run after the ICRC
+// is written, since the UDP checksum covers it.
+func (p *Packet) setUDPChecksum() {
 	f := p.frame
 	u := f[p.L4Off : p.ICRCOff+ICRCLen]
-	if !force && binary.BigEndian.Uint16(u[6:8]) == 0 {
-		return
+	p.UDP.Checksum = 0
+	if p.IsIPv6 {
+		binary.BigEndian.PutUint16(u[6:8], 0)
+		p.UDP.Checksum = udpChecksum(f[p.L3Off:p.L4Off], true, u)
 	}
-	p.UDP.Checksum = udpChecksum(f[p.L3Off:p.L4Off], p.IsIPv6, u)
 	binary.BigEndian.PutUint16(u[6:8], p.UDP.Checksum)
 }

@@ -35,13 +35,13 @@ func icrc(f []byte, l3 int, v6 bool, end int) uint32 {
 	var bth int
 	if !v6 {
 		ip := f[l3:]
-		c = crc32.Update(c, t, ip[0:1])     // version, IHL
-		c = crc32.Update(c, t, ones[:1])    // TOS
-		c = crc32.Update(c, t, ip[2:8])     // total length, ID, flags, fragment offset
-		c = crc32.Update(c, t, ones[:1])    // TTL
-		c = crc32.Update(c, t, ip[9:10])    // protocol
-		c = crc32.Update(c, t, ones[:2])    // header checksum
-		c = crc32.Update(c, t, ip[12:26])   // addresses, UDP ports and length
+		c = crc32.Update(c, t, ip[0:1])   // version, IHL
+		c = crc32.Update(c, t, ones[:1])  // TOS
+		c = crc32.Update(c, t, ip[2:8])   // total length, ID, flags, fragment offset
+		c = crc32.Update(c, t, ones[:1])  // TTL
+		c = crc32.Update(c, t, ip[9:10])  // protocol
+		c = crc32.Update(c, t, ones[:2])  // header checksum
+		c = crc32.Update(c, t, ip[12:26]) // addresses, UDP ports and length
 		bth = l3 + 20 + 8
 	} else {
 		ip := f[l3:]
@@ -68,9 +68,8 @@ func (p *Packet) ComputeICRC() uint32 {
 }
 
 // FinishFrame fills in the checksums of a RoCEv2 frame whose headers are otherwise
-// complete: it computes and writes the ICRC and then, for IPv6 or when the UDP
-// checksum field is non-zero, the UDP checksum (which covers the ICRC, so it must come
-// second). Use it after building a frame with gopacket.SerializeLayers, which cannot
+// complete: it computes and writes the ICRC, then sets the UDP checksum (0 for IPv4,
+// computed for IPv6; it covers the ICRC, so it must come second). Use it after building a frame with gopacket.SerializeLayers, which cannot
 // compute the ICRC because the BTH layer is serialized before the IP header exists.
 // It returns the decoder's error if the frame's structure is not valid RoCEv2.
 func FinishFrame(frame []byte) error {
@@ -79,6 +78,6 @@ func FinishFrame(frame []byte) error {
 		return err
 	}
 	putICRC(frame, p.ICRCOff, p.ComputeICRC())
-	p.fixUDPChecksum(p.IsIPv6)
+	p.setUDPChecksum()
 	return nil
 }

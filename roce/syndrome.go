@@ -37,10 +37,10 @@ const CreditsInvalid uint8 = 0x1F
 
 // Syndromes as rdma_rxe sends them (drivers/infiniband/sw/rxe/rxe_hdr.h AETH_*).
 const (
-	SyndromeACK                    Syndrome = 0x1F // ACK, credits invalid
-	SyndromeNAKPSNSequenceError    Syndrome = 0x60
-	SyndromeNAKInvalidRequest      Syndrome = 0x61
-	SyndromeNAKRemoteAccessError   Syndrome = 0x62
+	SyndromeACK                       Syndrome = 0x1F // ACK, credits invalid
+	SyndromeNAKPSNSequenceError       Syndrome = 0x60
+	SyndromeNAKInvalidRequest         Syndrome = 0x61
+	SyndromeNAKRemoteAccessError      Syndrome = 0x62
 	SyndromeNAKRemoteOperationalError Syndrome = 0x63
 )
 
