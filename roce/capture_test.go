@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
@@ -36,6 +37,7 @@ func captureFiles(t testing.TB, sub string) []string {
 type roceFrame struct {
 	file  string
 	index int
+	time  time.Time
 	data  []byte
 	pkt   roce.Packet
 	err   error
@@ -55,7 +57,7 @@ func readRoCE(t testing.TB, files []string) []roceFrame {
 			if errors.Is(err, roce.ErrNotRoCE) {
 				continue
 			}
-			out = append(out, roceFrame{filepath.Base(file), fr.Index, fr.Data, p, err})
+			out = append(out, roceFrame{filepath.Base(file), fr.Index, fr.Time, fr.Data, p, err})
 		}
 	}
 	return out

@@ -253,9 +253,10 @@ func decodeRoCE(data []byte, p gopacket.PacketBuilder) error {
 
 // SerializeFrame builds a whole RoCEv2 frame from gopacket layers (Ethernet, IPv4 or
 // IPv6, UDP, BTHLayer, extension-header layers, Payload) with gopacket.SerializeLayers
-// and then FinishFrame. opts should set FixLengths and ComputeChecksums; for IPv6 the
-// UDP layer needs SetNetworkLayerForChecksum only if ComputeChecksums is set, since
-// FinishFrame recomputes the UDP checksum anyway.
+// and then FinishFrame. opts should set FixLengths and ComputeChecksums (for the IPv4
+// header checksum); gopacket then requires the UDP layer's SetNetworkLayerForChecksum.
+// FinishFrame overwrites the UDP checksum with RoCEv2's: 0 on IPv4, computed over the
+// finished frame on IPv6.
 func SerializeFrame(buf gopacket.SerializeBuffer, opts gopacket.SerializeOptions, ls ...gopacket.SerializableLayer) error {
 	if err := gopacket.SerializeLayers(buf, opts, ls...); err != nil {
 		return err

@@ -175,14 +175,11 @@ func init() {
 	defineOp(CNP, "CNP", HdrCNPReserved, false, PosOnly)
 }
 
-// Info returns the opcode's description and whether the opcode is one this package
-// knows (RC, UC, UD and CNP; RD and XRC are not supported).
-func (op Opcode) Info() (OpcodeInfo, bool) {
-	info := opcodeTable[op]
-	return info, info.Name != ""
-}
+// Info returns the opcode's description; its Name is empty for an opcode this package
+// does not know (RD, XRC and reserved values).
+func (op Opcode) Info() OpcodeInfo { return opcodeTable[op] }
 
-// Valid reports whether op is a known opcode.
+// Valid reports whether op is a known opcode: RC, UC, UD or CNP.
 func (op Opcode) Valid() bool { return opcodeTable[op].Name != "" }
 
 // Service returns the transport-service prefix (ServiceRC, ServiceUC, ServiceUD, ...).

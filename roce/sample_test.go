@@ -56,8 +56,7 @@ func samplePackets(v6 bool) map[string]roce.Packet {
 		p = base(op, 1022)
 		p.BTH.AckReq = false
 		p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: 0x000102}
-		info, _ := op.Info()
-		m[info.Name] = p
+		m[op.Info().Name] = p
 	}
 	m["RDMA_READ_RESPONSE_MIDDLE"] = base(roce.RC_RDMA_READ_RESPONSE_MIDDLE, 1024)
 	p = base(roce.RC_ACKNOWLEDGE, 0)

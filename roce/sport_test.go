@@ -1,0 +1,91 @@
+package roce_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// hostPeer is the plain-UDP peer of the hostpeer_* captures; it always sends from
+// port 4791, so its frames are not rdma_rxe's.
+const hostPeer = "10.77.0.1"
+
+// TestUDPSourcePortMatchesRxe checks every RC frame rdma_rxe sent in the captures made
+// without rdma_cm: its UDP source port is rdma_get_udp_sport of the flow's QPN pair.
+// The sender's own QPN is the DestQP of the frame nearest in time flowing the other
+// way (each capture holds runs seconds apart, and each run has its own QPNs).
+func TestUDPSourcePortMatchesRxe(t *testing.T) {
+	var files []string
+	for _, f := range captureFiles(t, "rxe") {
+		if filepath.Base(f) != "ib_write_bw_rdmacm.pcap" {
+			files = append(files, f)
+		}
+	}
+	files = append(files, captureFiles(t, "rxe-loss")...)
+	checked, pairs := 0, map[[2]uint32]bool{}
+	byFile := map[string][]roceFrame{}
+	for _, f := range readRoCE(t, files) {
+		byFile[f.file] = append(byFile[f.file], f)
+	}
+	for file, frames := range byFile {
+		for _, f := range frames {
+			p := &f.pkt
+			if p.SrcAddr().String() == hostPeer {
+				if p.UDP.SrcPort != roce.UDPPort {
+					t.Errorf("%s frame %d: host peer sport %d", file, f.index, p.UDP.SrcPort)
+				}
+				continue
+			}
+			var rev *roceFrame
+			for j := range frames {
+				q := &frames[j]
+				if q.pkt.SrcAddr() != p.DstAddr() || q.pkt.DstAddr() != p.SrcAddr() {
+					continue
+				}
+				if rev == nil || absDur(q.time.Sub(f.time)) < absDur(rev.time.Sub(f.time)) {
+					rev = q
+				}
+			}
+			if rev == nil {
+				t.Fatalf("%s frame %d: no reverse flow", file, f.index)
+			}
+			lqpn, rqpn := rev.pkt.BTH.DestQP, p.BTH.DestQP
+			if want := roce.UDPSourcePort(0, lqpn, rqpn); p.UDP.SrcPort != want {
+				t.Errorf("%s frame %d: sport 0x%04x, rdma_get_udp_sport(0x%x, 0x%x) = 0x%04x",
+					file, f.index, p.UDP.SrcPort, lqpn, rqpn, want)
+			}
+			pairs[[2]uint32{lqpn, rqpn}] = true
+			checked++
+		}
+	}
+	if checked < 2000 || len(pairs) < 10 {
+		t.Errorf("checked %d frames in %d QPN pairs: too few", checked, len(pairs))
+	}
+	t.Logf("%d frames, %d QPN pairs", checked, len(pairs))
+}
+
+func TestUDPSourcePortVectors(t *testing.T) {
+	// Worked by hand from rdma_calc_flow_label / rdma_flow_label_to_udp_sport:
+	// 0x11*0x12 = 0x132; folding leaves 0x132; low 14 bits 0x132, high 6 bits 0 -> 0xC132.
+	if got := roce.UDPSourcePort(0, 0x11, 0x12); got != 0xC132 {
+		t.Errorf("UDPSourcePort(0, 0x11, 0x12) = 0x%04x", got)
+	}
+	// A flow label in the address handle wins: 0xFC001 -> low 0x0001 ^ 0x3F = 0x3E.
+	if got := roce.UDPSourcePort(0xFC001, 0x11, 0x12); got != 0xC03E {
+		t.Errorf("UDPSourcePort(0xFC001, …) = 0x%04x", got)
+	}
+	// 0xFFFFFF*0xFFFFFF = 0xFFFFFE000001: v ^= v>>20 gives 0xFFFFFE000001 ^ 0xFFFFFFE0 = 0xFFFF01FFFFE1;
+	// v ^= v>>40 gives 0xFFFF01FFFFE1 ^ 0xFF = 0xFFFF01FFFF1E; & 0xFFFFF = 0xFFF1E.
+	if got := roce.FlowLabel(0xFFFFFF, 0xFFFFFF); got != 0xFFF1E {
+		t.Errorf("FlowLabel(max, max) = 0x%x", got)
+	}
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
