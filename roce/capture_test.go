@@ -17,7 +17,7 @@ import (
 func pcapDir(t testing.TB) string {
 	dir := os.Getenv("XROCE_PCAPS")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "pcaps")
+		dir = filepath.Join("..", "..", "shared", "pcaps") // package dir → checkout → beside it
 	}
 	if _, err := os.Stat(filepath.Join(dir, "rxe")); err != nil {
 		t.Fatalf("rdma_rxe captures not found (%v): set XROCE_PCAPS to shared/pcaps", err)

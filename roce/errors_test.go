@@ -18,15 +18,6 @@ func encodeSample(t testing.TB, name string, v6 bool) []byte {
 	return buf
 }
 
-// refreshICRC recomputes the ICRC of a frame whose structure is still valid, so a
-// test reaches the check it aims at rather than stopping at the ICRC.
-func refreshICRC(t *testing.T, f []byte) {
-	t.Helper()
-	if err := roce.FinishFrame(f); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestDecodeErrors(t *testing.T) {
 	// IPv4 offsets: IP 14, UDP 34, BTH 42.
 	for _, c := range []struct {
@@ -118,7 +109,6 @@ func TestDecodeAcceptsVariantFields(t *testing.T) {
 		{"TTL and TOS", false, func(f []byte) []byte { f[22], f[15] = 1, 0xb8; return f }},
 		{"IPv4 header checksum", false, func(f []byte) []byte { f[24] ^= 0xFF; return f }},
 		{"UDP checksum", false, func(f []byte) []byte { f[40], f[41] = 0x12, 0x34; return f }},
-		{"UDP source port 4791", false, func(f []byte) []byte { t.Helper(); return f }},
 		{"IPv6 traffic class, flow label, hop limit", true, func(f []byte) []byte { f[14], f[15], f[17], f[21] = 0x6F, 0xFF, 0x00, 1; return f }},
 		{"Ethernet padding", false, func(f []byte) []byte { return append(f, 0, 0, 0, 0, 0, 0) }},
 		{"VLAN tag", false, func(f []byte) []byte {

@@ -146,7 +146,7 @@ func defineOp(op Opcode, name string, h Header, payload bool, pos Position) {
 func init() {
 	// Operations shared by RC and UC, at the same 5-bit code (Table 38).
 	for _, svc := range []Opcode{ServiceRC, ServiceUC} {
-		defineOp(svc|0x00, "SEND_FIRST", 0, true, PosFirst)
+		defineOp(svc, "SEND_FIRST", 0, true, PosFirst)
 		defineOp(svc|0x01, "SEND_MIDDLE", 0, true, PosMiddle)
 		defineOp(svc|0x02, "SEND_LAST", 0, true, PosLast)
 		defineOp(svc|0x03, "SEND_LAST_WITH_IMMEDIATE", HdrImmDt, true, PosLast)
