@@ -1,0 +1,65 @@
+package transport
+
+import "sync/atomic"
+
+// Counter indexes. The names are rdma_rxe's hw_counters (rxe_hw_counters.c) where
+// rxe has one, and say what they count otherwise.
+const (
+	CntSentPkts            = iota // sent_pkts: frames handed to the link
+	CntRcvdPkts                   // rcvd_pkts: frames accepted for a QP
+	CntDuplicateRequest           // duplicate_request: responder saw a PSN it already executed
+	CntOutOfSeqRequest            // out_of_seq_request: responder saw a PSN ahead of the expected one
+	CntRcvdRNRErr                 // rcvd_rnr_err: requester received an RNR NAK
+	CntSendRNRErr                 // send_rnr_err: responder sent an RNR NAK
+	CntRcvdSeqErr                 // rcvd_seq_err: requester received a NAK PSN sequence error
+	CntAckDeferred                // ack_deferred: ACKs coalesced into a later one
+	CntRetryExceededErr           // retry_exceeded_err: retry_cnt ran out
+	CntRetryRNRExceededErr        // retry_rnr_exceeded_err: rnr_retry ran out
+	CntCompleterRetryErr          // completer_retry_err: requester went back to retransmit
+	CntSendErr                    // send_err: the link failed a send
+	CntLinkDowned                 // link_downed
+	CntRdmaSends                  // rdma_sends: RDMA READ/WRITE requests sent
+	CntRdmaRecvs                  // rdma_recvs: RDMA READ/WRITE requests executed
+	CntLocalAckTimeoutErr         // local_ack_timeout_err: retransmit timer expiries (mlx5's name)
+	CntLinkBusy                   // link_busy: the link refused frames (TX ring full, EAGAIN)
+	CntLinkBusyResent             // link_busy_resent: refused frames sent after the adaptive delay
+	CntRcvdICRCErr                // rcvd_icrc_err: frames dropped for a bad ICRC
+	CntRcvdMalformed              // rcvd_malformed: frames dropped as not decodable
+	CntRcvdUnknownQP              // rcvd_unknown_qp: frames for no QP, a QP not ready, or from the wrong peer
+	CntGhostAck                   // ghost_ack: responses for PSNs never sent, ignored
+	CntStaleAck                   // stale_ack: ACKs and responses for PSNs already completed, ignored
+	CntImpliedNak                 // implied_nak: READ/atomic response gaps that made the requester retry
+	numCounters
+)
+
+// CounterNames gives each counter's name, indexed by the Cnt constants.
+var CounterNames = [numCounters]string{
+	"sent_pkts", "rcvd_pkts", "duplicate_request", "out_of_seq_request", "rcvd_rnr_err", "send_rnr_err",
+	"rcvd_seq_err", "ack_deferred", "retry_exceeded_err", "retry_rnr_exceeded_err", "completer_retry_err",
+	"send_err", "link_downed", "rdma_sends", "rdma_recvs", "local_ack_timeout_err", "link_busy",
+	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "ghost_ack", "stale_ack",
+	"implied_nak",
+}
+
+// Counters is a set of event counters, read safely from any goroutine.
+type Counters struct {
+	v [numCounters]atomic.Uint64
+}
+
+func newCounters() *Counters { return &Counters{} }
+
+func (c *Counters) inc(i int) { c.v[i].Add(1) }
+
+func (c *Counters) add(i int, n uint64) { c.v[i].Add(n) }
+
+// Get returns counter i (one of the Cnt constants).
+func (c *Counters) Get(i int) uint64 { return c.v[i].Load() }
+
+// Map returns every counter by name.
+func (c *Counters) Map() map[string]uint64 {
+	m := make(map[string]uint64, numCounters)
+	for i := range c.v {
+		m[CounterNames[i]] = c.v[i].Load()
+	}
+	return m
+}

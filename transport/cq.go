@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"context"
+	"strconv"
+	"sync"
+)
+
+// WCStatus is a work completion's status (enum ibv_wc_status).
+type WCStatus uint8
+
+// Work-completion statuses, with ibv_wc_status's names and values.
+const (
+	WC_SUCCESS           WCStatus = 0
+	WC_LOC_LEN_ERR       WCStatus = 1
+	WC_LOC_QP_OP_ERR     WCStatus = 2
+	WC_LOC_EEC_OP_ERR    WCStatus = 3
+	WC_LOC_PROT_ERR      WCStatus = 4
+	WC_WR_FLUSH_ERR      WCStatus = 5
+	WC_MW_BIND_ERR       WCStatus = 6
+	WC_BAD_RESP_ERR      WCStatus = 7
+	WC_LOC_ACCESS_ERR    WCStatus = 8
+	WC_REM_INV_REQ_ERR   WCStatus = 9
+	WC_REM_ACCESS_ERR    WCStatus = 10
+	WC_REM_OP_ERR        WCStatus = 11
+	WC_RETRY_EXC_ERR     WCStatus = 12
+	WC_RNR_RETRY_EXC_ERR WCStatus = 13
+	WC_FATAL_ERR         WCStatus = 19
+	WC_RESP_TIMEOUT_ERR  WCStatus = 20
+	WC_GENERAL_ERR       WCStatus = 21
+)
+
+var wcStatusNames = map[WCStatus]string{
+	WC_SUCCESS: "IBV_WC_SUCCESS", WC_LOC_LEN_ERR: "IBV_WC_LOC_LEN_ERR", WC_LOC_QP_OP_ERR: "IBV_WC_LOC_QP_OP_ERR",
+	WC_LOC_EEC_OP_ERR: "IBV_WC_LOC_EEC_OP_ERR", WC_LOC_PROT_ERR: "IBV_WC_LOC_PROT_ERR",
+	WC_WR_FLUSH_ERR: "IBV_WC_WR_FLUSH_ERR", WC_MW_BIND_ERR: "IBV_WC_MW_BIND_ERR", WC_BAD_RESP_ERR: "IBV_WC_BAD_RESP_ERR",
+	WC_LOC_ACCESS_ERR: "IBV_WC_LOC_ACCESS_ERR", WC_REM_INV_REQ_ERR: "IBV_WC_REM_INV_REQ_ERR",
+	WC_REM_ACCESS_ERR: "IBV_WC_REM_ACCESS_ERR", WC_REM_OP_ERR: "IBV_WC_REM_OP_ERR",
+	WC_RETRY_EXC_ERR: "IBV_WC_RETRY_EXC_ERR", WC_RNR_RETRY_EXC_ERR: "IBV_WC_RNR_RETRY_EXC_ERR",
+	WC_FATAL_ERR: "IBV_WC_FATAL_ERR", WC_RESP_TIMEOUT_ERR: "IBV_WC_RESP_TIMEOUT_ERR", WC_GENERAL_ERR: "IBV_WC_GENERAL_ERR",
+}
+
+// String returns the ibv_wc_status name, e.g. "IBV_WC_RETRY_EXC_ERR".
+func (s WCStatus) String() string {
+	if n, ok := wcStatusNames[s]; ok {
+		return n
+	}
+	return "IBV_WC_STATUS(" + strconv.Itoa(int(s)) + ")"
+}
+
+// WCOpcode is a work completion's opcode (enum ibv_wc_opcode).
+type WCOpcode uint8
+
+// Work-completion opcodes, with ibv_wc_opcode's names and values.
+const (
+	WC_SEND               WCOpcode = 0
+	WC_RDMA_WRITE         WCOpcode = 1
+	WC_RDMA_READ          WCOpcode = 2
+	WC_COMP_SWAP          WCOpcode = 3
+	WC_FETCH_ADD          WCOpcode = 4
+	WC_RECV               WCOpcode = 128
+	WC_RECV_RDMA_WITH_IMM WCOpcode = 129
+)
+
+// String returns the ibv_wc_opcode name, e.g. "IBV_WC_RDMA_WRITE".
+func (o WCOpcode) String() string {
+	switch o {
+	case WC_SEND:
+		return "IBV_WC_SEND"
+	case WC_RDMA_WRITE:
+		return "IBV_WC_RDMA_WRITE"
+	case WC_RDMA_READ:
+		return "IBV_WC_RDMA_READ"
+	case WC_COMP_SWAP:
+		return "IBV_WC_COMP_SWAP"
+	case WC_FETCH_ADD:
+		return "IBV_WC_FETCH_ADD"
+	case WC_RECV:
+		return "IBV_WC_RECV"
+	case WC_RECV_RDMA_WITH_IMM:
+		return "IBV_WC_RECV_RDMA_WITH_IMM"
+	}
+	return "IBV_WC_OPCODE(" + strconv.Itoa(int(o)) + ")"
+}
+
+// WorkCompletion reports the end of a work request (struct ibv_wc).
+type WorkCompletion struct {
+	WRID    uint64
+	Status  WCStatus
+	Opcode  WCOpcode
+	ByteLen uint32 // bytes received (receive completions, RDMA READ, atomics: 8)
+	ImmData uint32 // immediate data, valid when HasImm
+	HasImm  bool   // IBV_WC_WITH_IMM
+	QPN     uint32 // the local QP
+}
+
+// CompletionQueue collects work completions. Poll and Wait may be called from any
+// goroutine.
+type CompletionQueue struct {
+	mu      sync.Mutex
+	cqes    []WorkCompletion // FIFO; head at index head
+	head    int
+	notify  chan struct{}
+	depth   int
+	overrun bool
+}
+
+// CreateCQ returns a completion queue holding up to depth completions. If more
+// accumulate before Poll, the CQ overruns: further completions are dropped and
+// Overrun reports it, as an ibv CQ overrun is an error.
+func (d *Device) CreateCQ(depth int) *CompletionQueue {
+	if depth <= 0 {
+		depth = 1024
+	}
+	return &CompletionQueue{notify: make(chan struct{}, 1), depth: depth}
+}
+
+func (cq *CompletionQueue) push(wc WorkCompletion) {
+	cq.mu.Lock()
+	if len(cq.cqes)-cq.head >= cq.depth {
+		cq.overrun = true
+	} else {
+		if cq.head > 0 && len(cq.cqes) == cap(cq.cqes) {
+			n := copy(cq.cqes, cq.cqes[cq.head:])
+			cq.cqes = cq.cqes[:n]
+			cq.head = 0
+		}
+		cq.cqes = append(cq.cqes, wc)
+	}
+	cq.mu.Unlock()
+	select {
+	case cq.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Poll moves up to len(wcs) completions into wcs, oldest first, and returns how many.
+func (cq *CompletionQueue) Poll(wcs []WorkCompletion) int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	n := copy(wcs, cq.cqes[cq.head:])
+	cq.head += n
+	if cq.head == len(cq.cqes) {
+		cq.cqes = cq.cqes[:0]
+		cq.head = 0
+	}
+	return n
+}
+
+// Len returns how many completions wait to be polled.
+func (cq *CompletionQueue) Len() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return len(cq.cqes) - cq.head
+}
+
+// Overrun reports whether completions were dropped because the CQ was full.
+func (cq *CompletionQueue) Overrun() bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.overrun
+}
+
+// Wait blocks until at least one completion can be polled or ctx ends (ctx.Err()).
+func (cq *CompletionQueue) Wait(ctx context.Context) error {
+	for {
+		if cq.Len() > 0 {
+			return nil
+		}
+		select {
+		case <-cq.notify:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

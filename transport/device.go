@@ -1,0 +1,324 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// Device is a RoCEv2 endpoint on a Link: the engine that owns every queue pair.
+type Device struct {
+	link  Link
+	clock Clock
+	gids  roce.GIDTable
+
+	mu      sync.Mutex // guards everything below; held by Progress for a whole pass
+	qps     map[uint32]*QueuePair
+	qpList  []*QueuePair
+	nextQPN uint32
+	nextPD  uint32
+	mrs     mrTable
+	closed  bool
+
+	counters *Counters
+	wake     chan struct{}
+
+	// receive
+	rxBatch [][]byte
+	rxPkt   roce.Packet
+	acks    []*QueuePair // QPs with an ACK to send after this receive batch
+
+	// transmit
+	txPkt     roce.Packet
+	txq       ring[[]byte] // built frames not yet accepted by the link
+	bufs      [][]byte     // free frame buffers
+	bufSize   int
+	retryAt   time.Time     // when to offer a refused frame again
+	busySince time.Time     // first refusal of the current busy period
+	busyDelay time.Duration // EWMA of how long the link stays busy
+	txSlice   [][]byte
+	ipID      uint16
+	scratch   []byte // gather buffer for payloads spanning SGEs
+	now       time.Time
+}
+
+// Options tunes a Device.
+type Options struct {
+	// Clock replaces the system clock (tests use a FakeClock).
+	Clock Clock
+	// GIDs replaces the GID table derived from the link's addresses.
+	GIDs roce.GIDTable
+}
+
+// Batch sizes of one Progress pass.
+const (
+	rxBatchSize = 64
+	txBudget    = 64
+)
+
+// Open returns a Device on link. Its GID table is built from the link's MAC and
+// addresses as rdma_rxe would (roce.BuildGIDTable) unless opts.GIDs is set.
+func Open(link Link, opts Options) (*Device, error) {
+	if link == nil {
+		return nil, fmt.Errorf("transport: Open needs a link")
+	}
+	d := &Device{link: link, clock: opts.Clock, gids: opts.GIDs, qps: map[uint32]*QueuePair{}, nextQPN: 17,
+		counters: newCounters(), wake: make(chan struct{}, 1), busyDelay: 20 * time.Microsecond}
+	if d.clock == nil {
+		d.clock = systemClock{}
+	}
+	if d.gids == nil {
+		d.gids = roce.BuildGIDTable(link.HardwareAddr(), link.Addrs())
+	}
+	d.rxBatch = make([][]byte, rxBatchSize)
+	// The largest frame: Ethernet with VLAN, IPv6, UDP, the longest header stack,
+	// a 4096-byte payload and the ICRC.
+	d.bufSize = 18 + 40 + 8 + 40 + 4096 + 4
+	d.scratch = make([]byte, 4096)
+	return d, nil
+}
+
+// GIDTable returns the device's GID table.
+func (d *Device) GIDTable() roce.GIDTable { return d.gids }
+
+// Link returns the device's link.
+func (d *Device) Link() Link { return d.link }
+
+// Counters returns the device-wide counters.
+func (d *Device) Counters() *Counters { return d.counters }
+
+// Close closes the link. Queue pairs stop.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	return d.link.Close()
+}
+
+func (d *Device) wakeLoop() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run drives the engine until ctx ends or the link fails: Progress while there is
+// work, otherwise wait for frames, posted work or the next timer.
+func (d *Device) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, d.wakeLoop)
+	defer stop()
+	for ctx.Err() == nil {
+		busy, err := d.progress()
+		if err != nil {
+			return err
+		}
+		if busy {
+			continue
+		}
+		if err := d.link.Wait(d.NextDeadline(), d.wake); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// Progress makes one non-blocking pass of the engine and reports whether it did
+// anything: receive a batch and answer it, run timers, send what the requesters and
+// READ responders have ready, and hand frames to the link.
+func (d *Device) Progress() bool {
+	busy, _ := d.progress()
+	return busy
+}
+
+func (d *Device) progress() (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false, ErrLinkClosed
+	}
+	d.now = d.clock.Now()
+	did := false
+	n, err := d.link.Recv(d.rxBatch)
+	if err != nil {
+		d.counters.inc(CntLinkDowned)
+		return false, err
+	}
+	for _, f := range d.rxBatch[:n] {
+		d.input(f)
+	}
+	if n > 0 {
+		did = true
+	}
+	for _, qp := range d.acks {
+		qp.resp.sendAck(qp)
+	}
+	clear(d.acks)
+	d.acks = d.acks[:0]
+	for _, qp := range d.qpList {
+		if qp.timers(d.now) {
+			did = true
+		}
+	}
+	if d.txq.len() == 0 {
+		for _, qp := range d.qpList {
+			if qp.resp.readStep(qp, txBudget-d.txq.len()) {
+				did = true
+			}
+			if qp.req.step(qp, txBudget-d.txq.len()) {
+				did = true
+			}
+		}
+	}
+	sent, err := d.flushTx()
+	if err != nil {
+		return did, err
+	}
+	return did || sent, nil
+}
+
+// NextDeadline returns the earliest time a timer or a held frame needs the engine,
+// or the zero time when nothing waits.
+func (d *Device) NextDeadline() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var t time.Time
+	min := func(u time.Time) {
+		if !u.IsZero() && (t.IsZero() || u.Before(t)) {
+			t = u
+		}
+	}
+	if d.txq.len() > 0 {
+		min(d.retryAt)
+	}
+	for _, qp := range d.qpList {
+		min(qp.req.timer)
+		min(qp.req.rnrUntil)
+	}
+	return t
+}
+
+// input handles one received frame.
+func (d *Device) input(f []byte) {
+	p := &d.rxPkt
+	if err := p.Decode(f); err != nil {
+		if err == roce.ErrBadICRC {
+			d.counters.inc(CntRcvdICRCErr)
+		} else {
+			d.counters.inc(CntRcvdMalformed)
+		}
+		return
+	}
+	qp := d.qps[p.BTH.DestQP]
+	if qp == nil || qp.state < QPS_RTR || qp.state == QPS_ERR || p.BTH.Opcode.Service() != roce.ServiceRC ||
+		p.SrcAddr() != qp.peer || p.BTH.PKey&0x7FFF != 0x7FFF {
+		d.counters.inc(CntRcvdUnknownQP)
+		return
+	}
+	d.counters.inc(CntRcvdPkts)
+	qp.counters.inc(CntRcvdPkts)
+	if p.BTH.Opcode.Info().IsResponse {
+		if qp.state >= QPS_RTS {
+			qp.req.complete(qp, p)
+		}
+		return
+	}
+	qp.resp.request(qp, p)
+}
+
+// frame returns a free frame buffer.
+func (d *Device) frame() []byte {
+	if k := len(d.bufs); k > 0 {
+		b := d.bufs[k-1]
+		d.bufs = d.bufs[:k-1]
+		return b
+	}
+	return make([]byte, d.bufSize)
+}
+
+// emit encodes d.txPkt (headers from qp's template already copied in) and queues it.
+func (d *Device) emit(qp *QueuePair) {
+	p := &d.txPkt
+	if !p.IsIPv6 {
+		d.ipID++
+		p.IPv4.ID = d.ipID
+	}
+	buf := d.frame()
+	n, err := p.Encode(buf)
+	if err != nil { // the engine builds packets from the opcode table: a bug if reached
+		d.bufs = append(d.bufs, buf)
+		d.counters.inc(CntSendErr)
+		return
+	}
+	d.txq.push(buf[:n])
+	qp.counters.inc(CntSentPkts)
+}
+
+// start prepares d.txPkt from qp's header template for a packet with opcode op.
+func (d *Device) start(qp *QueuePair, op roce.Opcode, psn uint32) *roce.Packet {
+	p := &d.txPkt
+	*p = qp.tmpl
+	p.BTH.Opcode = op
+	p.BTH.PSN = psn & roce.PSNMask
+	return p
+}
+
+// flushTx hands queued frames to the link. Frames the link refuses stay queued and
+// are offered again after the adaptive delay: an EWMA of how long recent busy
+// periods lasted (rdma_rxe's read-reply retry patch, in the seeds of this project).
+func (d *Device) flushTx() (bool, error) {
+	if d.txq.len() == 0 {
+		return false, nil
+	}
+	if !d.busySince.IsZero() && d.now.Before(d.retryAt) {
+		return false, nil
+	}
+	sent := false
+	for d.txq.len() > 0 {
+		batch := d.txBatch()
+		n, err := d.link.Send(batch)
+		for i := 0; i < n; i++ {
+			d.bufs = append(d.bufs, batch[i][:cap(batch[i])])
+			d.txq.popFront()
+		}
+		d.counters.add(CntSentPkts, uint64(n))
+		if n > 0 {
+			sent = true
+			if !d.busySince.IsZero() {
+				d.counters.add(CntLinkBusyResent, uint64(n))
+				sample := d.now.Sub(d.busySince)
+				d.busyDelay = (7*d.busyDelay + sample) / 8
+				d.busyDelay = min(max(d.busyDelay, time.Microsecond), 10*time.Millisecond)
+				d.busySince = time.Time{}
+			}
+		}
+		if err != nil {
+			d.counters.inc(CntSendErr)
+			return sent, err
+		}
+		if n < len(batch) {
+			d.counters.inc(CntLinkBusy)
+			if d.busySince.IsZero() {
+				d.busySince = d.now
+			}
+			d.retryAt = d.now.Add(d.busyDelay)
+			return sent, nil
+		}
+	}
+	return sent, nil
+}
+
+// txBatch returns up to txBudget queued frames as a slice (reusing storage).
+func (d *Device) txBatch() [][]byte {
+	n := min(d.txq.len(), txBudget)
+	if cap(d.txSlice) < n {
+		d.txSlice = make([][]byte, 0, txBudget)
+	}
+	d.txSlice = d.txSlice[:n]
+	for i := range n {
+		d.txSlice[i] = *d.txq.at(i)
+	}
+	return d.txSlice
+}

@@ -1,0 +1,252 @@
+package transport_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+var (
+	macA  = [6]byte{0x52, 0x54, 0x00, 0x77, 0x00, 0x0b}
+	macB  = [6]byte{0x52, 0x54, 0x00, 0x77, 0x00, 0x0c}
+	addrA = netip.MustParseAddr("10.77.0.11")
+	addrB = netip.MustParseAddr("10.77.0.12")
+)
+
+// side is one endpoint of a test connection.
+type side struct {
+	dev *transport.Device
+	end *transport.PipeEnd
+	pd  *transport.ProtectionDomain
+	cq  *transport.CompletionQueue
+	qp  *transport.QueuePair
+	buf []byte // registered with all access flags
+	mr  *transport.MemoryRegion
+	wcs []transport.WorkCompletion
+}
+
+// pair is two devices joined by a Pipe, driven deterministically by a FakeClock.
+type pair struct {
+	t     testing.TB
+	clock *transport.FakeClock
+	a, b  *side
+}
+
+type pairConfig struct {
+	mtu         roce.MTU
+	bufSize     int
+	faultsA     transport.Faults // frames arriving at A
+	faultsB     transport.Faults // frames arriving at B
+	retryCnt    uint8
+	rnrRetry    uint8
+	timeout     uint8
+	minRNRTimer uint8
+	psnA, psnB  uint32 // first PSN each side sends
+	access      transport.Access
+	maxRdAtomic uint8
+}
+
+func defaults(c pairConfig) pairConfig {
+	if c.mtu == 0 {
+		c.mtu = roce.MTU1024
+	}
+	if c.bufSize == 0 {
+		c.bufSize = 1 << 16
+	}
+	if c.retryCnt == 0 {
+		c.retryCnt = 7
+	}
+	if c.timeout == 0 {
+		c.timeout = 14
+	}
+	if c.minRNRTimer == 0 {
+		c.minRNRTimer = 12
+	}
+	if c.access == 0 {
+		c.access = transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic
+	}
+	if c.maxRdAtomic == 0 {
+		c.maxRdAtomic = 16
+	}
+	return c
+}
+
+func newPair(t testing.TB, c pairConfig) *pair {
+	t.Helper()
+	c = defaults(c)
+	netMTU := 1500
+	if c.mtu == roce.MTU4096 {
+		netMTU = 9000
+	}
+	ea, eb := transport.NewPipe(
+		transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}, MTU: netMTU, Faults: c.faultsA},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}, MTU: netMTU, Faults: c.faultsB})
+	p := &pair{t: t, clock: transport.NewFakeClock()}
+	p.a = p.newSide(ea, c)
+	p.b = p.newSide(eb, c)
+	p.connect(p.a, p.b, c, c.psnA, c.psnB)
+	p.connect(p.b, p.a, c, c.psnB, c.psnA)
+	return p
+}
+
+func (p *pair) newSide(end *transport.PipeEnd, c pairConfig) *side {
+	dev, err := transport.Open(end, transport.Options{Clock: p.clock})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	s := &side{dev: dev, end: end, pd: dev.AllocPD(), cq: dev.CreateCQ(1 << 16)}
+	s.buf = make([]byte, c.bufSize)
+	s.mr, err = s.pd.RegMR(s.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|
+		transport.AccessRemoteRead|transport.AccessRemoteAtomic)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	s.qp, err = s.pd.CreateQP(transport.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq,
+		Cap: transport.QPCap{MaxSendWR: 4096, MaxRecvWR: 4096, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return s
+}
+
+// connect brings s's QP to RTS towards peer.
+func (p *pair) connect(s, peer *side, c pairConfig, sqPSN, rqPSN uint32) {
+	p.t.Helper()
+	qp := s.qp
+	must(p.t, qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: c.access},
+		transport.QP_STATE|transport.QP_ACCESS_FLAGS|transport.QP_PKEY_INDEX|transport.QP_PORT))
+	must(p.t, qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: c.mtu, DestQPN: peer.qp.QPN(),
+		RQPSN: rqPSN, MaxDestRdAtomic: c.maxRdAtomic, MinRNRTimer: c.minRNRTimer,
+		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(peer.end.Addrs()[0]), SGIDIndex: 1}},
+		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER))
+	must(p.t, qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: sqPSN, Timeout: c.timeout,
+		RetryCnt: c.retryCnt, RNRRetry: c.rnrRetry, MaxRdAtomic: c.maxRdAtomic},
+		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|
+			transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC))
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run drives both devices until cond holds, jumping the clock to the next timer
+// whenever both are idle. It fails the test if the engines stall or simulated time
+// exceeds limit.
+func (p *pair) run(cond func() bool, limit time.Duration) {
+	p.t.Helper()
+	start := p.clock.Now()
+	for {
+		p.collect()
+		if cond() {
+			return
+		}
+		if p.clock.Now().Sub(start) > limit {
+			p.t.Fatalf("not done after %v of simulated time; A: %v B: %v", limit, p.a.counters(), p.b.counters())
+		}
+		busyA := p.a.dev.Progress()
+		busyB := p.b.dev.Progress()
+		if busyA || busyB {
+			p.clock.Advance(time.Microsecond)
+			continue
+		}
+		next := earliest(p.a.dev.NextDeadline(), p.b.dev.NextDeadline())
+		if next.IsZero() {
+			p.collect()
+			if cond() {
+				return
+			}
+			p.t.Fatalf("engines idle with nothing scheduled; A: %v B: %v", p.a.counters(), p.b.counters())
+		}
+		p.clock.Set(next)
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// collect polls both CQs into the sides' wcs.
+func (p *pair) collect() {
+	for _, s := range []*side{p.a, p.b} {
+		var buf [64]transport.WorkCompletion
+		for {
+			n := s.cq.Poll(buf[:])
+			if n == 0 {
+				break
+			}
+			s.wcs = append(s.wcs, buf[:n]...)
+		}
+	}
+}
+
+// waitWCs runs until s has n completions and returns them, clearing s.wcs.
+func (p *pair) waitWCs(s *side, n int, limit time.Duration) []transport.WorkCompletion {
+	p.t.Helper()
+	p.run(func() bool { return len(s.wcs) >= n }, limit)
+	w := s.wcs
+	s.wcs = nil
+	if len(w) != n {
+		p.t.Fatalf("%d completions, want %d: %+v", len(w), n, w)
+	}
+	return w
+}
+
+func fill(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+}
+
+func checkWC(t testing.TB, wc transport.WorkCompletion, wrid uint64, status transport.WCStatus, op transport.WCOpcode, byteLen int) {
+	t.Helper()
+	if wc.WRID != wrid || wc.Status != status || wc.Opcode != op || (byteLen >= 0 && wc.ByteLen != uint32(byteLen)) {
+		t.Fatalf("completion %+v (%v %v), want wr_id %d %v %v byte_len %d", wc, wc.Status, wc.Opcode, wrid, status, op, byteLen)
+	}
+}
+
+func checkBytes(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("%s: %d bytes differ from byte %d", what, len(want), i)
+	}
+}
+
+func sge(s *side, off, n int) []transport.SGE {
+	return []transport.SGE{{Addr: s.mr.Addr() + uint64(off), Length: uint32(n), LKey: s.mr.LKey()}}
+}
+
+func (s *side) String() string { return fmt.Sprintf("QP 0x%x", s.qp.QPN()) }
+
+// counters returns the side's non-zero device and QP counters.
+func (s *side) counters() map[string]uint64 {
+	m := map[string]uint64{}
+	for k, v := range s.dev.Counters().Map() {
+		if v != 0 {
+			m["dev."+k] = v
+		}
+	}
+	for k, v := range s.qp.Counters().Map() {
+		if v != 0 {
+			m[k] = v
+		}
+	}
+	return m
+}

@@ -1,0 +1,334 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// QPState is a queue pair's state (enum ibv_qp_state; IBTA Vol 1 §10.3.1).
+type QPState uint8
+
+// QP states.
+const (
+	QPS_RESET QPState = iota
+	QPS_INIT
+	QPS_RTR
+	QPS_RTS
+	QPS_SQD
+	QPS_SQE
+	QPS_ERR
+)
+
+func (s QPState) String() string {
+	return [...]string{"IBV_QPS_RESET", "IBV_QPS_INIT", "IBV_QPS_RTR", "IBV_QPS_RTS", "IBV_QPS_SQD", "IBV_QPS_SQE", "IBV_QPS_ERR"}[s%7]
+}
+
+// AddressHandle is the path to the peer (struct ibv_ah_attr with its GRH, RoCEv2).
+type AddressHandle struct {
+	DGID         roce.GID
+	SGIDIndex    int
+	TrafficClass uint8 // IPv4 TOS / IPv6 traffic class
+	HopLimit     uint8 // IPv4 TTL / IPv6 hop limit; 0 means 64
+	FlowLabel    uint32
+}
+
+// QPAttr holds the attributes Modify sets (struct ibv_qp_attr), with verbs' names.
+type QPAttr struct {
+	State           QPState
+	PathMTU         roce.MTU
+	DestQPN         uint32
+	RQPSN           uint32 // the first PSN the responder expects
+	SQPSN           uint32 // the first PSN the requester sends
+	MaxRdAtomic     uint8  // outstanding RDMA READ/atomic requests this QP may issue
+	MaxDestRdAtomic uint8  // outstanding RDMA READ/atomic requests this QP accepts
+	MinRNRTimer     uint8  // RNR NAK timer code sent to the peer (roce.RNRTimerDelay)
+	Timeout         uint8  // local ACK timeout: 4.096 µs × 2^Timeout; 0 = infinite
+	RetryCnt        uint8  // retries after a timeout or NAK sequence error, 0-7
+	RNRRetry        uint8  // retries after RNR NAK; 7 = infinite
+	AH              AddressHandle
+	AccessFlags     Access // remote operations the responder allows (qp_access_flags)
+}
+
+// QPAttrMask selects the attributes Modify changes (enum ibv_qp_attr_mask).
+type QPAttrMask uint32
+
+// Attribute mask bits, with verbs' values.
+const (
+	QP_STATE              QPAttrMask = 1 << 0
+	QP_ACCESS_FLAGS       QPAttrMask = 1 << 3
+	QP_PKEY_INDEX         QPAttrMask = 1 << 4
+	QP_PORT               QPAttrMask = 1 << 5
+	QP_AV                 QPAttrMask = 1 << 7
+	QP_PATH_MTU           QPAttrMask = 1 << 8
+	QP_TIMEOUT            QPAttrMask = 1 << 9
+	QP_RETRY_CNT          QPAttrMask = 1 << 10
+	QP_RNR_RETRY          QPAttrMask = 1 << 11
+	QP_RQ_PSN             QPAttrMask = 1 << 12
+	QP_MAX_QP_RD_ATOMIC   QPAttrMask = 1 << 13
+	QP_MIN_RNR_TIMER      QPAttrMask = 1 << 15
+	QP_SQ_PSN             QPAttrMask = 1 << 16
+	QP_MAX_DEST_RD_ATOMIC QPAttrMask = 1 << 17
+	QP_DEST_QPN           QPAttrMask = 1 << 20
+)
+
+// QPCap sizes a QP's queues (struct ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR, MaxRecvWR   int
+	MaxSendSGE, MaxRecvSGE int
+	MaxInlineData          int
+}
+
+// QPInitAttr creates a QP (struct ibv_qp_init_attr, RC only).
+type QPInitAttr struct {
+	SendCQ, RecvCQ *CompletionQueue
+	Cap            QPCap
+	SigAll         bool // every send WR generates a completion
+}
+
+// Device limits, as rdma_rxe reports them (rxe_param.h).
+const (
+	MaxQPRdAtom   = 128     // max_qp_rd_atom and max_qp_init_rd_atom
+	MaxUnackedPSN = 128     // RXE_MAX_UNACKED_PSNS: the requester's PSN window
+	MaxMsgSize    = 1 << 31 // max_msg_sz
+	MaxInline     = 256     // max_inline_data default
+	maxPktsPerAck = 64      // RXE_MAX_PKT_PER_ACK: AckReq at least this often
+)
+
+// Errors of QP operations.
+var (
+	ErrQPState    = errors.New("transport: operation not allowed in the QP's state")
+	ErrQueueFull  = errors.New("transport: work queue full")
+	ErrTooManySGE = errors.New("transport: too many scatter/gather entries")
+	ErrInline     = errors.New("transport: inline data larger than max_inline_data")
+	ErrMsgSize    = errors.New("transport: message larger than max_msg_sz")
+	ErrBadWR      = errors.New("transport: malformed work request")
+)
+
+// CreateQP creates an RC queue pair in RESET. QPNs start at 17 as rdma_rxe's do.
+func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
+	if attr.SendCQ == nil || attr.RecvCQ == nil {
+		return nil, fmt.Errorf("transport: CreateQP needs a send and a receive CQ")
+	}
+	c := &attr.Cap
+	if c.MaxSendWR <= 0 {
+		c.MaxSendWR = 256
+	}
+	if c.MaxRecvWR <= 0 {
+		c.MaxRecvWR = 256
+	}
+	if c.MaxSendSGE <= 0 {
+		c.MaxSendSGE = 4
+	}
+	if c.MaxRecvSGE <= 0 {
+		c.MaxRecvSGE = 4
+	}
+	if c.MaxInlineData < 0 || c.MaxInlineData > MaxInline {
+		return nil, fmt.Errorf("transport: max_inline_data %d out of range 0..%d", c.MaxInlineData, MaxInline)
+	}
+	d := pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	qp := &QueuePair{dev: d, pd: pd, init: attr, qpn: d.nextQPN}
+	d.nextQPN++
+	qp.counters = newCounters()
+	d.qps[qp.qpn] = qp
+	d.qpList = append(d.qpList, qp)
+	return qp, nil
+}
+
+// QPN returns the queue pair number.
+func (qp *QueuePair) QPN() uint32 { return qp.qpn }
+
+// State returns the current state.
+func (qp *QueuePair) State() QPState {
+	qp.dev.mu.Lock()
+	defer qp.dev.mu.Unlock()
+	return qp.state
+}
+
+// Attr returns the current attributes.
+func (qp *QueuePair) Attr() QPAttr {
+	qp.dev.mu.Lock()
+	defer qp.dev.mu.Unlock()
+	a := qp.attr
+	a.State = qp.state
+	return a
+}
+
+// transitions lists, for each allowed state change, the attributes it requires and
+// those it may set (IBTA Vol 1 §11.2.4.2 Table 93; ibv_modify_qp(3)).
+var transitions = map[[2]QPState][2]QPAttrMask{
+	{QPS_RESET, QPS_INIT}: {QP_ACCESS_FLAGS, QP_PKEY_INDEX | QP_PORT},
+	{QPS_INIT, QPS_INIT}:  {0, QP_ACCESS_FLAGS | QP_PKEY_INDEX | QP_PORT},
+	{QPS_INIT, QPS_RTR}: {QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER,
+		QP_ACCESS_FLAGS | QP_PKEY_INDEX},
+	{QPS_RTR, QPS_RTS}: {QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC,
+		QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER},
+	{QPS_RTS, QPS_RTS}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY},
+	{QPS_RTS, QPS_SQD}: {0, 0},
+	{QPS_SQD, QPS_RTS}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY},
+	{QPS_SQD, QPS_SQD}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC | QP_MAX_DEST_RD_ATOMIC},
+	{QPS_SQE, QPS_RTS}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER},
+}
+
+// Modify changes the QP's attributes selected by mask, and its state when mask has
+// QP_STATE. Any state may go to RESET or ERR. Errors name the missing or invalid
+// attribute; the QP is unchanged on error.
+func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	from, to := qp.state, qp.state
+	if mask&QP_STATE != 0 {
+		to = attr.State
+	}
+	switch to {
+	case QPS_RESET:
+		qp.reset()
+		return nil
+	case QPS_ERR:
+		qp.toError()
+		return nil
+	}
+	tr, ok := transitions[[2]QPState{from, to}]
+	if !ok {
+		return fmt.Errorf("transport: QP 0x%x: cannot move from %v to %v: %w", qp.qpn, from, to, ErrQPState)
+	}
+	if miss := tr[0] &^ mask; miss != 0 {
+		return fmt.Errorf("transport: QP 0x%x: %v → %v needs attributes 0x%x", qp.qpn, from, to, uint32(miss))
+	}
+	if extra := mask &^ (tr[0] | tr[1] | QP_STATE); extra != 0 {
+		return fmt.Errorf("transport: QP 0x%x: %v → %v does not take attributes 0x%x", qp.qpn, from, to, uint32(extra))
+	}
+	a := qp.attr
+	if mask&QP_ACCESS_FLAGS != 0 {
+		a.AccessFlags = attr.AccessFlags
+	}
+	if mask&QP_AV != 0 {
+		a.AH = attr.AH
+	}
+	if mask&QP_PATH_MTU != 0 {
+		if !attr.PathMTU.Valid() {
+			return fmt.Errorf("transport: QP 0x%x: path MTU %v is not an IB MTU", qp.qpn, attr.PathMTU)
+		}
+		if limit := roce.MTUFromNetdev(d.link.MTU()); attr.PathMTU > limit {
+			return fmt.Errorf("transport: QP 0x%x: path MTU %d exceeds what the link's MTU %d carries (%d); use %d or lower",
+				qp.qpn, attr.PathMTU.Bytes(), d.link.MTU(), limit.Bytes(), limit.Bytes())
+		}
+		a.PathMTU = attr.PathMTU
+	}
+	if mask&QP_DEST_QPN != 0 {
+		a.DestQPN = attr.DestQPN & 0xFFFFFF
+	}
+	if mask&QP_RQ_PSN != 0 {
+		a.RQPSN = attr.RQPSN & roce.PSNMask
+	}
+	if mask&QP_SQ_PSN != 0 {
+		a.SQPSN = attr.SQPSN & roce.PSNMask
+	}
+	if mask&QP_MAX_QP_RD_ATOMIC != 0 {
+		if attr.MaxRdAtomic > MaxQPRdAtom {
+			return fmt.Errorf("transport: QP 0x%x: max_rd_atomic %d exceeds %d", qp.qpn, attr.MaxRdAtomic, MaxQPRdAtom)
+		}
+		a.MaxRdAtomic = attr.MaxRdAtomic
+	}
+	if mask&QP_MAX_DEST_RD_ATOMIC != 0 {
+		if attr.MaxDestRdAtomic > MaxQPRdAtom {
+			return fmt.Errorf("transport: QP 0x%x: max_dest_rd_atomic %d exceeds %d", qp.qpn, attr.MaxDestRdAtomic, MaxQPRdAtom)
+		}
+		a.MaxDestRdAtomic = attr.MaxDestRdAtomic
+	}
+	if mask&QP_MIN_RNR_TIMER != 0 {
+		a.MinRNRTimer = attr.MinRNRTimer & 0x1F
+	}
+	if mask&QP_TIMEOUT != 0 {
+		if attr.Timeout > 31 {
+			return fmt.Errorf("transport: QP 0x%x: timeout %d out of range 0..31", qp.qpn, attr.Timeout)
+		}
+		a.Timeout = attr.Timeout
+	}
+	if mask&QP_RETRY_CNT != 0 {
+		if attr.RetryCnt > 7 {
+			return fmt.Errorf("transport: QP 0x%x: retry_cnt %d out of range 0..7", qp.qpn, attr.RetryCnt)
+		}
+		a.RetryCnt = attr.RetryCnt
+	}
+	if mask&QP_RNR_RETRY != 0 {
+		if attr.RNRRetry > 7 {
+			return fmt.Errorf("transport: QP 0x%x: rnr_retry %d out of range 0..7", qp.qpn, attr.RNRRetry)
+		}
+		a.RNRRetry = attr.RNRRetry
+	}
+	if to == QPS_RTR && from == QPS_INIT {
+		if err := qp.setPath(&a); err != nil {
+			return err
+		}
+		qp.resp.init(a.RQPSN)
+	}
+	if to == QPS_RTS && from == QPS_RTR {
+		qp.req.init(a.SQPSN)
+	}
+	qp.attr = a
+	qp.retryLeft, qp.rnrRetryLeft = a.RetryCnt, a.RNRRetry
+	qp.state = to
+	d.wakeLoop()
+	return nil
+}
+
+// setPath resolves the address handle into the frame header template.
+func (qp *QueuePair) setPath(a *QPAttr) error {
+	d := qp.dev
+	sgid, err := d.gids.Entry(a.AH.SGIDIndex)
+	if err != nil {
+		return fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
+	}
+	src, dst := sgid.GID.Addr(), a.AH.DGID.Addr()
+	if src.Is4() != dst.Is4() {
+		return fmt.Errorf("transport: QP 0x%x: SGID index %d is %s but the DGID %s is %s; pick a GID index of the same kind as the peer's (IPv4-mapped for an IPv4 peer)",
+			qp.qpn, a.AH.SGIDIndex, gidKind(src), a.AH.DGID, gidKind(dst))
+	}
+	mac, err := d.link.Resolve(dst)
+	if err != nil {
+		return fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
+	}
+	hop := a.AH.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	t := &qp.tmpl
+	*t = roce.Packet{}
+	t.Eth.Src = d.link.HardwareAddr()
+	t.Eth.Dst = mac
+	t.IsIPv6 = !src.Is4()
+	if t.IsIPv6 {
+		t.IPv6 = roce.IPv6{TrafficClass: a.AH.TrafficClass, FlowLabel: a.AH.FlowLabel & 0xFFFFF, HopLimit: hop,
+			Src: src.As16(), Dst: dst.As16()}
+	} else {
+		t.IPv4 = roce.IPv4{TOS: a.AH.TrafficClass, FlagsFrag: 0x4000, TTL: hop, Src: src.As4(), Dst: dst.As4()}
+	}
+	t.UDP = roce.UDP{SrcPort: roce.UDPSourcePort(a.AH.FlowLabel, qp.qpn, a.DestQPN), DstPort: roce.UDPPort}
+	t.BTH = roce.BTH{PKey: 0xFFFF, DestQP: a.DestQPN}
+	qp.peer = dst
+	qp.pmtu = a.PathMTU.Bytes()
+	return nil
+}
+
+func gidKind(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4-mapped"
+	}
+	return "IPv6"
+}
+
+// timeoutDuration returns the local ACK timeout, 4.096 µs × 2^Timeout (IBTA Vol 1
+// §11.2.4.2 "Local Ack Timeout"); 0 means no timeout.
+func timeoutDuration(code uint8) time.Duration {
+	if code == 0 {
+		return 0
+	}
+	return time.Duration(4096<<code) * time.Nanosecond
+}

@@ -1,0 +1,494 @@
+package transport
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+var timeZero time.Time
+
+// requester is the send side of an RC QP and its completer (IBTA Vol 1 §9.7.4 and
+// §9.7.5.1-2; rdma_rxe rxe_req.c and rxe_comp.c). Retransmission is go-back-N from
+// the oldest unacknowledged PSN, as rdma_rxe and mlx5 do.
+type requester struct {
+	psn        uint32    // PSN of the next WQE's first packet
+	compPSN    uint32    // oldest PSN not yet acknowledged
+	next       int       // index in the SQ of the WQE being sent
+	rdInflight int       // READ/atomic requests sent and not complete
+	noack      int       // packets sent since the last AckReq
+	timer      time.Time // retransmit deadline; zero when no packet is outstanding
+	rnrUntil   time.Time // end of an RNR NAK wait; zero when none
+	sentPSN    uint32    // one past the highest PSN sent (READ: its last response PSN)
+	gapPSN     uint32    // READ response PSN an implied-NAK retry asked for
+	gapRetry   bool      // such a retry is outstanding
+}
+
+func (r *requester) init(psn uint32) { *r = requester{psn: psn, compPSN: psn, sentPSN: psn} }
+
+// sentUpTo records that PSNs before end have been sent.
+func (r *requester) sentUpTo(end uint32) {
+	if roce.PSNDiff(end, r.sentPSN) > 0 {
+		r.sentPSN = end
+	}
+}
+
+// packets returns how many PSNs a WQE's message uses at the path MTU.
+func packets(w *sendWQE, pmtu int) int {
+	if w.wr.Opcode.isAtomic() {
+		return 1
+	}
+	return max(1, (w.length+pmtu-1)/pmtu)
+}
+
+// step sends up to budget request packets and reports whether it sent any.
+func (r *requester) step(qp *QueuePair, budget int) bool {
+	if qp.state != QPS_RTS && qp.state != QPS_SQD {
+		return false
+	}
+	d := qp.dev
+	if !r.rnrUntil.IsZero() {
+		if d.now.Before(r.rnrUntil) {
+			return false
+		}
+		r.rnrUntil = timeZero
+	}
+	did := false
+	maxRd := max(1, int(qp.attr.MaxRdAtomic))
+	for budget > 0 && r.next < qp.sq.len() {
+		w := *qp.sq.at(r.next)
+		if w.status != WC_SUCCESS {
+			if r.next == 0 { // a local error completes in order, then the QP fails
+				qp.fail(w.status)
+				return true
+			}
+			break
+		}
+		rdAt := w.wr.Opcode.isReadOrAtomic()
+		if !w.assigned {
+			if qp.state != QPS_RTS || roce.PSNDiff(r.psn, r.compPSN) >= MaxUnackedPSN ||
+				(rdAt && r.rdInflight >= maxRd) {
+				break
+			}
+			w.assigned = true
+			w.firstPSN = r.psn
+			w.npkts = packets(w, qp.pmtu)
+			r.psn = roce.PSNAdd(r.psn, w.npkts)
+		}
+		if rdAt {
+			r.sentUpTo(roce.PSNAdd(w.firstPSN, w.npkts))
+			r.sendReadAtomic(qp, w)
+			r.rdInflight++
+			w.sent = 1
+			r.next++
+			budget--
+		} else {
+			for budget > 0 && w.sent < w.npkts {
+				psn := roce.PSNAdd(w.firstPSN, w.sent)
+				if roce.PSNDiff(psn, r.compPSN) >= MaxUnackedPSN {
+					break
+				}
+				r.sendData(qp, w, w.sent)
+				r.sentUpTo(roce.PSNNext(psn))
+				w.sent++
+				budget--
+			}
+			if w.sent < w.npkts {
+				did = true
+				break
+			}
+			r.next++
+		}
+		did = true
+	}
+	if did && r.timer.IsZero() {
+		r.armTimer(qp)
+	}
+	return did
+}
+
+func (r *requester) armTimer(qp *QueuePair) {
+	if t := timeoutDuration(qp.attr.Timeout); t > 0 {
+		r.timer = qp.dev.now.Add(t)
+	}
+}
+
+// dataOpcode returns the opcode of packet i of n of a SEND or WRITE.
+func dataOpcode(wop WROpcode, i, n int) roce.Opcode {
+	write := wop == WR_RDMA_WRITE || wop == WR_RDMA_WRITE_WITH_IMM
+	imm := wop == WR_SEND_WITH_IMM || wop == WR_RDMA_WRITE_WITH_IMM
+	var op roce.Opcode
+	switch {
+	case n == 1 && imm:
+		op = roce.RC_SEND_ONLY_WITH_IMMEDIATE
+	case n == 1:
+		op = roce.RC_SEND_ONLY
+	case i == 0:
+		op = roce.RC_SEND_FIRST
+	case i == n-1 && imm:
+		op = roce.RC_SEND_LAST_WITH_IMMEDIATE
+	case i == n-1:
+		op = roce.RC_SEND_LAST
+	default:
+		op = roce.RC_SEND_MIDDLE
+	}
+	if write { // RDMA_WRITE_* sit 6 above SEND_* for FIRST..LAST_WITH_IMM; ONLY differs
+		switch op {
+		case roce.RC_SEND_ONLY:
+			return roce.RC_RDMA_WRITE_ONLY
+		case roce.RC_SEND_ONLY_WITH_IMMEDIATE:
+			return roce.RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE
+		}
+		return op + 6
+	}
+	return op
+}
+
+// sendData builds packet i of a SEND or RDMA WRITE.
+func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
+	d := qp.dev
+	op := dataOpcode(w.wr.Opcode, i, w.npkts)
+	p := d.start(qp, op, roce.PSNAdd(w.firstPSN, i))
+	off := i * qp.pmtu
+	n := min(qp.pmtu, w.length-off)
+	if b, ok := w.sg.contiguous(off, n); ok {
+		p.Payload = b
+	} else {
+		p.Payload = d.scratch[:n]
+		w.sg.copyOut(p.Payload, off)
+	}
+	info := op.Info()
+	if info.Headers&roce.HdrRETH != 0 {
+		p.RETH = roce.RETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: uint32(w.length)}
+	}
+	if info.Headers&roce.HdrImmDt != 0 {
+		p.ImmDt = roce.ImmDt(w.wr.ImmData)
+	}
+	last := i == w.npkts-1
+	p.BTH.SE = last && w.wr.Flags&SendSolicited != 0
+	r.noack++
+	if last || r.noack >= maxPktsPerAck {
+		p.BTH.AckReq = true
+		r.noack = 0
+	}
+	if i == 0 && (w.wr.Opcode == WR_RDMA_WRITE || w.wr.Opcode == WR_RDMA_WRITE_WITH_IMM) {
+		qp.counters.inc(CntRdmaSends)
+	}
+	d.emit(qp)
+}
+
+// sendReadAtomic builds the request of an RDMA READ (for the part not yet received)
+// or an atomic.
+func (r *requester) sendReadAtomic(qp *QueuePair, w *sendWQE) {
+	d := qp.dev
+	if w.wr.Opcode == WR_RDMA_READ {
+		done := w.rcvd * qp.pmtu
+		p := d.start(qp, roce.RC_RDMA_READ_REQUEST, roce.PSNAdd(w.firstPSN, w.rcvd))
+		p.RETH = roce.RETH{VA: w.wr.RemoteAddr + uint64(done), RKey: w.wr.RKey, DMALen: uint32(w.length - done)}
+		p.BTH.AckReq = true
+		qp.counters.inc(CntRdmaSends)
+		d.emit(qp)
+		return
+	}
+	op := roce.RC_FETCH_ADD
+	at := roce.AtomicETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAdd: w.wr.CompareAdd}
+	if w.wr.Opcode == WR_ATOMIC_CMP_AND_SWP {
+		op = roce.RC_COMPARE_SWAP
+		at.SwapAdd, at.Compare = w.wr.Swap, w.wr.CompareAdd
+	}
+	p := d.start(qp, op, w.firstPSN)
+	p.AtomicETH = at
+	p.BTH.AckReq = true
+	d.emit(qp)
+}
+
+// find returns the SQ index of the sent WQE whose PSNs include psn, or -1.
+func (r *requester) find(qp *QueuePair, psn uint32) int {
+	for i := 0; i < qp.sq.len(); i++ {
+		w := *qp.sq.at(i)
+		if !w.assigned {
+			return -1
+		}
+		if d := roce.PSNDiff(psn, w.firstPSN); d >= 0 && int(d) < w.npkts {
+			return i
+		}
+	}
+	return -1
+}
+
+// rewind goes back to resend from psn: the WQE holding it and every later one
+// (go-back-N, IBTA Vol 1 §9.7.5.1.2).
+func (r *requester) rewind(qp *QueuePair, psn uint32) {
+	i := r.find(qp, psn)
+	if i < 0 {
+		return
+	}
+	qp.counters.inc(CntCompleterRetryErr)
+	for j := i; j < qp.sq.len() && j < r.next+1; j++ {
+		w := *qp.sq.at(j)
+		if !w.assigned {
+			break
+		}
+		if w.wr.Opcode.isReadOrAtomic() && w.sent == 1 && !w.done {
+			r.rdInflight--
+		}
+		w.sent = 0
+	}
+	w := *qp.sq.at(i)
+	if !w.wr.Opcode.isReadOrAtomic() {
+		w.sent = int(roce.PSNDiff(psn, w.firstPSN))
+	}
+	r.next = i
+	r.noack = 0
+	r.timer = timeZero
+}
+
+// hasOutstanding reports whether some sent request awaits its response.
+func (r *requester) hasOutstanding(qp *QueuePair) bool {
+	return qp.sq.len() > 0 && (*qp.sq.at(0)).assigned
+}
+
+// progress records forward progress: the retry budgets refill (rxe_comp.c does the
+// same) and the retransmit timer restarts or stops.
+func (r *requester) progress(qp *QueuePair) {
+	qp.retryLeft, qp.rnrRetryLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
+	r.gapRetry = false
+	r.timer = timeZero
+	if r.hasOutstanding(qp) {
+		r.armTimer(qp)
+	}
+}
+
+// ackUpTo handles an acknowledgement of every PSN up to and including psn. It
+// completes the WQEs it covers in order. A READ or atomic it covers without its
+// response means the response was lost: it rewinds to that request (an implied NAK)
+// and reports true.
+func (r *requester) ackUpTo(qp *QueuePair, psn uint32) (rewound bool) {
+	moved := false
+	for qp.sq.len() > 0 {
+		w := *qp.sq.at(0)
+		if !w.assigned {
+			break
+		}
+		last := roce.PSNAdd(w.firstPSN, w.npkts-1)
+		if w.wr.Opcode.isReadOrAtomic() && !w.done {
+			if roce.PSNDiff(psn, w.firstPSN) >= 0 {
+				qp.counters.inc(CntImpliedNak)
+				r.rewind(qp, roce.PSNAdd(w.firstPSN, w.rcvd))
+				rewound = true
+			}
+			break
+		}
+		if roce.PSNDiff(last, psn) > 0 {
+			break // partly acknowledged
+		}
+		if w.wr.Opcode.isReadOrAtomic() {
+			r.rdInflight--
+		}
+		qp.completeHead(WC_SUCCESS)
+		r.compPSN = roce.PSNNext(last)
+		moved = true
+	}
+	if !rewound && qp.sq.len() > 0 && (*qp.sq.at(0)).assigned {
+		next := roce.PSNNext(psn)
+		if roce.PSNDiff(next, r.compPSN) > 0 {
+			r.compPSN = next
+			moved = true
+		}
+	}
+	if moved {
+		r.progress(qp)
+	}
+	return rewound
+}
+
+// complete is the completer: it handles one response packet (IBTA Vol 1 §9.7.5.2).
+func (r *requester) complete(qp *QueuePair, p *roce.Packet) {
+	psn := p.BTH.PSN
+	if roce.PSNDiff(psn, r.sentPSN) >= 0 { // a response for a PSN never sent
+		qp.counters.inc(CntGhostAck)
+		return
+	}
+	if roce.PSNDiff(psn, r.compPSN) < 0 || !r.hasOutstanding(qp) {
+		qp.counters.inc(CntStaleAck)
+		return
+	}
+	switch p.BTH.Opcode {
+	case roce.RC_ACKNOWLEDGE:
+		r.aeth(qp, psn, p.AETH.Syndrome)
+	case roce.RC_ATOMIC_ACKNOWLEDGE:
+		r.atomicAck(qp, psn, p.AtomicAckETH.OrigRemData)
+	default:
+		r.readResponse(qp, p)
+	}
+}
+
+// aeth handles an ACKNOWLEDGE: ACK, RNR NAK or NAK (IBTA Vol 1 §9.7.5.2.1-2).
+func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
+	d := qp.dev
+	switch syn.Kind() {
+	case roce.KindACK:
+		r.ackUpTo(qp, psn)
+		return
+	case roce.KindRNRNAK:
+		qp.counters.inc(CntRcvdRNRErr)
+		if r.ackUpTo(qp, roce.PSNAdd(psn, -1)) {
+			return
+		}
+		if qp.rnrRetryLeft == 0 {
+			qp.counters.inc(CntRetryRNRExceededErr)
+			qp.fail(WC_RNR_RETRY_EXC_ERR)
+			return
+		}
+		if qp.rnrRetryLeft != 7 { // 7 means retry forever
+			qp.rnrRetryLeft--
+		}
+		r.rewind(qp, psn)
+		r.rnrUntil = d.now.Add(roce.RNRTimerDelay(syn.Value()))
+		return
+	case roce.KindNAK:
+		if r.ackUpTo(qp, roce.PSNAdd(psn, -1)) {
+			return
+		}
+		switch syn.Value() {
+		case roce.NAKPSNSequenceError:
+			qp.counters.inc(CntRcvdSeqErr)
+			if qp.retryLeft == 0 {
+				qp.counters.inc(CntRetryExceededErr)
+				qp.fail(WC_RETRY_EXC_ERR)
+				return
+			}
+			qp.retryLeft--
+			r.rewind(qp, psn)
+		case roce.NAKRemoteAccessError:
+			qp.fail(WC_REM_ACCESS_ERR)
+		case roce.NAKRemoteOperationalError:
+			qp.fail(WC_REM_OP_ERR)
+		default:
+			qp.fail(WC_REM_INV_REQ_ERR)
+		}
+	default: // reserved syndrome: ignore the packet
+		qp.counters.inc(CntRcvdMalformed)
+	}
+}
+
+// before completes the WQEs ahead of index i, which a response for WQE i implicitly
+// acknowledges; it reports false if one of them is a READ or atomic still missing its
+// response (then it has rewound to it).
+func (r *requester) before(qp *QueuePair, i int) bool {
+	for ; i > 0; i-- {
+		w := *qp.sq.at(0)
+		if w.wr.Opcode.isReadOrAtomic() && !w.done {
+			qp.counters.inc(CntImpliedNak)
+			r.rewind(qp, roce.PSNAdd(w.firstPSN, w.rcvd))
+			return false
+		}
+		if w.wr.Opcode.isReadOrAtomic() {
+			r.rdInflight--
+		}
+		r.compPSN = roce.PSNAdd(w.firstPSN, w.npkts)
+		qp.completeHead(WC_SUCCESS)
+	}
+	return true
+}
+
+// atomicAck handles an ATOMIC_ACKNOWLEDGE: the original value goes to the WR's
+// 8-byte local buffer in host byte order, as verbs leaves it.
+func (r *requester) atomicAck(qp *QueuePair, psn uint32, orig uint64) {
+	i := r.find(qp, psn)
+	if i < 0 || !(*qp.sq.at(i)).wr.Opcode.isAtomic() || (*qp.sq.at(i)).firstPSN != psn {
+		qp.counters.inc(CntStaleAck)
+		return
+	}
+	if !r.before(qp, i) {
+		return
+	}
+	w := *qp.sq.at(0)
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], orig)
+	w.sg.copyIn(b[:], 0)
+	w.result = orig
+	w.done = true
+	r.ackUpTo(qp, psn)
+}
+
+// readResponse handles RDMA READ response packets, in PSN order; a gap makes the
+// requester ask again from the first missing PSN (IBTA Vol 1 §9.7.5.2.7 implied NAK).
+func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
+	psn := p.BTH.PSN
+	i := r.find(qp, psn)
+	if i < 0 || (*qp.sq.at(i)).wr.Opcode != WR_RDMA_READ {
+		qp.counters.inc(CntStaleAck)
+		return
+	}
+	w := *qp.sq.at(i)
+	want := roce.PSNAdd(w.firstPSN, w.rcvd)
+	switch diff := roce.PSNDiff(psn, want); {
+	case diff < 0:
+		qp.counters.inc(CntStaleAck)
+		return
+	case diff > 0:
+		if r.gapRetry && r.gapPSN == want {
+			return // already asked again; the old stream's packets are ignored
+		}
+		if !r.before(qp, i) {
+			return
+		}
+		qp.counters.inc(CntImpliedNak)
+		r.rewind(qp, want)
+		r.gapRetry, r.gapPSN = true, want
+		return
+	}
+	if !r.before(qp, i) {
+		return
+	}
+	pos := p.BTH.Opcode.Info().Position
+	wantPos := roce.PosMiddle
+	switch {
+	case w.npkts == 1:
+		wantPos = roce.PosOnly
+	case w.rcvd == 0:
+		wantPos = roce.PosFirst
+	case w.rcvd == w.npkts-1:
+		wantPos = roce.PosLast
+	}
+	off := w.rcvd * qp.pmtu
+	if pos != wantPos || len(p.Payload) != min(qp.pmtu, w.length-off) {
+		qp.fail(WC_BAD_RESP_ERR)
+		return
+	}
+	w.sg.copyIn(p.Payload, off)
+	w.rcvd++
+	r.compPSN = roce.PSNNext(psn)
+	if w.rcvd == w.npkts {
+		w.done = true
+		r.ackUpTo(qp, psn)
+		return
+	}
+	r.progress(qp)
+}
+
+// timers runs the QP's retransmit timer: on expiry it retries from the oldest
+// unacknowledged PSN, or fails the WR with IBV_WC_RETRY_EXC_ERR when retry_cnt is
+// spent.
+func (qp *QueuePair) timers(now time.Time) bool {
+	r := &qp.req
+	if r.timer.IsZero() || now.Before(r.timer) || qp.state == QPS_ERR {
+		return false
+	}
+	r.timer = timeZero
+	if !r.hasOutstanding(qp) {
+		return false
+	}
+	qp.counters.inc(CntLocalAckTimeoutErr)
+	if qp.retryLeft == 0 {
+		qp.counters.inc(CntRetryExceededErr)
+		qp.fail(WC_RETRY_EXC_ERR)
+		return true
+	}
+	qp.retryLeft--
+	r.gapRetry = false
+	r.rewind(qp, r.compPSN)
+	return true
+}

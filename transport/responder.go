@@ -1,0 +1,422 @@
+package transport
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// responder is the receive side of an RC QP (IBTA Vol 1 §9.7.5.1; rdma_rxe
+// rxe_resp.c): PSN checking, execution of SEND, WRITE, READ and atomics, ACK
+// coalescing and the MSN.
+type responder struct {
+	epsn    uint32 // expected PSN
+	msn     uint32 // messages completed, 24 bits
+	nakSent bool   // a NAK PSN sequence error was sent for epsn
+
+	inSend  bool   // inside a multi-packet SEND
+	recvOff int    // bytes placed in the current receive WQE
+	inWrite bool   // inside a multi-packet WRITE
+	wbuf    []byte // the WRITE's target bytes
+	woff    int    // bytes written so far
+
+	ackPending bool
+	ackPSN     uint32
+
+	reads   ring[readStream] // READ responses to send, in PSN order
+	history ring[rdRecord]   // recent READ and atomic requests, for duplicates
+}
+
+// readStream is an RDMA READ being answered.
+type readStream struct {
+	psn   uint32 // PSN of the first response packet
+	data  []byte
+	npkts int
+	idx   int // next packet to send
+	msn   uint32
+}
+
+// rdRecord remembers an executed READ or atomic request (rxe's responder resources).
+type rdRecord struct {
+	psn    uint32
+	npkts  int
+	msn    uint32
+	atomic bool
+	orig   uint64
+}
+
+func (r *responder) init(psn uint32) { *r = responder{epsn: psn} }
+
+// request handles a request packet for qp.
+func (r *responder) request(qp *QueuePair, p *roce.Packet) {
+	psn := p.BTH.PSN
+	switch diff := roce.PSNDiff(psn, r.epsn); {
+	case diff > 0:
+		qp.counters.inc(CntOutOfSeqRequest)
+		if !r.nakSent {
+			r.nakSent = true
+			r.sendNAK(qp, roce.SyndromeNAKPSNSequenceError, r.epsn)
+		}
+		return
+	case diff < 0:
+		qp.counters.inc(CntDuplicateRequest)
+		r.duplicate(qp, p)
+		return
+	}
+	r.nakSent = false
+	op := p.BTH.Opcode
+	info := op.Info()
+	kind := op & 0x1F
+	isSend := kind <= 0x05 || op == roce.RC_SEND_LAST_WITH_INVALIDATE || op == roce.RC_SEND_ONLY_WITH_INVALIDATE
+	isWrite := kind >= 0x06 && kind <= 0x0B
+	cont := info.Position == roce.PosMiddle || info.Position == roce.PosLast
+	// Opcode sequence (§9.7.5.1.5): a message continues only what it belongs to.
+	if (r.inSend && !(isSend && cont)) || (r.inWrite && !(isWrite && cont)) || (!r.inSend && !r.inWrite && cont) {
+		r.invalid(qp, psn)
+		return
+	}
+	// Payload length (§9.7.5.1.4 "Length"): FIRST and MIDDLE carry exactly one PMTU.
+	pl := len(p.Payload)
+	switch info.Position {
+	case roce.PosFirst, roce.PosMiddle:
+		if pl != qp.pmtu {
+			r.invalid(qp, psn)
+			return
+		}
+	default:
+		if pl > qp.pmtu || (info.Position == roce.PosLast && pl == 0) {
+			r.invalid(qp, psn)
+			return
+		}
+	}
+	switch {
+	case isSend:
+		if !r.send(qp, p) {
+			return
+		}
+	case isWrite:
+		if !r.write(qp, p) {
+			return
+		}
+	case op == roce.RC_RDMA_READ_REQUEST:
+		r.read(qp, p)
+		return
+	case op == roce.RC_COMPARE_SWAP || op == roce.RC_FETCH_ADD:
+		r.atomic(qp, p)
+		return
+	default:
+		r.invalid(qp, psn)
+		return
+	}
+	r.epsn = roce.PSNNext(psn)
+	if p.BTH.AckReq {
+		r.scheduleAck(qp, psn)
+	}
+}
+
+// hasRecv reports whether a receive WQE is posted; if not it sends an RNR NAK
+// carrying min_rnr_timer (§9.7.5.1.6) and reports false.
+func (r *responder) hasRecv(qp *QueuePair, psn uint32) bool {
+	if qp.rq.len() > 0 {
+		return true
+	}
+	qp.counters.inc(CntSendRNRErr)
+	r.sendNAK(qp, roce.RNRNAKSyndrome(qp.attr.MinRNRTimer), psn)
+	return false
+}
+
+// send places a SEND packet's payload into the current receive WQE.
+func (r *responder) send(qp *QueuePair, p *roce.Packet) bool {
+	psn := p.BTH.PSN
+	pos := p.BTH.Opcode.Info().Position
+	if pos == roce.PosFirst || pos == roce.PosOnly {
+		if !r.hasRecv(qp, psn) {
+			return false
+		}
+		r.recvOff = 0
+	}
+	rw := *qp.rq.at(0)
+	if rw.sg.total < 0 { // the receive WR's local key was bad
+		r.sendNAK(qp, roce.NAKSyndrome(roce.NAKRemoteOperationalError), psn)
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV})
+		qp.toError()
+		return false
+	}
+	if r.recvOff+len(p.Payload) > rw.sg.total {
+		r.sendNAK(qp, roce.SyndromeNAKInvalidRequest, psn)
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_LEN_ERR, Opcode: WC_RECV})
+		qp.toError()
+		return false
+	}
+	rw.sg.copyIn(p.Payload, r.recvOff)
+	r.recvOff += len(p.Payload)
+	r.inSend = pos == roce.PosFirst || pos == roce.PosMiddle
+	if !r.inSend {
+		wc := WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV, ByteLen: uint32(r.recvOff)}
+		if p.Headers&roce.HdrImmDt != 0 {
+			wc.HasImm, wc.ImmData = true, uint32(p.ImmDt)
+		}
+		qp.completeRecv(wc)
+		r.msn = (r.msn + 1) & roce.PSNMask
+	}
+	return true
+}
+
+// write places an RDMA WRITE packet's payload, checking the R_Key, access and bounds
+// at the first packet (§9.7.5.1.3, §10.6.3).
+func (r *responder) write(qp *QueuePair, p *roce.Packet) bool {
+	psn := p.BTH.PSN
+	pos := p.BTH.Opcode.Info().Position
+	imm := p.Headers&roce.HdrImmDt != 0
+	if imm && !r.hasRecv(qp, psn) {
+		return false
+	}
+	if pos == roce.PosFirst || pos == roce.PosOnly {
+		n := uint64(p.RETH.DMALen)
+		if pos == roce.PosOnly && n != uint64(len(p.Payload)) || pos == roce.PosFirst && n <= uint64(qp.pmtu) {
+			r.invalid(qp, psn)
+			return false
+		}
+		r.wbuf, r.woff = nil, 0
+		if n > 0 {
+			if qp.attr.AccessFlags&AccessRemoteWrite == 0 {
+				r.accessError(qp, psn)
+				return false
+			}
+			r.wbuf = qp.dev.mrs.remote(p.RETH.RKey, qp.pd, p.RETH.VA, n, AccessRemoteWrite)
+			if r.wbuf == nil {
+				r.accessError(qp, psn)
+				return false
+			}
+		}
+	}
+	if r.woff+len(p.Payload) > len(r.wbuf) {
+		r.invalid(qp, psn)
+		return false
+	}
+	copy(r.wbuf[r.woff:], p.Payload)
+	r.woff += len(p.Payload)
+	r.inWrite = pos == roce.PosFirst || pos == roce.PosMiddle
+	if !r.inWrite {
+		if r.woff != len(r.wbuf) {
+			r.invalid(qp, psn)
+			return false
+		}
+		if imm {
+			qp.completeRecv(WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV_RDMA_WITH_IMM,
+				ByteLen: uint32(r.woff), HasImm: true, ImmData: uint32(p.ImmDt)})
+		}
+		r.msn = (r.msn + 1) & roce.PSNMask
+		qp.counters.inc(CntRdmaRecvs)
+		r.wbuf = nil
+	}
+	return true
+}
+
+// read accepts an RDMA READ request: the responses go out from Progress.
+func (r *responder) read(qp *QueuePair, p *roce.Packet) {
+	psn := p.BTH.PSN
+	if r.reads.len() >= max(1, int(qp.attr.MaxDestRdAtomic)) {
+		r.invalid(qp, psn) // more outstanding READs than max_dest_rd_atomic
+		return
+	}
+	data, ok := r.readTarget(qp, p)
+	if !ok {
+		r.accessError(qp, psn)
+		return
+	}
+	n := max(1, (len(data)+qp.pmtu-1)/qp.pmtu)
+	r.msn = (r.msn + 1) & roce.PSNMask
+	r.reads.push(readStream{psn: psn, data: data, npkts: n, msn: r.msn})
+	r.remember(qp, rdRecord{psn: psn, npkts: n, msn: r.msn})
+	r.epsn = roce.PSNAdd(psn, n)
+	qp.counters.inc(CntRdmaRecvs)
+}
+
+func (r *responder) readTarget(qp *QueuePair, p *roce.Packet) ([]byte, bool) {
+	n := uint64(p.RETH.DMALen)
+	if n == 0 {
+		return nil, true
+	}
+	if qp.attr.AccessFlags&AccessRemoteRead == 0 {
+		return nil, false
+	}
+	b := qp.dev.mrs.remote(p.RETH.RKey, qp.pd, p.RETH.VA, n, AccessRemoteRead)
+	return b, b != nil
+}
+
+// atomic executes COMPARE_SWAP or FETCH_ADD on 8 aligned bytes of host-order memory,
+// atomically with respect to other users of that memory, and answers with the
+// original value (§9.4.5).
+func (r *responder) atomic(qp *QueuePair, p *roce.Packet) {
+	psn := p.BTH.PSN
+	at := &p.AtomicETH
+	if at.VA&7 != 0 {
+		r.invalid(qp, psn)
+		return
+	}
+	if qp.attr.AccessFlags&AccessRemoteAtomic == 0 {
+		r.accessError(qp, psn)
+		return
+	}
+	b := qp.dev.mrs.remote(at.RKey, qp.pd, at.VA, 8, AccessRemoteAtomic)
+	if b == nil {
+		r.accessError(qp, psn)
+		return
+	}
+	ptr := (*uint64)(unsafe.Pointer(&b[0]))
+	var orig uint64
+	if p.BTH.Opcode == roce.RC_FETCH_ADD {
+		orig = atomic.AddUint64(ptr, at.SwapAdd) - at.SwapAdd
+	} else {
+		for {
+			orig = atomic.LoadUint64(ptr)
+			if orig != at.Compare || atomic.CompareAndSwapUint64(ptr, orig, at.SwapAdd) {
+				break
+			}
+		}
+	}
+	r.msn = (r.msn + 1) & roce.PSNMask
+	r.remember(qp, rdRecord{psn: psn, npkts: 1, msn: r.msn, atomic: true, orig: orig})
+	r.epsn = roce.PSNNext(psn)
+	r.sendAtomicAck(qp, psn, r.msn, orig)
+}
+
+// remember keeps the last max_dest_rd_atomic READ/atomic requests.
+func (r *responder) remember(qp *QueuePair, rec rdRecord) {
+	for r.history.len() >= max(1, int(qp.attr.MaxDestRdAtomic)) {
+		r.history.popFront()
+	}
+	r.history.push(rec)
+}
+
+// duplicate answers a request whose PSN was already executed (§9.7.5.1.2): SEND and
+// WRITE are re-acknowledged, a READ is executed again from its PSN, and an atomic gets
+// its saved result (it is never executed twice).
+func (r *responder) duplicate(qp *QueuePair, p *roce.Packet) {
+	psn := p.BTH.PSN
+	var rec *rdRecord
+	for i := r.history.len() - 1; i >= 0; i-- {
+		h := r.history.at(i)
+		if d := roce.PSNDiff(psn, h.psn); d >= 0 && int(d) < h.npkts {
+			rec = h
+			break
+		}
+	}
+	switch p.BTH.Opcode {
+	case roce.RC_RDMA_READ_REQUEST:
+		data, ok := r.readTarget(qp, p)
+		if !ok || rec == nil || rec.atomic {
+			return // nothing we can answer; the requester's timer will notice
+		}
+		// The requester re-asks from psn: drop responses at or after it, then answer.
+		for k := r.reads.len() - 1; k >= 0; k-- {
+			s := r.reads.at(k)
+			if roce.PSNDiff(roce.PSNAdd(s.psn, s.npkts-1), psn) >= 0 {
+				r.dropRead(k)
+			}
+		}
+		n := max(1, (len(data)+qp.pmtu-1)/qp.pmtu)
+		r.reads.push(readStream{psn: psn, data: data, npkts: n, msn: rec.msn})
+	case roce.RC_COMPARE_SWAP, roce.RC_FETCH_ADD:
+		if rec != nil && rec.atomic && rec.psn == psn {
+			r.sendAtomicAck(qp, psn, rec.msn, rec.orig)
+		}
+	default:
+		r.scheduleAck(qp, roce.PSNAdd(r.epsn, -1))
+	}
+}
+
+// dropRead removes the READ stream at index k, keeping the order of the others.
+func (r *responder) dropRead(k int) {
+	for i := k; i > 0; i-- {
+		*r.reads.at(i) = *r.reads.at(i - 1)
+	}
+	r.reads.popFront()
+}
+
+// scheduleAck arranges one ACK at the end of the receive batch; ACKs for several
+// packets of one batch coalesce into the last.
+func (r *responder) scheduleAck(qp *QueuePair, psn uint32) {
+	if r.ackPending {
+		qp.counters.inc(CntAckDeferred)
+	} else {
+		qp.dev.acks = append(qp.dev.acks, qp)
+	}
+	r.ackPending, r.ackPSN = true, psn
+}
+
+// sendAck sends the coalesced ACK.
+func (r *responder) sendAck(qp *QueuePair) {
+	if !r.ackPending || qp.state == QPS_ERR {
+		r.ackPending = false
+		return
+	}
+	r.ackPending = false
+	p := qp.dev.start(qp, roce.RC_ACKNOWLEDGE, r.ackPSN)
+	p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: r.msn}
+	qp.dev.emit(qp)
+}
+
+// sendNAK sends an ACKNOWLEDGE with a NAK or RNR NAK syndrome, after any pending ACK.
+func (r *responder) sendNAK(qp *QueuePair, syn roce.Syndrome, psn uint32) {
+	r.sendAck(qp)
+	p := qp.dev.start(qp, roce.RC_ACKNOWLEDGE, psn)
+	p.AETH = roce.AETH{Syndrome: syn, MSN: r.msn}
+	qp.dev.emit(qp)
+}
+
+func (r *responder) sendAtomicAck(qp *QueuePair, psn, msn uint32, orig uint64) {
+	r.sendAck(qp)
+	p := qp.dev.start(qp, roce.RC_ATOMIC_ACKNOWLEDGE, psn)
+	p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: msn}
+	p.AtomicAckETH = roce.AtomicAckETH{OrigRemData: orig}
+	qp.dev.emit(qp)
+}
+
+// invalid NAKs an invalid request and moves the QP to ERR (class C error, §9.9.3.1).
+func (r *responder) invalid(qp *QueuePair, psn uint32) {
+	r.sendNAK(qp, roce.SyndromeNAKInvalidRequest, psn)
+	qp.toError()
+}
+
+// accessError NAKs a remote access error and moves the QP to ERR (§9.9.3.1.3).
+func (r *responder) accessError(qp *QueuePair, psn uint32) {
+	r.sendNAK(qp, roce.SyndromeNAKRemoteAccessError, psn)
+	qp.toError()
+}
+
+// readStep sends up to budget READ response packets.
+func (r *responder) readStep(qp *QueuePair, budget int) bool {
+	if qp.state == QPS_ERR || qp.state < QPS_RTR {
+		return false
+	}
+	did := false
+	for budget > 0 && r.reads.len() > 0 {
+		s := r.reads.at(0)
+		var op roce.Opcode
+		switch {
+		case s.npkts == 1:
+			op = roce.RC_RDMA_READ_RESPONSE_ONLY
+		case s.idx == 0:
+			op = roce.RC_RDMA_READ_RESPONSE_FIRST
+		case s.idx == s.npkts-1:
+			op = roce.RC_RDMA_READ_RESPONSE_LAST
+		default:
+			op = roce.RC_RDMA_READ_RESPONSE_MIDDLE
+		}
+		p := qp.dev.start(qp, op, roce.PSNAdd(s.psn, s.idx))
+		off := s.idx * qp.pmtu
+		p.Payload = s.data[off:min(off+qp.pmtu, len(s.data))]
+		p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: s.msn}
+		qp.dev.emit(qp)
+		s.idx++
+		if s.idx == s.npkts {
+			r.reads.popFront()
+		}
+		budget--
+		did = true
+	}
+	return did
+}

@@ -1,0 +1,176 @@
+package transport
+
+import "fmt"
+
+// WROpcode is a send work request's operation (enum ibv_wr_opcode).
+type WROpcode uint8
+
+// Send work request opcodes, with ibv_wr_opcode's names and values.
+const (
+	WR_RDMA_WRITE           WROpcode = 0
+	WR_RDMA_WRITE_WITH_IMM  WROpcode = 1
+	WR_SEND                 WROpcode = 2
+	WR_SEND_WITH_IMM        WROpcode = 3
+	WR_RDMA_READ            WROpcode = 4
+	WR_ATOMIC_CMP_AND_SWP   WROpcode = 5
+	WR_ATOMIC_FETCH_AND_ADD WROpcode = 6
+)
+
+func (o WROpcode) String() string {
+	switch o {
+	case WR_RDMA_WRITE:
+		return "IBV_WR_RDMA_WRITE"
+	case WR_RDMA_WRITE_WITH_IMM:
+		return "IBV_WR_RDMA_WRITE_WITH_IMM"
+	case WR_SEND:
+		return "IBV_WR_SEND"
+	case WR_SEND_WITH_IMM:
+		return "IBV_WR_SEND_WITH_IMM"
+	case WR_RDMA_READ:
+		return "IBV_WR_RDMA_READ"
+	case WR_ATOMIC_CMP_AND_SWP:
+		return "IBV_WR_ATOMIC_CMP_AND_SWP"
+	case WR_ATOMIC_FETCH_AND_ADD:
+		return "IBV_WR_ATOMIC_FETCH_AND_ADD"
+	}
+	return fmt.Sprintf("IBV_WR_OPCODE(%d)", uint8(o))
+}
+
+func (o WROpcode) wcOpcode() WCOpcode {
+	switch o {
+	case WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM:
+		return WC_RDMA_WRITE
+	case WR_RDMA_READ:
+		return WC_RDMA_READ
+	case WR_ATOMIC_CMP_AND_SWP:
+		return WC_COMP_SWAP
+	case WR_ATOMIC_FETCH_AND_ADD:
+		return WC_FETCH_ADD
+	}
+	return WC_SEND
+}
+
+func (o WROpcode) isReadOrAtomic() bool {
+	return o == WR_RDMA_READ || o == WR_ATOMIC_CMP_AND_SWP || o == WR_ATOMIC_FETCH_AND_ADD
+}
+
+func (o WROpcode) isAtomic() bool { return o == WR_ATOMIC_CMP_AND_SWP || o == WR_ATOMIC_FETCH_AND_ADD }
+
+// SendFlags modify a send work request (enum ibv_send_flags).
+type SendFlags uint8
+
+// Send flags.
+const (
+	SendFence     SendFlags = 1 << 0 // IBV_SEND_FENCE (accepted; requests are already executed in order)
+	SendSignaled  SendFlags = 1 << 1 // IBV_SEND_SIGNALED: generate a completion
+	SendSolicited SendFlags = 1 << 2 // IBV_SEND_SOLICITED: set the BTH SE bit on the last packet
+	SendInline    SendFlags = 1 << 3 // IBV_SEND_INLINE: copy the data at post time
+)
+
+// SGE is a scatter/gather element (struct ibv_sge): Length bytes at virtual address
+// Addr of the region with local key LKey.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// SendWR is a send work request (struct ibv_send_wr).
+type SendWR struct {
+	WRID    uint64
+	Opcode  WROpcode
+	SGList  []SGE
+	Flags   SendFlags
+	ImmData uint32 // for *_WITH_IMM, as the peer's wc.imm_data reads it (host order)
+	// RemoteAddr and RKey name the peer's memory for RDMA and atomic operations.
+	RemoteAddr uint64
+	RKey       uint32
+	// CompareAdd is the compare value of CMP_AND_SWP or the addend of FETCH_AND_ADD;
+	// Swap is CMP_AND_SWP's swap value.
+	CompareAdd, Swap uint64
+}
+
+// RecvWR is a receive work request (struct ibv_recv_wr).
+type RecvWR struct {
+	WRID   uint64
+	SGList []SGE
+}
+
+// sgList is a resolved scatter/gather list: the bytes of each element.
+type sgList struct {
+	segs  [][]byte
+	total int
+}
+
+// copyOut copies len(dst) bytes starting at offset off of the list into dst.
+func (s *sgList) copyOut(dst []byte, off int) {
+	for _, seg := range s.segs {
+		if off >= len(seg) {
+			off -= len(seg)
+			continue
+		}
+		n := copy(dst, seg[off:])
+		dst = dst[n:]
+		off = 0
+		if len(dst) == 0 {
+			return
+		}
+	}
+}
+
+// copyIn copies src into the list at offset off. The caller checks bounds.
+func (s *sgList) copyIn(src []byte, off int) {
+	for _, seg := range s.segs {
+		if off >= len(seg) {
+			off -= len(seg)
+			continue
+		}
+		n := copy(seg[off:], src)
+		src = src[n:]
+		off = 0
+		if len(src) == 0 {
+			return
+		}
+	}
+}
+
+// contiguous returns the list's bytes [off, off+n) without copying when they lie in
+// one element.
+func (s *sgList) contiguous(off, n int) ([]byte, bool) {
+	for _, seg := range s.segs {
+		if off >= len(seg) {
+			off -= len(seg)
+			continue
+		}
+		if off+n <= len(seg) {
+			return seg[off : off+n], true
+		}
+		return nil, false
+	}
+	return nil, n == 0
+}
+
+// resolve turns SGEs into byte slices of the PD's regions, requiring access need
+// (AccessLocalWrite where the engine writes into them). ok is false if any element
+// names an unknown key, another PD's region, lacks the access, or lies outside its
+// region.
+func (d *Device) resolve(sges []SGE, pd *ProtectionDomain, need Access, into *sgList) bool {
+	into.segs = into.segs[:0]
+	into.total = 0
+	for _, e := range sges {
+		if e.Length == 0 {
+			continue
+		}
+		mr := d.mrs.lookup(e.LKey, pd)
+		if mr == nil || mr.access&need != need {
+			return false
+		}
+		b, ok := mr.slice(e.Addr, uint64(e.Length))
+		if !ok {
+			return false
+		}
+		into.segs = append(into.segs, b)
+		into.total += len(b)
+	}
+	return true
+}
