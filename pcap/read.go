@@ -39,7 +39,6 @@ func ReadFile(path string) ([]Frame, error) {
 	return frames, nil
 }
 
-
 // Read reads every frame of a pcap or pcapng stream.
 func Read(r io.Reader) ([]Frame, error) {
 	br := bufio.NewReader(r)
