@@ -233,7 +233,7 @@ func (qp *QueuePair) toError() {
 	qp.state = QPS_ERR
 	qp.req.timer = timeZero
 	qp.req.rnrUntil = timeZero
-	qp.resp.reads.clear()
+	qp.resp.out.clear()
 	qp.flush()
 }
 

@@ -274,8 +274,7 @@ func (r *requester) ackUpTo(qp *QueuePair, psn uint32) (rewound bool) {
 		last := roce.PSNAdd(w.firstPSN, w.npkts-1)
 		if w.wr.Opcode.isReadOrAtomic() && !w.done {
 			if roce.PSNDiff(psn, w.firstPSN) >= 0 {
-				qp.counters.inc(CntImpliedNak)
-				r.rewind(qp, roce.PSNAdd(w.firstPSN, w.rcvd))
+				r.impliedNak(qp, roce.PSNAdd(w.firstPSN, w.rcvd))
 				rewound = true
 			}
 			break
@@ -380,8 +379,7 @@ func (r *requester) before(qp *QueuePair, i int) bool {
 	for ; i > 0; i-- {
 		w := *qp.sq.at(0)
 		if w.wr.Opcode.isReadOrAtomic() && !w.done {
-			qp.counters.inc(CntImpliedNak)
-			r.rewind(qp, roce.PSNAdd(w.firstPSN, w.rcvd))
+			r.impliedNak(qp, roce.PSNAdd(w.firstPSN, w.rcvd))
 			return false
 		}
 		if w.wr.Opcode.isReadOrAtomic() {
@@ -429,32 +427,23 @@ func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
 		qp.counters.inc(CntStaleAck)
 		return
 	case diff > 0:
-		if r.gapRetry && r.gapPSN == want {
-			return // already asked again; the old stream's packets are ignored
+		if r.before(qp, i) {
+			r.impliedNak(qp, want)
 		}
-		if !r.before(qp, i) {
-			return
-		}
-		qp.counters.inc(CntImpliedNak)
-		r.rewind(qp, want)
-		r.gapRetry, r.gapPSN = true, want
 		return
 	}
 	if !r.before(qp, i) {
 		return
 	}
+	// PSN and length decide where the bytes go. The packet must end the message
+	// exactly when it is the last one; whether a non-last packet says FIRST or MIDDLE
+	// depends on whether it answers the original request or one asked again from the
+	// middle, and reordering can deliver either, so both are accepted.
 	pos := p.BTH.Opcode.Info().Position
-	wantPos := roce.PosMiddle
-	switch {
-	case w.npkts == 1:
-		wantPos = roce.PosOnly
-	case w.rcvd == 0:
-		wantPos = roce.PosFirst
-	case w.rcvd == w.npkts-1:
-		wantPos = roce.PosLast
-	}
+	lastPkt := w.rcvd == w.npkts-1
+	endsMsg := pos == roce.PosLast || pos == roce.PosOnly
 	off := w.rcvd * qp.pmtu
-	if pos != wantPos || len(p.Payload) != min(qp.pmtu, w.length-off) {
+	if endsMsg != lastPkt || len(p.Payload) != min(qp.pmtu, w.length-off) {
 		qp.fail(WC_BAD_RESP_ERR)
 		return
 	}
@@ -467,6 +456,18 @@ func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
 		return
 	}
 	r.progress(qp)
+}
+
+// impliedNak retries from psn, the first READ response or atomic response found
+// missing (§9.7.5.2.7). Responses still in flight from before the retry would find
+// the same gap again; until progress is made, they are ignored.
+func (r *requester) impliedNak(qp *QueuePair, psn uint32) {
+	if r.gapRetry && r.gapPSN == psn {
+		return
+	}
+	qp.counters.inc(CntImpliedNak)
+	r.rewind(qp, psn)
+	r.gapRetry, r.gapPSN = true, psn
 }
 
 // timers runs the QP's retransmit timer: on expiry it retries from the oldest

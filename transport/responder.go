@@ -24,17 +24,23 @@ type responder struct {
 	ackPending bool
 	ackPSN     uint32
 
-	reads   ring[readStream] // READ responses to send, in PSN order
-	history ring[rdRecord]   // recent READ and atomic requests, for duplicates
+	// out holds responses waiting behind READ responses, in PSN order: a response
+	// must never overtake the READ responses for earlier PSNs (§9.7.5.1.7).
+	out     ring[response]
+	history ring[rdRecord] // recent READ and atomic requests, for duplicates
 }
 
-// readStream is an RDMA READ being answered.
-type readStream struct {
-	psn   uint32 // PSN of the first response packet
-	data  []byte
-	npkts int
-	idx   int // next packet to send
-	msn   uint32
+// response is a queued response: an RDMA READ being answered (npkts > 0) or one
+// ACKNOWLEDGE or ATOMIC_ACKNOWLEDGE packet.
+type response struct {
+	psn    uint32 // PSN of the (first) packet
+	msn    uint32
+	data   []byte // READ: the bytes to return
+	npkts  int    // READ: response packets; 0 for a single ACK packet
+	idx    int    // READ: next packet to send
+	syn    roce.Syndrome
+	atomic bool // ATOMIC_ACKNOWLEDGE with orig
+	orig   uint64
 }
 
 // rdRecord remembers an executed READ or atomic request (rxe's responder resources).
@@ -217,7 +223,7 @@ func (r *responder) write(qp *QueuePair, p *roce.Packet) bool {
 // read accepts an RDMA READ request: the responses go out from Progress.
 func (r *responder) read(qp *QueuePair, p *roce.Packet) {
 	psn := p.BTH.PSN
-	if r.reads.len() >= max(1, int(qp.attr.MaxDestRdAtomic)) {
+	if r.readsQueued() >= max(1, int(qp.attr.MaxDestRdAtomic)) {
 		r.invalid(qp, psn) // more outstanding READs than max_dest_rd_atomic
 		return
 	}
@@ -228,7 +234,7 @@ func (r *responder) read(qp *QueuePair, p *roce.Packet) {
 	}
 	n := max(1, (len(data)+qp.pmtu-1)/qp.pmtu)
 	r.msn = (r.msn + 1) & roce.PSNMask
-	r.reads.push(readStream{psn: psn, data: data, npkts: n, msn: r.msn})
+	r.out.push(response{psn: psn, data: data, npkts: n, msn: r.msn})
 	r.remember(qp, rdRecord{psn: psn, npkts: n, msn: r.msn})
 	r.epsn = roce.PSNAdd(psn, n)
 	qp.counters.inc(CntRdmaRecvs)
@@ -310,15 +316,16 @@ func (r *responder) duplicate(qp *QueuePair, p *roce.Packet) {
 		if !ok || rec == nil || rec.atomic {
 			return // nothing we can answer; the requester's timer will notice
 		}
-		// The requester re-asks from psn: drop responses at or after it, then answer.
-		for k := r.reads.len() - 1; k >= 0; k-- {
-			s := r.reads.at(k)
-			if roce.PSNDiff(roce.PSNAdd(s.psn, s.npkts-1), psn) >= 0 {
-				r.dropRead(k)
+		// The requester asks again from psn: drop queued READ responses at or after
+		// it (it will ask for those again too), then answer.
+		for k := r.out.len() - 1; k >= 0; k-- {
+			s := r.out.at(k)
+			if s.npkts > 0 && roce.PSNDiff(roce.PSNAdd(s.psn, s.npkts-1), psn) >= 0 {
+				r.dropOut(k)
 			}
 		}
 		n := max(1, (len(data)+qp.pmtu-1)/qp.pmtu)
-		r.reads.push(readStream{psn: psn, data: data, npkts: n, msn: rec.msn})
+		r.out.push(response{psn: psn, data: data, npkts: n, msn: rec.msn})
 	case roce.RC_COMPARE_SWAP, roce.RC_FETCH_ADD:
 		if rec != nil && rec.atomic && rec.psn == psn {
 			r.sendAtomicAck(qp, psn, rec.msn, rec.orig)
@@ -328,12 +335,44 @@ func (r *responder) duplicate(qp *QueuePair, p *roce.Packet) {
 	}
 }
 
-// dropRead removes the READ stream at index k, keeping the order of the others.
-func (r *responder) dropRead(k int) {
+// dropOut removes the queued response at index k, keeping the order of the others.
+func (r *responder) dropOut(k int) {
 	for i := k; i > 0; i-- {
-		*r.reads.at(i) = *r.reads.at(i - 1)
+		*r.out.at(i) = *r.out.at(i - 1)
 	}
-	r.reads.popFront()
+	r.out.popFront()
+}
+
+// readsQueued counts the READs being answered.
+func (r *responder) readsQueued() int {
+	n := 0
+	for i := 0; i < r.out.len(); i++ {
+		if r.out.at(i).npkts > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// respond sends a single-packet response now, or queues it behind READ responses.
+func (r *responder) respond(qp *QueuePair, rs response) {
+	if r.out.len() > 0 {
+		r.out.push(rs)
+		return
+	}
+	r.emit(qp, &rs)
+}
+
+// emit sends one ACKNOWLEDGE or ATOMIC_ACKNOWLEDGE.
+func (r *responder) emit(qp *QueuePair, rs *response) {
+	op := roce.RC_ACKNOWLEDGE
+	if rs.atomic {
+		op = roce.RC_ATOMIC_ACKNOWLEDGE
+	}
+	p := qp.dev.start(qp, op, rs.psn)
+	p.AETH = roce.AETH{Syndrome: rs.syn, MSN: rs.msn}
+	p.AtomicAckETH = roce.AtomicAckETH{OrigRemData: rs.orig}
+	qp.dev.emit(qp)
 }
 
 // scheduleAck arranges one ACK at the end of the receive batch; ACKs for several
@@ -347,32 +386,25 @@ func (r *responder) scheduleAck(qp *QueuePair, psn uint32) {
 	r.ackPending, r.ackPSN = true, psn
 }
 
-// sendAck sends the coalesced ACK.
+// sendAck sends the coalesced ACK (or queues it behind READ responses).
 func (r *responder) sendAck(qp *QueuePair) {
 	if !r.ackPending || qp.state == QPS_ERR {
 		r.ackPending = false
 		return
 	}
 	r.ackPending = false
-	p := qp.dev.start(qp, roce.RC_ACKNOWLEDGE, r.ackPSN)
-	p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: r.msn}
-	qp.dev.emit(qp)
+	r.respond(qp, response{psn: r.ackPSN, msn: r.msn, syn: roce.SyndromeACK})
 }
 
 // sendNAK sends an ACKNOWLEDGE with a NAK or RNR NAK syndrome, after any pending ACK.
 func (r *responder) sendNAK(qp *QueuePair, syn roce.Syndrome, psn uint32) {
 	r.sendAck(qp)
-	p := qp.dev.start(qp, roce.RC_ACKNOWLEDGE, psn)
-	p.AETH = roce.AETH{Syndrome: syn, MSN: r.msn}
-	qp.dev.emit(qp)
+	r.respond(qp, response{psn: psn, msn: r.msn, syn: syn})
 }
 
 func (r *responder) sendAtomicAck(qp *QueuePair, psn, msn uint32, orig uint64) {
 	r.sendAck(qp)
-	p := qp.dev.start(qp, roce.RC_ATOMIC_ACKNOWLEDGE, psn)
-	p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: msn}
-	p.AtomicAckETH = roce.AtomicAckETH{OrigRemData: orig}
-	qp.dev.emit(qp)
+	r.respond(qp, response{psn: psn, msn: msn, syn: roce.SyndromeACK, atomic: true, orig: orig})
 }
 
 // invalid NAKs an invalid request and moves the QP to ERR (class C error, §9.9.3.1).
@@ -387,14 +419,22 @@ func (r *responder) accessError(qp *QueuePair, psn uint32) {
 	qp.toError()
 }
 
-// readStep sends up to budget READ response packets.
+// readStep sends up to budget queued response packets, READ responses and the
+// responses queued behind them, in order.
 func (r *responder) readStep(qp *QueuePair, budget int) bool {
 	if qp.state == QPS_ERR || qp.state < QPS_RTR {
 		return false
 	}
 	did := false
-	for budget > 0 && r.reads.len() > 0 {
-		s := r.reads.at(0)
+	for budget > 0 && r.out.len() > 0 {
+		s := r.out.at(0)
+		if s.npkts == 0 {
+			r.emit(qp, s)
+			r.out.popFront()
+			budget--
+			did = true
+			continue
+		}
 		var op roce.Opcode
 		switch {
 		case s.npkts == 1:
@@ -413,7 +453,7 @@ func (r *responder) readStep(qp *QueuePair, budget int) bool {
 		qp.dev.emit(qp)
 		s.idx++
 		if s.idx == s.npkts {
-			r.reads.popFront()
+			r.out.popFront()
 		}
 		budget--
 		did = true

@@ -1,0 +1,120 @@
+package transport_test
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/transport"
+)
+
+func TestAtomics(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	a, b := p.a, p.b
+	binary.NativeEndian.PutUint64(b.buf[64:], 100)
+	// FETCH_AND_ADD returns the old value and adds.
+	must(t, postSend(a, transport.SendWR{WRID: 1, Opcode: transport.WR_ATOMIC_FETCH_AND_ADD, SGList: sge(a, 0, 8),
+		Flags: transport.SendSignaled, RemoteAddr: b.mr.Addr() + 64, RKey: b.mr.RKey(), CompareAdd: 5}))
+	wcs := p.waitWCs(a, 1, time.Second)
+	checkWC(t, wcs[0], 1, transport.WC_SUCCESS, transport.WC_FETCH_ADD, 8)
+	if got := binary.NativeEndian.Uint64(a.buf[0:]); got != 100 {
+		t.Errorf("fetch-add returned %d, want 100", got)
+	}
+	if got := binary.NativeEndian.Uint64(b.buf[64:]); got != 105 {
+		t.Errorf("target after fetch-add = %d, want 105", got)
+	}
+	// COMPARE_AND_SWAP that does not match leaves the target alone.
+	must(t, postSend(a, transport.SendWR{WRID: 2, Opcode: transport.WR_ATOMIC_CMP_AND_SWP, SGList: sge(a, 8, 8),
+		Flags: transport.SendSignaled, RemoteAddr: b.mr.Addr() + 64, RKey: b.mr.RKey(), CompareAdd: 7, Swap: 9}))
+	// One that matches swaps.
+	must(t, postSend(a, transport.SendWR{WRID: 3, Opcode: transport.WR_ATOMIC_CMP_AND_SWP, SGList: sge(a, 16, 8),
+		Flags: transport.SendSignaled, RemoteAddr: b.mr.Addr() + 64, RKey: b.mr.RKey(), CompareAdd: 105, Swap: 0xdeadbeefcafe}))
+	wcs = p.waitWCs(a, 2, time.Second)
+	checkWC(t, wcs[0], 2, transport.WC_SUCCESS, transport.WC_COMP_SWAP, 8)
+	checkWC(t, wcs[1], 3, transport.WC_SUCCESS, transport.WC_COMP_SWAP, 8)
+	if o1, o2 := binary.NativeEndian.Uint64(a.buf[8:]), binary.NativeEndian.Uint64(a.buf[16:]); o1 != 105 || o2 != 105 {
+		t.Errorf("compare-swap returned %d and %d, want 105 and 105", o1, o2)
+	}
+	if got := binary.NativeEndian.Uint64(b.buf[64:]); got != 0xdeadbeefcafe {
+		t.Errorf("target after compare-swap = %#x", got)
+	}
+}
+
+func TestImmediateAndInline(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	a, b := p.a, p.b
+	copy(a.buf, "inline payload!")
+	must(t, postRecv(b, 7, 100, 64))
+	must(t, postRecv(b, 8, 200, 64))
+	must(t, postSend(a,
+		transport.SendWR{WRID: 1, Opcode: transport.WR_SEND_WITH_IMM, SGList: sge(a, 0, 15),
+			Flags: transport.SendSignaled | transport.SendInline, ImmData: 0x11223344},
+		transport.SendWR{WRID: 2, Opcode: transport.WR_RDMA_WRITE_WITH_IMM, SGList: sge(a, 0, 15),
+			Flags: transport.SendSignaled, ImmData: 0x55667788, RemoteAddr: b.mr.Addr() + 1000, RKey: b.mr.RKey()}))
+	// Inline data is captured at post time.
+	copy(a.buf, "changed after!!")
+	wcs := p.waitWCs(b, 2, time.Second)
+	checkWC(t, wcs[0], 7, transport.WC_SUCCESS, transport.WC_RECV, 15)
+	checkWC(t, wcs[1], 8, transport.WC_SUCCESS, transport.WC_RECV_RDMA_WITH_IMM, 15)
+	if !wcs[0].HasImm || wcs[0].ImmData != 0x11223344 || !wcs[1].HasImm || wcs[1].ImmData != 0x55667788 {
+		t.Errorf("immediate data %+v", wcs)
+	}
+	checkBytes(t, "SEND_WITH_IMM inline", b.buf[100:115], []byte("inline payload!"))
+	p.waitWCs(a, 2, time.Second)
+}
+
+// TestScatterGather: a SEND gathered from three SGEs lands in a receive scattered
+// over two, and unsignaled WRs complete silently.
+func TestScatterGather(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	a, b := p.a, p.b
+	fill(a.buf[:5000], 9)
+	want := append(append(append([]byte{}, a.buf[0:1000]...), a.buf[3000:4500]...), a.buf[100:600]...)
+	_, err := b.qp.PostRecv(transport.RecvWR{WRID: 5, SGList: []transport.SGE{
+		{Addr: b.mr.Addr() + 10000, Length: 1200, LKey: b.mr.LKey()},
+		{Addr: b.mr.Addr() + 20000, Length: 2000, LKey: b.mr.LKey()}}})
+	must(t, err)
+	must(t, postSend(a,
+		transport.SendWR{WRID: 1, Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, 10),
+			RemoteAddr: b.mr.Addr() + 30000, RKey: b.mr.RKey()}, // unsignaled
+		transport.SendWR{WRID: 2, Opcode: transport.WR_SEND, Flags: transport.SendSignaled, SGList: []transport.SGE{
+			{Addr: a.mr.Addr(), Length: 1000, LKey: a.mr.LKey()},
+			{Addr: a.mr.Addr() + 3000, Length: 1500, LKey: a.mr.LKey()},
+			{Addr: a.mr.Addr() + 100, Length: 500, LKey: a.mr.LKey()}}}))
+	wcs := p.waitWCs(b, 1, time.Second)
+	checkWC(t, wcs[0], 5, transport.WC_SUCCESS, transport.WC_RECV, 3000)
+	got := append(append([]byte{}, b.buf[10000:11200]...), b.buf[20000:21800]...)
+	checkBytes(t, "scattered receive", got, want)
+	wcs = p.waitWCs(a, 1, time.Second)
+	checkWC(t, wcs[0], 2, transport.WC_SUCCESS, transport.WC_SEND, -1)
+	checkBytes(t, "unsignaled write", b.buf[30000:30010], a.buf[0:10])
+}
+
+func TestPostErrors(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	a := p.a
+	if _, err := a.qp.PostSend(transport.SendWR{Opcode: transport.WR_SEND, SGList: make([]transport.SGE, 5)}); err != transport.ErrTooManySGE {
+		t.Errorf("5 SGEs: %v", err)
+	}
+	if _, err := a.qp.PostSend(transport.SendWR{Opcode: transport.WR_SEND, Flags: transport.SendInline, SGList: sge(a, 0, 65)}); err != transport.ErrInline {
+		t.Errorf("65 inline bytes: %v", err)
+	}
+	if _, err := a.qp.PostSend(transport.SendWR{Opcode: transport.WR_ATOMIC_FETCH_AND_ADD, SGList: sge(a, 0, 4)}); err != transport.ErrBadWR {
+		t.Errorf("4-byte atomic: %v", err)
+	}
+	if _, err := a.qp.PostSend(transport.SendWR{Opcode: 9}); err != transport.ErrBadWR {
+		t.Errorf("opcode 9: %v", err)
+	}
+	// A bad lkey completes with IBV_WC_LOC_PROT_ERR and the QP moves to ERR; the next
+	// WR is flushed.
+	must(t, postSend(a,
+		transport.SendWR{WRID: 1, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,
+			SGList: []transport.SGE{{Addr: a.mr.Addr(), Length: 8, LKey: a.mr.LKey() ^ 1}}},
+		transport.SendWR{WRID: 2, Opcode: transport.WR_SEND, SGList: sge(a, 0, 8)}))
+	wcs := p.waitWCs(a, 2, time.Second)
+	checkWC(t, wcs[0], 1, transport.WC_LOC_PROT_ERR, transport.WC_SEND, -1)
+	checkWC(t, wcs[1], 2, transport.WC_WR_FLUSH_ERR, transport.WC_SEND, -1)
+	if s := a.qp.State(); s != transport.QPS_ERR {
+		t.Errorf("state %v after a local protection error", s)
+	}
+}
