@@ -1,0 +1,418 @@
+package transport_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+const rawQPN = 0x99
+
+// raw drives one engine (side e) against a peer the test writes by hand: it crafts
+// request or response frames and reads what the engine sends.
+type raw struct {
+	t     *testing.T
+	clock *transport.FakeClock
+	e     *side
+	end   *transport.PipeEnd // the hand-driven end
+	tmpl  roce.Packet
+	buf   []byte
+}
+
+// newRaw connects an engine QP (PMTU 1024) whose requester starts at sqPSN and whose
+// responder expects rqPSN.
+func newRaw(t *testing.T, sqPSN, rqPSN uint32, c pairConfig) *raw {
+	c = defaults(c)
+	ea, eb := transport.NewPipe(
+		transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	r := &raw{t: t, clock: transport.NewFakeClock(), end: eb, buf: make([]byte, 9000)}
+	p := &pair{t: t, clock: r.clock}
+	r.e = p.newSide(ea, c)
+	peer := &side{end: eb, qp: nil}
+	_ = peer
+	qp := r.e.qp
+	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: c.access},
+		transport.QP_STATE|transport.QP_ACCESS_FLAGS))
+	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: roce.MTU1024, DestQPN: rawQPN,
+		RQPSN: rqPSN, MaxDestRdAtomic: c.maxRdAtomic, MinRNRTimer: c.minRNRTimer,
+		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(addrB), SGIDIndex: 1}},
+		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER))
+	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: sqPSN, Timeout: c.timeout,
+		RetryCnt: c.retryCnt, RNRRetry: c.rnrRetry, MaxRdAtomic: c.maxRdAtomic},
+		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|
+			transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC))
+	r.tmpl.Eth = roce.Ethernet{Src: macB, Dst: macA}
+	r.tmpl.IPv4 = roce.IPv4{FlagsFrag: 0x4000, TTL: 64, Src: addrB.As4(), Dst: addrA.As4()}
+	r.tmpl.UDP = roce.UDP{SrcPort: 0xc000, DstPort: roce.UDPPort}
+	r.tmpl.BTH = roce.BTH{PKey: 0xFFFF, DestQP: qp.QPN()}
+	return r
+}
+
+// send injects one packet built by fill from the template.
+func (r *raw) send(op roce.Opcode, psn uint32, fill func(p *roce.Packet)) {
+	r.t.Helper()
+	p := r.tmpl
+	p.BTH.Opcode, p.BTH.PSN = op, psn&roce.PSNMask
+	if fill != nil {
+		fill(&p)
+	}
+	n, err := p.Encode(r.buf)
+	must(r.t, err)
+	if k, err := r.end.Send([][]byte{r.buf[:n]}); k != 1 || err != nil {
+		r.t.Fatalf("inject: %d %v", k, err)
+	}
+}
+
+func ack(psn uint32, syn roce.Syndrome, msn uint32) (roce.Opcode, uint32, func(*roce.Packet)) {
+	return roce.RC_ACKNOWLEDGE, psn, func(p *roce.Packet) { p.AETH = roce.AETH{Syndrome: syn, MSN: msn} }
+}
+
+// step runs the engine until idle (no timers are advanced) and returns what it sent.
+func (r *raw) step() []roce.Packet {
+	r.t.Helper()
+	for i := 0; i < 1000 && r.e.dev.Progress(); i++ {
+		r.clock.Advance(time.Microsecond)
+	}
+	var out []roce.Packet
+	frames := make([][]byte, 256)
+	for {
+		n, err := r.end.Recv(frames)
+		must(r.t, err)
+		if n == 0 {
+			return out
+		}
+		for _, f := range frames[:n] {
+			var p roce.Packet
+			must(r.t, p.Decode(append([]byte(nil), f...)))
+			out = append(out, p)
+		}
+	}
+}
+
+// advance moves the clock to the engine's next deadline and steps.
+func (r *raw) advance() []roce.Packet {
+	r.t.Helper()
+	next := r.e.dev.NextDeadline()
+	if next.IsZero() {
+		r.t.Fatal("no timer armed")
+	}
+	r.clock.Set(next)
+	return r.step()
+}
+
+func (r *raw) wcs() []transport.WorkCompletion {
+	var buf [64]transport.WorkCompletion
+	n := r.e.cq.Poll(buf[:])
+	return buf[:n]
+}
+
+// expect checks the opcodes and PSNs of packets.
+func expect(t *testing.T, what string, got []roce.Packet, want ...any) {
+	t.Helper()
+	if len(got) != len(want)/2 {
+		t.Fatalf("%s: %d packets %v, want %v", what, len(got), summary(got), want)
+	}
+	for i := range got {
+		op, psn := want[2*i].(roce.Opcode), want[2*i+1].(int)
+		if got[i].BTH.Opcode != op || got[i].BTH.PSN != uint32(psn)&roce.PSNMask {
+			t.Fatalf("%s: packets %v, want %v", what, summary(got), want)
+		}
+	}
+}
+
+func summary(ps []roce.Packet) []string {
+	var s []string
+	for _, p := range ps {
+		x := p.BTH.Opcode.String() + "@" + itoa(p.BTH.PSN)
+		if p.Headers&roce.HdrAETH != 0 {
+			x += "/" + p.AETH.Syndrome.String()
+		}
+		s = append(s, x)
+	}
+	return s
+}
+
+func itoa(v uint32) string {
+	const digits = "0123456789"
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for v > 0 {
+		b = append([]byte{digits[v%10]}, b...)
+		v /= 10
+	}
+	return string(b)
+}
+
+// write3 posts a 3-packet RDMA WRITE from the engine.
+func (r *raw) write(n int) {
+	r.t.Helper()
+	fill(r.e.buf[:n], 5)
+	must(r.t, postSend(r.e, transport.SendWR{WRID: 1, Opcode: transport.WR_RDMA_WRITE, SGList: sge(r.e, 0, n),
+		Flags: transport.SendSignaled, RemoteAddr: 0x10000, RKey: 0x77}))
+}
+
+func TestGhostAndStaleACKs(t *testing.T) {
+	r := newRaw(t, 100, 500, pairConfig{})
+	r.write(2500)
+	expect(t, "write", r.step(), roce.RC_RDMA_WRITE_FIRST, 100, roce.RC_RDMA_WRITE_MIDDLE, 101, roce.RC_RDMA_WRITE_LAST, 102)
+	r.send(ack(200, roce.SyndromeACK, 1)) // ghost: never sent
+	r.step()
+	if len(r.wcs()) != 0 || r.e.qp.Counters().Get(transport.CntGhostAck) != 1 {
+		t.Fatalf("ghost ACK: completions or counter %v", r.e.counters())
+	}
+	r.send(ack(102, roce.SyndromeACK, 1))
+	r.step()
+	wcs := r.wcs()
+	if len(wcs) != 1 {
+		t.Fatalf("completions %+v", wcs)
+	}
+	checkWC(t, wcs[0], 1, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, -1)
+	r.send(ack(102, roce.SyndromeACK, 1)) // duplicate
+	r.send(ack(99, roce.SyndromeACK, 0))  // stale
+	if out := r.step(); len(out) != 0 || len(r.wcs()) != 0 {
+		t.Fatalf("stale ACKs caused %v", summary(out))
+	}
+	if got := r.e.qp.Counters().Get(transport.CntStaleAck); got != 2 {
+		t.Errorf("stale_ack %d, want 2", got)
+	}
+	if !r.e.dev.NextDeadline().IsZero() {
+		t.Error("retransmit timer still armed with nothing outstanding")
+	}
+}
+
+func TestNAKSequenceErrorRetry(t *testing.T) {
+	r := newRaw(t, 0x10, 500, pairConfig{})
+	r.write(2500)
+	r.step()
+	r.send(ack(0x11, roce.SyndromeNAKPSNSequenceError, 0)) // 0x10 arrived, 0x11 did not
+	expect(t, "resend after NAK", r.step(), roce.RC_RDMA_WRITE_MIDDLE, 0x11, roce.RC_RDMA_WRITE_LAST, 0x12)
+	if c := r.e.qp.Counters(); c.Get(transport.CntRcvdSeqErr) != 1 || c.Get(transport.CntCompleterRetryErr) != 1 {
+		t.Errorf("counters %v", r.e.counters())
+	}
+	r.send(ack(0x12, roce.SyndromeACK, 1))
+	r.step()
+	if wcs := r.wcs(); len(wcs) != 1 || wcs[0].Status != transport.WC_SUCCESS {
+		t.Fatalf("completions %+v", wcs)
+	}
+}
+
+// TestTimeoutPartialWriteRetry: with the first two packets acknowledged, the local ACK
+// timeout resends only from the third; the timeout is 4.096 µs × 2^timeout.
+func TestTimeoutPartialWriteRetry(t *testing.T) {
+	r := newRaw(t, 1000, 500, pairConfig{timeout: 12})
+	r.write(5000)
+	expect(t, "write", r.step(), roce.RC_RDMA_WRITE_FIRST, 1000, roce.RC_RDMA_WRITE_MIDDLE, 1001,
+		roce.RC_RDMA_WRITE_MIDDLE, 1002, roce.RC_RDMA_WRITE_MIDDLE, 1003, roce.RC_RDMA_WRITE_LAST, 1004)
+	r.send(ack(1001, roce.SyndromeACK, 0))
+	r.step()
+	start := r.clock.Now()
+	out := r.advance()
+	if el := r.clock.Now().Sub(start); el != 16777216*time.Nanosecond {
+		t.Errorf("timeout after %v, want 16.777216ms", el)
+	}
+	expect(t, "resend after timeout", out, roce.RC_RDMA_WRITE_MIDDLE, 1002, roce.RC_RDMA_WRITE_MIDDLE, 1003, roce.RC_RDMA_WRITE_LAST, 1004)
+	if !out[2].BTH.AckReq || out[0].BTH.AckReq {
+		t.Error("AckReq placement on resend")
+	}
+	r.send(ack(1004, roce.SyndromeACK, 1))
+	r.step()
+	if wcs := r.wcs(); len(wcs) != 1 || wcs[0].Status != transport.WC_SUCCESS {
+		t.Fatalf("completions %+v", wcs)
+	}
+	if got := r.e.qp.Counters().Get(transport.CntLocalAckTimeoutErr); got != 1 {
+		t.Errorf("local_ack_timeout_err %d", got)
+	}
+}
+
+// TestPartialReadRetry: a gap in READ responses makes the requester ask again from the
+// first missing PSN, for the remaining bytes only.
+func TestPartialReadRetry(t *testing.T) {
+	r := newRaw(t, 0xFFFFFE, 500, pairConfig{}) // the READ's PSNs wrap past 0xFFFFFF
+	src := make([]byte, 4000)
+	fill(src, 11)
+	must(t, postSend(r.e, transport.SendWR{WRID: 7, Opcode: transport.WR_RDMA_READ, SGList: sge(r.e, 0, 4000),
+		Flags: transport.SendSignaled, RemoteAddr: 0x5000, RKey: 0x1234}))
+	out := r.step()
+	expect(t, "read request", out, roce.RC_RDMA_READ_REQUEST, 0xFFFFFE)
+	if out[0].RETH != (roce.RETH{VA: 0x5000, RKey: 0x1234, DMALen: 4000}) {
+		t.Fatalf("RETH %+v", out[0].RETH)
+	}
+	resp := func(op roce.Opcode, psn uint32, off, n int) {
+		r.send(op, psn, func(p *roce.Packet) {
+			p.Payload = src[off : off+n]
+			p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: 1}
+		})
+	}
+	resp(roce.RC_RDMA_READ_RESPONSE_FIRST, 0xFFFFFE, 0, 1024)
+	resp(roce.RC_RDMA_READ_RESPONSE_MIDDLE, 0xFFFFFF, 1024, 1024)
+	resp(roce.RC_RDMA_READ_RESPONSE_LAST, 1, 3072, 928) // PSN 0 lost
+	out = r.step()
+	expect(t, "read asked again", out, roce.RC_RDMA_READ_REQUEST, 0)
+	if out[0].RETH != (roce.RETH{VA: 0x5000 + 2048, RKey: 0x1234, DMALen: 4000 - 2048}) {
+		t.Fatalf("RETH of the retry %+v", out[0].RETH)
+	}
+	if r.e.qp.Counters().Get(transport.CntImpliedNak) != 1 {
+		t.Errorf("counters %v", r.e.counters())
+	}
+	resp(roce.RC_RDMA_READ_RESPONSE_FIRST, 0, 2048, 1024)
+	resp(roce.RC_RDMA_READ_RESPONSE_LAST, 1, 3072, 928)
+	r.step()
+	wcs := r.wcs()
+	if len(wcs) != 1 {
+		t.Fatalf("completions %+v", wcs)
+	}
+	checkWC(t, wcs[0], 7, transport.WC_SUCCESS, transport.WC_RDMA_READ, 4000)
+	checkBytes(t, "read data", r.e.buf[:4000], src)
+}
+
+// TestResponderSequence covers the responder's PSN check: out of sequence gets one
+// NAK per sequence, duplicates are re-acknowledged without re-executing, and an
+// unexpected opcode in the middle of a message gets NAK invalid request.
+func TestResponderSequence(t *testing.T) {
+	r := newRaw(t, 100, 0xFFFFFF, pairConfig{})
+	must(t, postRecv(r.e, 1, 0, 2048))
+	must(t, postRecv(r.e, 2, 4096, 2048))
+	data := make([]byte, 1500)
+	fill(data, 3)
+	send := func(op roce.Opcode, psn uint32, b []byte, ackreq bool) {
+		r.send(op, psn, func(p *roce.Packet) { p.Payload = b; p.BTH.AckReq = ackreq })
+	}
+	// Out of sequence: PSN 1 and 2 while 0xFFFFFF is expected: one NAK only.
+	send(roce.RC_SEND_ONLY, 1, data[:10], true)
+	send(roce.RC_SEND_ONLY, 2, data[:10], true)
+	expect(t, "out of sequence", r.step(), roce.RC_ACKNOWLEDGE, 0xFFFFFF)
+	if c := r.e.qp.Counters().Get(transport.CntOutOfSeqRequest); c != 2 {
+		t.Errorf("out_of_seq_request %d", c)
+	}
+	// In sequence across the PSN wrap: FIRST at 0xFFFFFF, LAST at 0.
+	send(roce.RC_SEND_FIRST, 0xFFFFFF, data[:1024], false)
+	send(roce.RC_SEND_LAST, 0, data[1024:1500], true)
+	out := r.step()
+	expect(t, "send", out, roce.RC_ACKNOWLEDGE, 0)
+	if out[0].AETH != (roce.AETH{Syndrome: roce.SyndromeACK, MSN: 1}) {
+		t.Errorf("AETH %+v", out[0].AETH)
+	}
+	wcs := r.wcs()
+	if len(wcs) != 1 {
+		t.Fatalf("completions %+v", wcs)
+	}
+	checkWC(t, wcs[0], 1, transport.WC_SUCCESS, transport.WC_RECV, 1500)
+	checkBytes(t, "received", r.e.buf[:1500], data)
+	// Duplicate of the LAST: re-acknowledged (PSN 0, MSN 1), not executed again.
+	send(roce.RC_SEND_LAST, 0, data[1024:1500], true)
+	out = r.step()
+	expect(t, "duplicate", out, roce.RC_ACKNOWLEDGE, 0)
+	if out[0].AETH.MSN != 1 || len(r.wcs()) != 0 || r.e.qp.Counters().Get(transport.CntDuplicateRequest) != 1 {
+		t.Fatalf("duplicate handling: %+v %v", out[0].AETH, r.e.counters())
+	}
+	// A WRITE_MIDDLE in the middle of a SEND: NAK invalid request, QP to ERR.
+	send(roce.RC_SEND_FIRST, 1, data[:1024], false)
+	r.send(roce.RC_RDMA_WRITE_MIDDLE, 2, func(p *roce.Packet) { p.Payload = data[:1024] })
+	out = r.step()
+	expect(t, "unexpected opcode", out, roce.RC_ACKNOWLEDGE, 2)
+	if out[0].AETH.Syndrome != roce.SyndromeNAKInvalidRequest {
+		t.Fatalf("syndrome %v", out[0].AETH.Syndrome)
+	}
+	if r.e.qp.State() != transport.QPS_ERR {
+		t.Errorf("state %v", r.e.qp.State())
+	}
+	wcs = r.wcs()
+	if len(wcs) != 1 || wcs[0].WRID != 2 || wcs[0].Status != transport.WC_WR_FLUSH_ERR {
+		t.Errorf("completions %+v", wcs)
+	}
+}
+
+// TestResponderMalformed: lengths that break the PMTU rules get NAK invalid request.
+func TestResponderMalformed(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		op   roce.Opcode
+		n    int
+		reth uint32
+	}{
+		{"WRITE_FIRST shorter than PMTU", roce.RC_RDMA_WRITE_FIRST, 1000, 3000},
+		{"WRITE_ONLY longer than PMTU", roce.RC_RDMA_WRITE_ONLY, 1028, 1028},
+		{"WRITE_ONLY length differs from DMA length", roce.RC_RDMA_WRITE_ONLY, 100, 200},
+		{"SEND_FIRST longer than PMTU", roce.RC_SEND_FIRST, 1028, 0},
+		{"SEND_MIDDLE without FIRST", roce.RC_SEND_MIDDLE, 1024, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRaw(t, 1, 50, pairConfig{})
+			must(t, postRecv(r.e, 1, 0, 4096))
+			before := append([]byte(nil), r.e.buf...)
+			r.send(c.op, 50, func(p *roce.Packet) {
+				p.Payload = make([]byte, c.n)
+				p.RETH = roce.RETH{VA: r.e.mr.Addr(), RKey: r.e.mr.RKey(), DMALen: c.reth}
+			})
+			out := r.step()
+			expect(t, c.name, out, roce.RC_ACKNOWLEDGE, 50)
+			if out[0].AETH.Syndrome != roce.SyndromeNAKInvalidRequest {
+				t.Fatalf("syndrome %v", out[0].AETH.Syndrome)
+			}
+			checkBytes(t, "memory", r.e.buf, before)
+		})
+	}
+}
+
+// TestDuplicateAtomicAndRead: a duplicate atomic gets its saved result and is not
+// executed again; a duplicate READ is executed again from the PSN asked for.
+func TestDuplicateAtomicAndRead(t *testing.T) {
+	r := newRaw(t, 1, 700, pairConfig{})
+	b := r.e.buf
+	b[64] = 10
+	fa := func(psn uint32) {
+		r.send(roce.RC_FETCH_ADD, psn, func(p *roce.Packet) {
+			p.AtomicETH = roce.AtomicETH{VA: r.e.mr.Addr() + 64, RKey: r.e.mr.RKey(), SwapAdd: 5}
+			p.BTH.AckReq = true
+		})
+	}
+	fa(700)
+	out := r.step()
+	expect(t, "fetch-add", out, roce.RC_ATOMIC_ACKNOWLEDGE, 700)
+	fa(700)
+	out2 := r.step()
+	expect(t, "duplicate fetch-add", out2, roce.RC_ATOMIC_ACKNOWLEDGE, 700)
+	if out[0].AtomicAckETH.OrigRemData != 10 || out2[0].AtomicAckETH.OrigRemData != 10 || b[64] != 15 {
+		t.Fatalf("orig %d and %d, target %d: want 10, 10 and 15", out[0].AtomicAckETH.OrigRemData, out2[0].AtomicAckETH.OrigRemData, b[64])
+	}
+	fill(b[1000:4000], 8)
+	rd := func(psn uint32, off, n int) {
+		r.send(roce.RC_RDMA_READ_REQUEST, psn, func(p *roce.Packet) {
+			p.RETH = roce.RETH{VA: r.e.mr.Addr() + uint64(off), RKey: r.e.mr.RKey(), DMALen: uint32(n)}
+			p.BTH.AckReq = true
+		})
+	}
+	rd(701, 1000, 3000)
+	out = r.step()
+	expect(t, "read", out, roce.RC_RDMA_READ_RESPONSE_FIRST, 701, roce.RC_RDMA_READ_RESPONSE_MIDDLE, 702, roce.RC_RDMA_READ_RESPONSE_LAST, 703)
+	rd(703, 3048, 952) // asked again from its third packet
+	out = r.step()
+	expect(t, "duplicate read", out, roce.RC_RDMA_READ_RESPONSE_ONLY, 703)
+	checkBytes(t, "re-read bytes", out[0].Payload, b[3048:4000])
+	if out[0].AETH.MSN != 2 {
+		t.Errorf("MSN %d, want the original READ's 2", out[0].AETH.MSN)
+	}
+	// Zero-length READ and WRITE.
+	rd(704, 0, 0)
+	expect(t, "zero-length read", r.step(), roce.RC_RDMA_READ_RESPONSE_ONLY, 704)
+	r.send(roce.RC_RDMA_WRITE_ONLY, 705, func(p *roce.Packet) { p.BTH.AckReq = true; p.RETH = roce.RETH{RKey: 0xbad} })
+	expect(t, "zero-length write", r.step(), roce.RC_ACKNOWLEDGE, 705)
+}
+
+// TestRNRNAKTimerCode: the RNR NAK carries the QP's min_rnr_timer.
+func TestRNRNAKTimerCode(t *testing.T) {
+	r := newRaw(t, 1, 10, pairConfig{minRNRTimer: 18})
+	r.send(roce.RC_SEND_ONLY, 10, func(p *roce.Packet) { p.Payload = []byte("x"); p.BTH.AckReq = true })
+	out := r.step()
+	expect(t, "RNR", out, roce.RC_ACKNOWLEDGE, 10)
+	if out[0].AETH.Syndrome != roce.RNRNAKSyndrome(18) || out[0].AETH.Syndrome.Kind() != roce.KindRNRNAK {
+		t.Fatalf("syndrome %v", out[0].AETH.Syndrome)
+	}
+}
