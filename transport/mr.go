@@ -81,6 +81,27 @@ func (d *Device) AllocPD() *ProtectionDomain {
 // every registration in their low 8 bits, so a stale key does not match a reused slot.
 // Errors: ErrEmptyMR, ErrBadAccess (remote write or atomic without local write).
 func (pd *ProtectionDomain) RegMR(buf []byte, access Access) (*MemoryRegion, error) {
+	return pd.RegMRWith(buf, access, MROptions{})
+}
+
+// MROptions sets what registration otherwise chooses.
+type MROptions struct {
+	// IOVA, when HasIOVA, is the address peers use for the region's first byte
+	// instead of its virtual address (as ibv_reg_mr_iova).
+	IOVA    uint64
+	HasIOVA bool
+	// Key, when non-zero, is the lkey and rkey to use: its upper 24 bits are the table
+	// index, which must be free. For replaying captured traffic, whose requests carry
+	// the original rkey.
+	Key uint32
+}
+
+// ErrKeyInUse is returned when MROptions.Key names a table slot already in use.
+var ErrKeyInUse = errors.New("transport: memory key index already in use")
+
+// RegMRWith registers buf like RegMR, with options. Errors: those of RegMR and
+// ErrKeyInUse.
+func (pd *ProtectionDomain) RegMRWith(buf []byte, access Access, opts MROptions) (*MemoryRegion, error) {
 	if len(buf) == 0 {
 		return nil, ErrEmptyMR
 	}
@@ -91,10 +112,18 @@ func (pd *ProtectionDomain) RegMR(buf []byte, access Access) (*MemoryRegion, err
 	defer pd.dev.mu.Unlock()
 	t := &pd.dev.mrs
 	idx := 0
-	for i := 1; i < len(t.regions); i++ {
+	if opts.Key != 0 {
+		idx = int(opts.Key >> 8)
+		for len(t.regions) <= idx {
+			t.regions = append(t.regions, nil)
+		}
+		if idx == 0 || t.regions[idx] != nil {
+			return nil, ErrKeyInUse
+		}
+	}
+	for i := 1; idx == 0 && i < len(t.regions); i++ {
 		if t.regions[i] == nil {
 			idx = i
-			break
 		}
 	}
 	if idx == 0 {
@@ -109,8 +138,14 @@ func (pd *ProtectionDomain) RegMR(buf []byte, access Access) (*MemoryRegion, err
 	}
 	t.keyGen++
 	key := uint32(idx)<<8 | uint32(t.keyGen)
-	mr := &MemoryRegion{pd: pd, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))),
-		access: access, lkey: key, valid: true}
+	if opts.Key != 0 {
+		key = opts.Key
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&buf[0])))
+	if opts.HasIOVA {
+		addr = opts.IOVA
+	}
+	mr := &MemoryRegion{pd: pd, buf: buf, addr: addr, access: access, lkey: key, valid: true}
 	if access&(AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic) != 0 {
 		mr.rkey = key
 	}

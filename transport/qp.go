@@ -87,6 +87,9 @@ type QPInitAttr struct {
 	SendCQ, RecvCQ *CompletionQueue
 	Cap            QPCap
 	SigAll         bool // every send WR generates a completion
+	// QPN, when non-zero, is the QP number to use instead of the next free one; for
+	// replaying captured traffic.
+	QPN uint32
 }
 
 // Device limits, as rdma_rxe reports them (rxe_param.h).
@@ -132,8 +135,17 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	d := pd.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	qp := &QueuePair{dev: d, pd: pd, init: attr, qpn: d.nextQPN}
-	d.nextQPN++
+	qpn := attr.QPN & 0xFFFFFF
+	if qpn == 0 {
+		for d.qps[d.nextQPN] != nil || d.nextQPN < 2 {
+			d.nextQPN = (d.nextQPN + 1) & 0xFFFFFF
+		}
+		qpn = d.nextQPN
+		d.nextQPN++
+	} else if d.qps[qpn] != nil || qpn < 2 {
+		return nil, fmt.Errorf("transport: QPN 0x%x is in use or reserved", qpn)
+	}
+	qp := &QueuePair{dev: d, pd: pd, init: attr, qpn: qpn}
 	qp.counters = newCounters()
 	d.qps[qp.qpn] = qp
 	d.qpList = append(d.qpList, qp)

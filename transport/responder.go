@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
 
@@ -271,18 +272,7 @@ func (r *responder) atomic(qp *QueuePair, p *roce.Packet) {
 		r.accessError(qp, psn)
 		return
 	}
-	ptr := (*uint64)(unsafe.Pointer(&b[0]))
-	var orig uint64
-	if p.BTH.Opcode == roce.RC_FETCH_ADD {
-		orig = atomic.AddUint64(ptr, at.SwapAdd) - at.SwapAdd
-	} else {
-		for {
-			orig = atomic.LoadUint64(ptr)
-			if orig != at.Compare || atomic.CompareAndSwapUint64(ptr, orig, at.SwapAdd) {
-				break
-			}
-		}
-	}
+	orig := atomicOp(b, p.BTH.Opcode == roce.RC_FETCH_ADD, at.SwapAdd, at.Compare)
 	r.msn = (r.msn + 1) & roce.PSNMask
 	r.remember(qp, rdRecord{psn: psn, npkts: 1, msn: r.msn, atomic: true, orig: orig})
 	r.epsn = roce.PSNNext(psn)
@@ -459,4 +449,31 @@ func (r *responder) readStep(qp *QueuePair, budget int) bool {
 		did = true
 	}
 	return did
+}
+
+// atomicOp applies FETCH_ADD (add) or COMPARE_SWAP (swap if equal to cmp) to the
+// host-order uint64 in b[0:8] and returns the original value. Aligned memory is
+// updated with CPU atomics; a region registered at an IOVA that misaligns it (replays
+// only) is updated by the engine loop alone.
+func atomicOp(b []byte, fetchAdd bool, v, cmp uint64) uint64 {
+	if uintptr(unsafe.Pointer(&b[0]))&7 != 0 {
+		orig := binary.NativeEndian.Uint64(b)
+		switch {
+		case fetchAdd:
+			binary.NativeEndian.PutUint64(b, orig+v)
+		case orig == cmp:
+			binary.NativeEndian.PutUint64(b, v)
+		}
+		return orig
+	}
+	ptr := (*uint64)(unsafe.Pointer(&b[0]))
+	if fetchAdd {
+		return atomic.AddUint64(ptr, v) - v
+	}
+	for {
+		orig := atomic.LoadUint64(ptr)
+		if orig != cmp || atomic.CompareAndSwapUint64(ptr, orig, v) {
+			return orig
+		}
+	}
 }
