@@ -41,7 +41,8 @@ var CounterNames = [numCounters]string{
 	"implied_nak",
 }
 
-// Counters is a set of event counters, read safely from any goroutine.
+// Counters is a set of event counters, read safely from any goroutine. A device's
+// counters sum its QPs' protocol events and add link-level ones.
 type Counters struct {
 	v [numCounters]atomic.Uint64
 }
@@ -62,4 +63,10 @@ func (c *Counters) Map() map[string]uint64 {
 		m[CounterNames[i]] = c.v[i].Load()
 	}
 	return m
+}
+
+// count increments counter i of the QP and of its device.
+func (qp *QueuePair) count(i int) {
+	qp.counters.inc(i)
+	qp.dev.counters.inc(i)
 }

@@ -70,3 +70,16 @@ func postRecv(s *side, wrid uint64, off, n int) error {
 	_, err := s.qp.PostRecv(transport.RecvWR{WRID: wrid, SGList: sge(s, off, n)})
 	return err
 }
+
+// TestPSNWrap moves multi-packet messages whose PSNs cross 0xFFFFFF → 0 in both
+// directions, with loss so retransmissions cross the wrap too.
+func TestPSNWrap(t *testing.T) {
+	f := transport.Faults{Seed: 42, Loss: 0.03}
+	p := newPair(t, pairConfig{mtu: roce.MTU1024, bufSize: 1 << 22, psnA: 0xFFFFF0, psnB: 0xFFFFFA, faultsA: f, faultsB: f})
+	for i, op := range []string{"WRITE", "READ", "SEND", "WRITE"} {
+		transfer(t, p, op, uint64(i), 100000)
+	}
+	if p.a.qp.Counters().Get(transport.CntCompleterRetryErr) == 0 {
+		t.Error("no retransmission happened across the wrap")
+	}
+}

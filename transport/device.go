@@ -217,8 +217,7 @@ func (d *Device) input(f []byte) {
 		d.counters.inc(CntRcvdUnknownQP)
 		return
 	}
-	d.counters.inc(CntRcvdPkts)
-	qp.counters.inc(CntRcvdPkts)
+	qp.count(CntRcvdPkts)
 	if p.BTH.Opcode.Info().IsResponse {
 		if qp.state >= QPS_RTS {
 			qp.req.complete(qp, p)

@@ -38,7 +38,6 @@ func runMixed(t *testing.T, p *pair, n int) {
 	a, b := p.a, p.b
 	const slot = 1 << 14
 	sizes := []int{1, 1000, 1024, 1025, 2500, 9000, 16384}
-	var want [][]byte
 	for i := 0; i < n; i++ {
 		size := sizes[i%len(sizes)]
 		off := i * slot % (len(a.buf)/2 - slot)
@@ -60,7 +59,6 @@ func runMixed(t *testing.T, p *pair, n int) {
 			must(t, postSend(a, transport.SendWR{WRID: uint64(i), Opcode: transport.WR_ATOMIC_FETCH_AND_ADD, SGList: sge(a, len(a.buf)/2+off, 8),
 				Flags: transport.SendSignaled, RemoteAddr: b.mr.Addr() + uint64(len(b.buf)-8), RKey: b.mr.RKey(), CompareAdd: 1}))
 		}
-		want = append(want, nil)
 	}
 	wcs := p.waitWCs(a, n, 10*time.Minute)
 	seen := map[uint64]bool{}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,7 +48,7 @@ type PipeEnd struct {
 	delivered [][]byte // frames returned by the last Recv
 	rng       *rand.Rand
 	cut       bool
-	closed    bool
+	closed    atomic.Bool
 	stats     PipeStats
 	notify    chan struct{}
 }
@@ -97,7 +98,7 @@ func (e *PipeEnd) Send(frames [][]byte) (int, error) {
 	d := e.peer
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e.closed || d.closed {
+	if e.closed.Load() || d.closed.Load() {
 		return 0, ErrLinkClosed
 	}
 	f := &d.cfg.Faults
@@ -155,7 +156,7 @@ func (d *PipeEnd) copyFrame(fr []byte) []byte {
 func (e *PipeEnd) Recv(frames [][]byte) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
+	if e.closed.Load() {
 		return 0, ErrLinkClosed
 	}
 	e.free = append(e.free, e.delivered...)
@@ -216,8 +217,12 @@ func (e *PipeEnd) Resolve(ip netip.Addr) ([6]byte, error) {
 
 // Close implements Link.
 func (e *PipeEnd) Close() error {
+	e.closed.Store(true)
 	e.mu.Lock()
-	e.closed = true
+	select {
+	case e.notify <- struct{}{}:
+	default:
+	}
 	e.mu.Unlock()
 	return nil
 }

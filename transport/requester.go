@@ -173,7 +173,7 @@ func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
 		r.noack = 0
 	}
 	if i == 0 && (w.wr.Opcode == WR_RDMA_WRITE || w.wr.Opcode == WR_RDMA_WRITE_WITH_IMM) {
-		qp.counters.inc(CntRdmaSends)
+		qp.count(CntRdmaSends)
 	}
 	d.emit(qp)
 }
@@ -187,7 +187,7 @@ func (r *requester) sendReadAtomic(qp *QueuePair, w *sendWQE) {
 		p := d.start(qp, roce.RC_RDMA_READ_REQUEST, roce.PSNAdd(w.firstPSN, w.rcvd))
 		p.RETH = roce.RETH{VA: w.wr.RemoteAddr + uint64(done), RKey: w.wr.RKey, DMALen: uint32(w.length - done)}
 		p.BTH.AckReq = true
-		qp.counters.inc(CntRdmaSends)
+		qp.count(CntRdmaSends)
 		d.emit(qp)
 		return
 	}
@@ -224,7 +224,7 @@ func (r *requester) rewind(qp *QueuePair, psn uint32) {
 	if i < 0 {
 		return
 	}
-	qp.counters.inc(CntCompleterRetryErr)
+	qp.count(CntCompleterRetryErr)
 	for j := i; j < qp.sq.len() && j < r.next+1; j++ {
 		w := *qp.sq.at(j)
 		if !w.assigned {
@@ -306,11 +306,11 @@ func (r *requester) ackUpTo(qp *QueuePair, psn uint32) (rewound bool) {
 func (r *requester) complete(qp *QueuePair, p *roce.Packet) {
 	psn := p.BTH.PSN
 	if roce.PSNDiff(psn, r.sentPSN) >= 0 { // a response for a PSN never sent
-		qp.counters.inc(CntGhostAck)
+		qp.count(CntGhostAck)
 		return
 	}
 	if roce.PSNDiff(psn, r.compPSN) < 0 || !r.hasOutstanding(qp) {
-		qp.counters.inc(CntStaleAck)
+		qp.count(CntStaleAck)
 		return
 	}
 	switch p.BTH.Opcode {
@@ -331,12 +331,12 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 		r.ackUpTo(qp, psn)
 		return
 	case roce.KindRNRNAK:
-		qp.counters.inc(CntRcvdRNRErr)
+		qp.count(CntRcvdRNRErr)
 		if r.ackUpTo(qp, roce.PSNAdd(psn, -1)) {
 			return
 		}
 		if qp.rnrRetryLeft == 0 {
-			qp.counters.inc(CntRetryRNRExceededErr)
+			qp.count(CntRetryRNRExceededErr)
 			qp.fail(WC_RNR_RETRY_EXC_ERR)
 			return
 		}
@@ -352,9 +352,9 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 		}
 		switch syn.Value() {
 		case roce.NAKPSNSequenceError:
-			qp.counters.inc(CntRcvdSeqErr)
+			qp.count(CntRcvdSeqErr)
 			if qp.retryLeft == 0 {
-				qp.counters.inc(CntRetryExceededErr)
+				qp.count(CntRetryExceededErr)
 				qp.fail(WC_RETRY_EXC_ERR)
 				return
 			}
@@ -368,7 +368,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 			qp.fail(WC_REM_INV_REQ_ERR)
 		}
 	default: // reserved syndrome: ignore the packet
-		qp.counters.inc(CntRcvdMalformed)
+		qp.count(CntRcvdMalformed)
 	}
 }
 
@@ -396,7 +396,7 @@ func (r *requester) before(qp *QueuePair, i int) bool {
 func (r *requester) atomicAck(qp *QueuePair, psn uint32, orig uint64) {
 	i := r.find(qp, psn)
 	if i < 0 || !(*qp.sq.at(i)).wr.Opcode.isAtomic() || (*qp.sq.at(i)).firstPSN != psn {
-		qp.counters.inc(CntStaleAck)
+		qp.count(CntStaleAck)
 		return
 	}
 	if !r.before(qp, i) {
@@ -417,14 +417,14 @@ func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
 	psn := p.BTH.PSN
 	i := r.find(qp, psn)
 	if i < 0 || (*qp.sq.at(i)).wr.Opcode != WR_RDMA_READ {
-		qp.counters.inc(CntStaleAck)
+		qp.count(CntStaleAck)
 		return
 	}
 	w := *qp.sq.at(i)
 	want := roce.PSNAdd(w.firstPSN, w.rcvd)
 	switch diff := roce.PSNDiff(psn, want); {
 	case diff < 0:
-		qp.counters.inc(CntStaleAck)
+		qp.count(CntStaleAck)
 		return
 	case diff > 0:
 		if r.before(qp, i) {
@@ -465,7 +465,7 @@ func (r *requester) impliedNak(qp *QueuePair, psn uint32) {
 	if r.gapRetry && r.gapPSN == psn {
 		return
 	}
-	qp.counters.inc(CntImpliedNak)
+	qp.count(CntImpliedNak)
 	r.rewind(qp, psn)
 	r.gapRetry, r.gapPSN = true, psn
 }
@@ -482,9 +482,9 @@ func (qp *QueuePair) timers(now time.Time) bool {
 	if !r.hasOutstanding(qp) {
 		return false
 	}
-	qp.counters.inc(CntLocalAckTimeoutErr)
+	qp.count(CntLocalAckTimeoutErr)
 	if qp.retryLeft == 0 {
-		qp.counters.inc(CntRetryExceededErr)
+		qp.count(CntRetryExceededErr)
 		qp.fail(WC_RETRY_EXC_ERR)
 		return true
 	}

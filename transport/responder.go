@@ -60,14 +60,14 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 	psn := p.BTH.PSN
 	switch diff := roce.PSNDiff(psn, r.epsn); {
 	case diff > 0:
-		qp.counters.inc(CntOutOfSeqRequest)
+		qp.count(CntOutOfSeqRequest)
 		if !r.nakSent {
 			r.nakSent = true
 			r.sendNAK(qp, roce.SyndromeNAKPSNSequenceError, r.epsn)
 		}
 		return
 	case diff < 0:
-		qp.counters.inc(CntDuplicateRequest)
+		qp.count(CntDuplicateRequest)
 		r.duplicate(qp, p)
 		return
 	}
@@ -128,7 +128,7 @@ func (r *responder) hasRecv(qp *QueuePair, psn uint32) bool {
 	if qp.rq.len() > 0 {
 		return true
 	}
-	qp.counters.inc(CntSendRNRErr)
+	qp.count(CntSendRNRErr)
 	r.sendNAK(qp, roce.RNRNAKSyndrome(qp.attr.MinRNRTimer), psn)
 	return false
 }
@@ -215,7 +215,7 @@ func (r *responder) write(qp *QueuePair, p *roce.Packet) bool {
 				ByteLen: uint32(r.woff), HasImm: true, ImmData: uint32(p.ImmDt)})
 		}
 		r.msn = (r.msn + 1) & roce.PSNMask
-		qp.counters.inc(CntRdmaRecvs)
+		qp.count(CntRdmaRecvs)
 		r.wbuf = nil
 	}
 	return true
@@ -238,7 +238,7 @@ func (r *responder) read(qp *QueuePair, p *roce.Packet) {
 	r.out.push(response{psn: psn, data: data, npkts: n, msn: r.msn})
 	r.remember(qp, rdRecord{psn: psn, npkts: n, msn: r.msn})
 	r.epsn = roce.PSNAdd(psn, n)
-	qp.counters.inc(CntRdmaRecvs)
+	qp.count(CntRdmaRecvs)
 }
 
 func (r *responder) readTarget(qp *QueuePair, p *roce.Packet) ([]byte, bool) {
@@ -369,7 +369,7 @@ func (r *responder) emit(qp *QueuePair, rs *response) {
 // packets of one batch coalesce into the last.
 func (r *responder) scheduleAck(qp *QueuePair, psn uint32) {
 	if r.ackPending {
-		qp.counters.inc(CntAckDeferred)
+		qp.count(CntAckDeferred)
 	} else {
 		qp.dev.acks = append(qp.dev.acks, qp)
 	}
