@@ -1,6 +1,9 @@
-# xroce build targets. Go 1.26; tests need root (network namespaces) and tshark.
+# xroce build targets. Go 1.26; tests need root (network namespaces), tshark and the
+# rdma_rxe captures (../shared/pcaps, or an absolute XROCE_PCAPS).
 GO       ?= go
-FUZZTIME ?= 20s
+# Fuzz budget per target. A count (N "x") rather than a duration: go1.26's fuzzer
+# can fail with "context deadline exceeded" when a -fuzztime duration runs out.
+FUZZTIME ?= 50000x
 BENCHTIME ?= 1s
 
 .PHONY: build test fuzz bench generate lint clean
@@ -28,6 +31,7 @@ generate:
 	$(GO) generate ./...
 
 lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 

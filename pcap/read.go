@@ -1,4 +1,4 @@
-// Package pcap reads and writes packet captures of RoCEv2 traffic with
+// Package pcap reads packet captures of RoCEv2 traffic with
 // github.com/google/gopacket/pcapgo (pcap and pcapng, Ethernet link type).
 package pcap
 
@@ -23,9 +23,15 @@ type Frame struct {
 	Len   int       // original length on the wire
 }
 
+// MaxSnaplen is the largest snapshot length a classic pcap header may declare (4 ×
+// tcpdump's 262144): larger values are refused so a corrupt or hostile header cannot
+// make the reader allocate gigabytes for one record. pcapng record lengths are
+// checked by pcapgo against the block length only.
+const MaxSnaplen = 1 << 20
+
 // ReadFile reads every frame of a pcap or pcapng file (detected by its magic
-// number). Errors: the file cannot be opened, its format is neither, or its link type
-// is not Ethernet.
+// number). Errors: the file cannot be opened, its format is neither, its link type is
+// not Ethernet, or its snapshot length exceeds MaxSnaplen.
 func ReadFile(path string) ([]Frame, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -58,6 +64,9 @@ func Read(r io.Reader) ([]Frame, error) {
 		pr, err := pcapgo.NewReader(br)
 		if err != nil {
 			return nil, err
+		}
+		if pr.Snaplen() > MaxSnaplen {
+			return nil, fmt.Errorf("snapshot length %d exceeds %d", pr.Snaplen(), MaxSnaplen)
 		}
 		link, next = pr.LinkType(), pr.ReadPacketData
 	}

@@ -8,7 +8,8 @@ import "encoding/binary"
 //	byte 0     OpCode
 //	byte 1     SE(1) MigReq(1) PadCnt(2) TVer(4)
 //	bytes 2-3  P_Key
-//	byte 4     FECN(1) BECN(1) reserved(6)   (RoCEv2 Annex A17.9.2 uses FECN/BECN for ECN)
+//	byte 4     FECN(1) BECN(1) reserved(6)   (RoCEv2 marks congestion in the IP ECN bits;
+//	           BECN is set in a CNP, Annex A17.9)
 //	bytes 5-7  DestQP (24 bits)
 //	byte 8     AckReq(1) reserved(7)
 //	bytes 9-11 PSN (24 bits)

@@ -46,7 +46,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"ACK with payload", "ACKNOWLEDGE", false, func(f []byte) []byte { return grow(f, 4) }, roce.ErrUnexpectedPayload},
 		{"READ request with payload", "RDMA_READ_REQUEST", false, func(f []byte) []byte { return grow(f, 4) }, roce.ErrUnexpectedPayload},
 		{"WRITE_FIRST shorter than RETH", "RDMA_WRITE_FIRST", false, func(f []byte) []byte { return shrink(f, 20) }, roce.ErrTruncated},
-		{"transport not 4-byte aligned", "SEND_ONLY", false, func(f []byte) []byte { return grow(f, 1) }, roce.ErrBadPadCount},
+		{"transport not 4-byte aligned", "SEND_ONLY", false, func(f []byte) []byte { return grow(f, 1) }, roce.ErrLengthMismatch},
+		{"IPv4 datagram too short for UDP", "ACKNOWLEDGE", false, func(f []byte) []byte { binary.BigEndian.PutUint16(f[16:], 24); return f }, roce.ErrLengthMismatch},
+		{"IPv6 payload too short for UDP", "ACKNOWLEDGE", true, func(f []byte) []byte { binary.BigEndian.PutUint16(f[18:], 4); return f }, roce.ErrLengthMismatch},
 		{"pad larger than payload", "ACKNOWLEDGE", false, func(f []byte) []byte {
 			f = shrink(f, 12)
 			f[42] = byte(roce.RC_SEND_ONLY)
@@ -178,7 +180,82 @@ func TestEncodeErrors(t *testing.T) {
 	}
 	p = samplePackets(false)["SEND_ONLY"]
 	p.Payload = make([]byte, 65536)
-	if _, err := p.Encode(make([]byte, p.Len())); err != roce.ErrLengthMismatch {
+	if _, err := p.Encode(make([]byte, 100)); err != roce.ErrLengthMismatch {
 		t.Errorf("oversized datagram: %v", err)
+	}
+	if p.Eth.EtherType != 0 {
+		t.Error("failed Encode changed the packet")
+	}
+}
+
+// TestEncodeInPlace re-encodes decoded frames into their own buffer with a different
+// header layout: the payload, which aliases the buffer, must survive.
+func TestEncodeInPlace(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(p *roce.Packet)
+	}{
+		{"add VLAN", func(p *roce.Packet) { p.Eth.HasVLAN = true; p.Eth.VLANTCI = 7 }},
+		{"IPv4 to IPv6", func(p *roce.Packet) { p.IsIPv6 = true; p.IPv6.HopLimit = 9 }},
+	} {
+		f := encodeSample(t, "SEND_ONLY", false)
+		buf := make([]byte, 200)
+		copy(buf, f)
+		var p roce.Packet
+		if err := p.Decode(buf[:len(f)]); err != nil {
+			t.Fatal(err)
+		}
+		want := append([]byte(nil), p.Payload...)
+		c.change(&p)
+		n, err := p.Encode(buf)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var q roce.Packet
+		if err := q.Decode(buf[:n]); err != nil || string(q.Payload) != string(want) {
+			t.Errorf("%s: decode %v, payload intact %v", c.name, err, string(q.Payload) == string(want))
+		}
+	}
+}
+
+// TestEncodeNormalizes: after Encode the packet holds what Decode reads back, fields
+// cut to their wire widths, and the UDP destination port is 4791.
+func TestEncodeNormalizes(t *testing.T) {
+	p := samplePackets(true)["UD_SEND_ONLY_WITH_IMMEDIATE"]
+	p.BTH.DestQP, p.BTH.PSN, p.BTH.Resv6, p.BTH.Resv7 = 0x1234567, 0xFF000001, 0xFF, 0xFF
+	p.DETH.SrcQP = 0xAB000001
+	p.IPv6.FlowLabel = 0xFFFFFFFF
+	p.UDP.DstPort = 0
+	buf := make([]byte, p.Len())
+	if _, err := p.Encode(buf); err != nil {
+		t.Fatal(err)
+	}
+	var q roce.Packet
+	if err := q.Decode(buf); err != nil {
+		t.Fatal(err)
+	}
+	if p.BTH != q.BTH || p.DETH != q.DETH || p.IPv6 != q.IPv6 || p.UDP != q.UDP {
+		t.Errorf("after Encode\n%+v %+v %+v %+v\nDecode reads\n%+v %+v %+v %+v", p.BTH, p.DETH, p.IPv6, p.UDP, q.BTH, q.DETH, q.IPv6, q.UDP)
+	}
+	if q.BTH.DestQP != 0x234567 || q.BTH.PSN != 1 || q.UDP.DstPort != roce.UDPPort {
+		t.Errorf("decoded %+v", q.BTH)
+	}
+}
+
+// TestAfterFailedDecode: methods of a packet whose Decode failed do not panic and do
+// not return stale bytes.
+func TestAfterFailedDecode(t *testing.T) {
+	var p roce.Packet
+	good := encodeSample(t, "SEND_ONLY", false)
+	if err := p.Decode(good); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]byte{{1, 2, 3}, good[:20], good[:50]} {
+		if err := p.Decode(bad); err == nil {
+			t.Fatal("decoded a truncated frame")
+		}
+		if p.Frame() != nil || p.ComputeICRC() != 0 {
+			t.Errorf("after a failed Decode of %d bytes: Frame %d bytes, ICRC %x", len(bad), len(p.Frame()), p.ComputeICRC())
+		}
 	}
 }

@@ -168,3 +168,29 @@ func (h *DETH) Put(b []byte) {
 	b[4] = h.Resv
 	put24(b[5:8], h.SrcQP)
 }
+
+// FETH is the Flush Extended Transport Header, 4 bytes, that precedes the RETH of a
+// FLUSH (IBTA 1.5 memory placement extensions; rdma_rxe rxe_hdr.h): bits 5-4 are
+// the selectivity level, bits 3-0 the placement type, the rest reserved.
+type FETH struct {
+	Bits uint32
+}
+
+// Selectivity returns the 2-bit selectivity level (0: whole region, 1: the RETH's
+// range).
+func (h FETH) Selectivity() uint8 { return uint8(h.Bits>>4) & 3 }
+
+// PlacementType returns the 4-bit placement type (bit 0 global visibility, bit 1
+// persistence).
+func (h FETH) PlacementType() uint8 { return uint8(h.Bits) & 0x0F }
+
+// DecodeFETH reads a FETH from b[0:FETHLen].
+func DecodeFETH(b []byte) (FETH, error) {
+	if len(b) < FETHLen {
+		return FETH{}, ErrTruncated
+	}
+	return FETH{Bits: binary.BigEndian.Uint32(b)}, nil
+}
+
+// Put writes h into b[0:FETHLen].
+func (h *FETH) Put(b []byte) { binary.BigEndian.PutUint32(b, h.Bits) }

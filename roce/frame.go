@@ -73,6 +73,7 @@ type Packet struct {
 
 	Headers      Header // extension headers present, from the opcode table
 	DETH         DETH
+	FETH         FETH
 	RETH         RETH
 	AtomicETH    AtomicETH
 	AETH         AETH
@@ -87,10 +88,11 @@ type Packet struct {
 	// Offsets into the frame, in bytes: IP header, UDP header, BTH, payload, ICRC.
 	L3Off, L4Off, BTHOff, PayloadOff, ICRCOff int
 
-	frame []byte
+	frame []byte // set only when the structure decoded (or encoded) completely
 }
 
-// Frame returns the bytes last decoded or encoded, trimmed to the end of the ICRC.
+// Frame returns the bytes last decoded or encoded, trimmed to the end of the ICRC, or
+// nil if the last Decode failed with anything but ErrBadICRC.
 func (p *Packet) Frame() []byte {
 	if p.frame == nil {
 		return nil
@@ -116,8 +118,10 @@ func (p *Packet) DstAddr() netip.Addr {
 
 // Decode parses an Ethernet frame carrying RoCEv2 and verifies its ICRC. The packet
 // keeps references into frame. Trailing bytes after the IP datagram (Ethernet
-// padding) are allowed and ignored; the UDP checksum is not verified (kernel senders
-// leave partial checksums on veth, see design.md §4).
+// padding) are allowed and ignored. Neither the IPv4 header checksum nor the UDP
+// checksum is verified: the ICRC covers both headers' invariant fields, and Linux
+// senders on veth leave partial checksums (TX offload) that only the receiving
+// kernel would complete. One 802.1Q tag is accepted.
 //
 // Errors: ErrTruncated, ErrNotRoCE, ErrIPv4Options, ErrIPFragment, ErrLengthMismatch,
 // ErrUnknownOpcode, ErrBadVersion, ErrBadPadCount, ErrUnexpectedPayload, ErrBadICRC.
@@ -126,7 +130,7 @@ func (p *Packet) DstAddr() netip.Addr {
 func (p *Packet) Decode(frame []byte) error { return p.decode(frame, true) }
 
 func (p *Packet) decode(f []byte, verify bool) error {
-	p.frame = f
+	p.frame = nil
 	if len(f) < 14 {
 		return ErrTruncated
 	}
@@ -161,7 +165,7 @@ func (p *Packet) decode(f []byte, verify bool) error {
 			return ErrIPv4Options
 		}
 		total := int(binary.BigEndian.Uint16(ip[2:4]))
-		if total < 20 {
+		if total < 20+8 { // no room for the UDP header
 			return ErrLengthMismatch
 		}
 		if total > len(ip) {
@@ -195,6 +199,9 @@ func (p *Packet) decode(f []byte, verify bool) error {
 			return ErrNotRoCE
 		}
 		plen := int(binary.BigEndian.Uint16(ip[4:6]))
+		if plen < 8 { // no room for the UDP header (jumbograms are not RoCE)
+			return ErrLengthMismatch
+		}
 		if 40+plen > len(ip) {
 			return ErrTruncated
 		}
@@ -210,9 +217,6 @@ func (p *Packet) decode(f []byte, verify bool) error {
 		return ErrNotRoCE
 	}
 	p.L4Off = l4
-	if ipEnd-l4 < 8 {
-		return ErrTruncated
-	}
 	u := f[l4:]
 	p.UDP = UDP{
 		SrcPort:  binary.BigEndian.Uint16(u[0:2]),
@@ -229,6 +233,7 @@ func (p *Packet) decode(f []byte, verify bool) error {
 	if err := p.decodeTransport(f[:ipEnd], l4+8); err != nil {
 		return err
 	}
+	p.frame = f
 	if verify && p.ComputeICRC() != p.ICRC {
 		return ErrBadICRC
 	}
@@ -255,13 +260,17 @@ func (p *Packet) decodeTransport(f []byte, off int) error {
 		return ErrTruncated
 	}
 	if len(b)%4 != 0 { // headers, payload and pad fill whole 4-byte words (§9.2.4)
-		return ErrBadPadCount
+		return ErrLengthMismatch
 	}
 	p.Headers = info.Headers
 	h := b[BTHLen:info.HeaderLen]
 	if p.Headers&HdrDETH != 0 {
 		p.DETH, _ = DecodeDETH(h)
 		h = h[DETHLen:]
+	}
+	if p.Headers&HdrFETH != 0 {
+		p.FETH, _ = DecodeFETH(h)
+		h = h[FETHLen:]
 	}
 	if p.Headers&HdrRETH != 0 {
 		p.RETH, _ = DecodeRETH(h)
@@ -324,15 +333,19 @@ func (p *Packet) Len() int {
 func padFor(n int) int { return -n & 3 }
 
 // Encode writes the frame described by p into buf and returns its length. It derives
-// everything that is not a free choice: the EtherType from IsIPv6, the IP and UDP
-// lengths, the BTH PadCnt, the extension-header layout from the opcode (the header
-// structs named by the opcode are written; Headers is set to match), the IPv4 header
-// checksum, the UDP checksum (0 for IPv4 as rdma_rxe sends; computed for IPv6) and the
-// ICRC. After Encode, p describes the new frame exactly as Decode would.
+// what RoCEv2 fixes: the EtherType from IsIPv6, the IP and UDP lengths, UDP
+// destination port 4791, the BTH PadCnt, the extension-header layout from the opcode
+// (the header structs the opcode names are written; Headers is set to match), the
+// IPv4 header checksum, the UDP checksum (0 for IPv4 as rdma_rxe sends; computed for
+// IPv6) and the ICRC. Fields are cut to their wire widths (24-bit QPNs, PSN and MSN,
+// 20-bit flow label, …). Everything else is written as given, so a test can build
+// frames a receiver must refuse: Decode rejects a TVer other than 0 and IPv4
+// fragment bits. After Encode, p describes the new frame exactly as Decode would.
+// Payload may alias buf (re-encoding a decoded frame in place works).
 //
-// Errors: ErrUnknownOpcode; ErrUnexpectedPayload for a payload on an opcode that
-// carries none; ErrTruncated if buf is shorter than p.Len(); ErrLengthMismatch if
-// the datagram exceeds 65535 bytes.
+// Errors, checked before anything is written: ErrUnknownOpcode; ErrUnexpectedPayload
+// for a payload on an opcode that carries none; ErrLengthMismatch if the IP datagram
+// would exceed 65535 bytes; ErrTruncated if buf is shorter than p.Len().
 func (p *Packet) Encode(buf []byte) (int, error) {
 	info := &opcodeTable[p.BTH.Opcode]
 	if info.Name == "" {
@@ -342,73 +355,77 @@ func (p *Packet) Encode(buf []byte) (int, error) {
 		return 0, ErrUnexpectedPayload
 	}
 	n := p.Len()
+	l3 := p.Eth.Len()
+	if n-l3 > 0xFFFF+40*boolInt(p.IsIPv6) {
+		return 0, ErrLengthMismatch
+	}
 	if len(buf) < n {
 		return 0, ErrTruncated
 	}
+	p.normalize()
 	f := buf[:n]
+	ipLen := 20
+	if p.IsIPv6 {
+		ipLen = 40
+	}
+	l4 := l3 + ipLen
+	bth := l4 + 8
+	po := bth + info.HeaderLen
+	end := po + len(p.Payload)
+	copy(f[po:end], p.Payload) // first: the payload may alias buf (memmove)
 	copy(f[0:6], p.Eth.Dst[:])
 	copy(f[6:12], p.Eth.Src[:])
-	l3 := 14
-	et := uint16(EtherTypeIPv4)
+	p.Eth.EtherType = EtherTypeIPv4
 	if p.IsIPv6 {
-		et = EtherTypeIPv6
+		p.Eth.EtherType = EtherTypeIPv6
 	}
-	p.Eth.EtherType = et
 	if p.Eth.HasVLAN {
 		binary.BigEndian.PutUint16(f[12:14], EtherTypeVLAN)
 		binary.BigEndian.PutUint16(f[14:16], p.Eth.VLANTCI)
-		l3 = 18
 	}
-	binary.BigEndian.PutUint16(f[l3-2:l3], et)
-	ip := f[l3:]
-	var l4 int
+	binary.BigEndian.PutUint16(f[l3-2:l3], p.Eth.EtherType)
+	ip := f[l3:l4]
 	if p.IsIPv6 {
-		plen := n - l3 - 40
-		if plen > 0xFFFF {
-			return 0, ErrLengthMismatch
-		}
 		h := &p.IPv6
-		binary.BigEndian.PutUint32(ip[0:4], 6<<28|uint32(h.TrafficClass)<<20|h.FlowLabel&0xFFFFF)
-		binary.BigEndian.PutUint16(ip[4:6], uint16(plen))
+		binary.BigEndian.PutUint32(ip[0:4], 6<<28|uint32(h.TrafficClass)<<20|h.FlowLabel)
+		binary.BigEndian.PutUint16(ip[4:6], uint16(n-l4))
 		ip[6] = 17
 		ip[7] = h.HopLimit
 		copy(ip[8:24], h.Src[:])
 		copy(ip[24:40], h.Dst[:])
-		l4 = l3 + 40
 	} else {
-		total := n - l3
-		if total > 0xFFFF {
-			return 0, ErrLengthMismatch
-		}
 		h := &p.IPv4
 		ip[0] = 0x45
 		ip[1] = h.TOS
-		binary.BigEndian.PutUint16(ip[2:4], uint16(total))
+		binary.BigEndian.PutUint16(ip[2:4], uint16(n-l3))
 		binary.BigEndian.PutUint16(ip[4:6], h.ID)
 		binary.BigEndian.PutUint16(ip[6:8], h.FlagsFrag)
 		ip[8] = h.TTL
 		ip[9] = 17
 		copy(ip[12:16], h.Src[:])
 		copy(ip[16:20], h.Dst[:])
-		h.Checksum = ipv4HeaderChecksum(ip[:20])
+		h.Checksum = ipv4HeaderChecksum(ip)
 		binary.BigEndian.PutUint16(ip[10:12], h.Checksum)
-		l4 = l3 + 20
 	}
-	u := f[l4:]
+	u := f[l4:bth]
+	p.UDP.DstPort = UDPPort
 	p.UDP.Length = uint16(n - l4)
 	binary.BigEndian.PutUint16(u[0:2], p.UDP.SrcPort)
 	binary.BigEndian.PutUint16(u[2:4], p.UDP.DstPort)
 	binary.BigEndian.PutUint16(u[4:6], p.UDP.Length)
 	binary.BigEndian.PutUint16(u[6:8], 0)
 
-	bth := l4 + 8
 	p.BTH.PadCnt = uint8(padFor(len(p.Payload)))
 	p.BTH.Put(f[bth:])
 	p.Headers = info.Headers
-	h := f[bth+BTHLen : bth+info.HeaderLen]
+	h := f[bth+BTHLen : po]
 	if p.Headers&HdrDETH != 0 {
 		p.DETH.Put(h)
 		h = h[DETHLen:]
+	}
+	if p.Headers&HdrFETH != 0 {
+		p.FETH.Put(h)
+		h = h[FETHLen:]
 	}
 	if p.Headers&HdrRETH != 0 {
 		p.RETH.Put(h)
@@ -437,9 +454,6 @@ func (p *Packet) Encode(buf []byte) (int, error) {
 	if p.Headers&HdrCNPReserved != 0 {
 		copy(h, p.CNPReserved[:])
 	}
-	po := bth + info.HeaderLen
-	copy(f[po:], p.Payload)
-	end := po + len(p.Payload)
 	clear(f[end : n-ICRCLen]) // pad
 	p.L3Off, p.L4Off, p.BTHOff, p.PayloadOff, p.ICRCOff = l3, l4, bth, po, n-ICRCLen
 	p.frame = f
@@ -448,6 +462,32 @@ func (p *Packet) Encode(buf []byte) (int, error) {
 	putICRC(f, p.ICRCOff, p.ICRC)
 	p.setUDPChecksum()
 	return n, nil
+}
+
+// normalize cuts fields to their wire widths, so p equals what Decode would read.
+func (p *Packet) normalize() {
+	b := &p.BTH
+	b.PadCnt &= 3
+	b.TVer &= 0x0F
+	b.Resv6 &= 0x3F
+	b.Resv7 &= 0x7F
+	b.DestQP &= 0xFFFFFF
+	b.PSN &= PSNMask
+	p.DETH.SrcQP &= 0xFFFFFF
+	p.AETH.MSN &= 0xFFFFFF
+	p.IPv6.FlowLabel &= 0xFFFFF
+	if p.IsIPv6 {
+		p.IPv4 = IPv4{}
+	} else {
+		p.IPv6 = IPv6{}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // setUDPChecksum sets the UDP checksum of p's frame, in the frame and in p.UDP: 0 for

@@ -96,7 +96,7 @@ func fuzzHeader(f *testing.F, h roce.Header, n int, roundTrip func([]byte) ([]by
 		for _, e := range []struct {
 			h roce.Header
 			n int
-		}{{roce.HdrDETH, roce.DETHLen}, {roce.HdrRETH, roce.RETHLen}, {roce.HdrAtomicETH, roce.AtomicETHLen},
+		}{{roce.HdrDETH, roce.DETHLen}, {roce.HdrFETH, roce.FETHLen}, {roce.HdrRETH, roce.RETHLen}, {roce.HdrAtomicETH, roce.AtomicETHLen},
 			{roce.HdrAETH, roce.AETHLen}, {roce.HdrAtomicAckETH, roce.AtomicAckETHLen}, {roce.HdrImmDt, roce.ImmDtLen}} {
 			if e.h == h {
 				break
@@ -194,6 +194,15 @@ func FuzzDecodeDETH(f *testing.F) {
 	fuzzHeader(f, roce.HdrDETH, roce.DETHLen, func(b []byte) ([]byte, error) {
 		h, err := roce.DecodeDETH(b)
 		out := make([]byte, roce.DETHLen)
+		h.Put(out)
+		return out, err
+	})
+}
+
+func FuzzDecodeFETH(f *testing.F) {
+	fuzzHeader(f, roce.HdrFETH, roce.FETHLen, func(b []byte) ([]byte, error) {
+		h, err := roce.DecodeFETH(b)
+		out := make([]byte, roce.FETHLen)
 		h.Put(out)
 		return out, err
 	})

@@ -77,7 +77,8 @@ func (t GIDTable) String() string {
 
 // GIDTableFromInterface reads the MAC and addresses of the named network interface
 // through netlink (github.com/vishvananda/netlink) and returns BuildGIDTable of them.
-// Tentative and deprecated IPv6 addresses are left out, as they are not usable.
+// Like roce_gid_mgmt.c's enum_netdev_ipv6_ips, it takes every address the kernel
+// lists, whatever its flags, except those whose duplicate address detection failed.
 // Errors: no such interface, not an Ethernet MAC, or the netlink request failed.
 func GIDTableFromInterface(name string) (GIDTable, error) {
 	link, err := netlink.LinkByName(name)
@@ -94,7 +95,7 @@ func GIDTableFromInterface(name string) (GIDTable, error) {
 	}
 	addrs := make([]netip.Addr, 0, len(list))
 	for _, a := range list {
-		if a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0 {
+		if a.Flags&unix.IFA_F_DADFAILED != 0 {
 			continue
 		}
 		if ip, ok := netip.AddrFromSlice(a.IP); ok {

@@ -62,8 +62,12 @@ func icrc(f []byte, l3 int, v6 bool, end int) uint32 {
 func putICRC(f []byte, end int, v uint32) { binary.LittleEndian.PutUint32(f[end:end+4], v) }
 
 // ComputeICRC returns the ICRC the packet's frame should carry, computed over the
-// frame bytes last passed to Decode or written by Encode.
+// frame bytes last passed to Decode or written by Encode; 0 when the last Decode
+// failed before the transport headers were complete.
 func (p *Packet) ComputeICRC() uint32 {
+	if p.frame == nil {
+		return 0
+	}
 	return icrc(p.frame, p.L3Off, p.IsIPv6, p.ICRCOff)
 }
 

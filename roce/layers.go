@@ -7,10 +7,21 @@ import (
 	"github.com/google/gopacket/layers"
 )
 
-// gopacket layers for RoCEv2. Importing this package registers a decoder on UDP
-// destination port 4791, so gopacket.NewPacket(frame, layers.LayerTypeEthernet, …)
-// yields Ethernet / IPv4 or IPv6 / UDP / BTH / extension headers / Payload.
-// The pad and ICRC are held by the BTH layer, so Payload is exactly the message data.
+// gopacket layers for RoCEv2. Importing this package registers a decoder on UDP port
+// 4791, so gopacket.NewPacket(frame, layers.LayerTypeEthernet, …) yields Ethernet /
+// IPv4 or IPv6 / UDP / BTH / extension headers / Payload. The pad and ICRC are held by
+// the BTH layer, so Payload is exactly the message data.
+//
+// These layers are for tools and tests; Packet.Decode is the validating decoder. The
+// layers check the transport headers as Packet.Decode does, but not the ICRC (it
+// needs the IP header) nor the IP and UDP lengths (gopacket's own layers own those).
+// gopacket looks the port up as destination and then as source; a datagram sent from
+// port 4791 to another port is left as Payload here, as Packet.Decode refuses it.
+//
+// gopacket.DecodingLayerParser can decode up to the BTH only: the BTH's Payload holds
+// the extension headers and data, and the extension layers cannot stand alone because
+// which header follows depends on the opcode; the parser reports the next layer type
+// as unsupported rather than guessing.
 //
 // The layers also serialize. gopacket.SerializeLayers writes the BTH before the IP
 // header exists, so the ICRC cannot be computed there: call FinishFrame (or use
@@ -20,6 +31,7 @@ import (
 var (
 	LayerTypeBTH          = gopacket.RegisterLayerType(4791, gopacket.LayerTypeMetadata{Name: "BTH", Decoder: gopacket.DecodeFunc(decodeRoCE)})
 	LayerTypeDETH         = gopacket.RegisterLayerType(4792, gopacket.LayerTypeMetadata{Name: "DETH", Decoder: nil})
+	LayerTypeFETH         = gopacket.RegisterLayerType(4800, gopacket.LayerTypeMetadata{Name: "FETH", Decoder: nil})
 	LayerTypeRETH         = gopacket.RegisterLayerType(4793, gopacket.LayerTypeMetadata{Name: "RETH", Decoder: nil})
 	LayerTypeAtomicETH    = gopacket.RegisterLayerType(4794, gopacket.LayerTypeMetadata{Name: "AtomicETH", Decoder: nil})
 	LayerTypeAETH         = gopacket.RegisterLayerType(4795, gopacket.LayerTypeMetadata{Name: "AETH", Decoder: nil})
@@ -54,13 +66,15 @@ func (l *BTHLayer) NextLayerType() gopacket.LayerType {
 }
 
 // DecodeFromBytes decodes the UDP payload: BTH, then checks the opcode, lengths and
-// pad exactly as Packet.Decode does (same errors), leaving the extension headers and
-// message data in Payload. The ICRC is not verified: it needs the IP header (use
+// pad as Packet.Decode does (same errors), leaving the extension headers and message
+// data in Payload. The ICRC is not verified: it needs the IP header (use
 // Packet.Decode on the frame).
 func (l *BTHLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	var p Packet
 	if err := p.decodeTransport(data, 0); err != nil {
-		df.SetTruncated()
+		if err == ErrTruncated {
+			df.SetTruncated()
+		}
 		return err
 	}
 	l.BTH = p.BTH
@@ -72,11 +86,15 @@ func (l *BTHLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 	return nil
 }
 
-// SerializeTo prepends the BTH and appends pad and ICRC (zero; see FinishFrame) to
-// the already-serialized extension headers and payload. With opts.FixLengths it sets
-// PadCnt from the payload length.
+// SerializeTo prepends the BTH and appends pad and ICRC (a placeholder; see
+// FinishFrame) to the already-serialized extension headers and payload. With
+// opts.FixLengths it sets PadCnt to pad the payload to 4 bytes; otherwise it appends
+// PadCnt pad bytes as given.
 func (l *BTHLayer) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOptions) error {
-	pad := padFor(len(b.Bytes()))
+	pad := int(l.PadCnt & 3)
+	if opts.FixLengths {
+		pad = padFor(len(b.Bytes()))
+	}
 	tail, err := b.AppendBytes(pad + ICRCLen)
 	if err != nil {
 		return err
@@ -107,12 +125,12 @@ type extHeader[H any] interface {
 type ExtLayer[H any, P extHeader[H]] struct {
 	layers.BaseLayer
 	Header H
-	next   gopacket.LayerType
 }
 
 // Gopacket layers for each extension header.
 type (
 	DETHLayer         = ExtLayer[DETH, *DETH]
+	FETHLayer         = ExtLayer[FETH, *FETH]
 	RETHLayer         = ExtLayer[RETH, *RETH]
 	AtomicETHLayer    = ExtLayer[AtomicETH, *AtomicETH]
 	AETHLayer         = ExtLayer[AETH, *AETH]
@@ -129,6 +147,7 @@ type CNPReserved [CNPReservedLen]byte
 func (h *CNPReserved) Put(b []byte) { copy(b[:CNPReservedLen], h[:]) }
 
 func (*DETH) extInfo() (Header, int, gopacket.LayerType) { return HdrDETH, DETHLen, LayerTypeDETH }
+func (*FETH) extInfo() (Header, int, gopacket.LayerType) { return HdrFETH, FETHLen, LayerTypeFETH }
 func (*RETH) extInfo() (Header, int, gopacket.LayerType) { return HdrRETH, RETHLen, LayerTypeRETH }
 func (*AtomicETH) extInfo() (Header, int, gopacket.LayerType) {
 	return HdrAtomicETH, AtomicETHLen, LayerTypeAtomicETH
@@ -145,6 +164,7 @@ func (*CNPReserved) extInfo() (Header, int, gopacket.LayerType) {
 
 // decodeExt methods read a header whose length the caller has checked.
 func (h *DETH) decodeExt(b []byte)         { *h, _ = DecodeDETH(b) }
+func (h *FETH) decodeExt(b []byte)         { *h, _ = DecodeFETH(b) }
 func (h *RETH) decodeExt(b []byte)         { *h, _ = DecodeRETH(b) }
 func (h *AtomicETH) decodeExt(b []byte)    { *h, _ = DecodeAtomicETH(b) }
 func (h *AETH) decodeExt(b []byte)         { *h, _ = DecodeAETH(b) }
@@ -159,15 +179,8 @@ func (l *ExtLayer[H, P]) LayerType() gopacket.LayerType {
 	return t
 }
 
-// CanDecode implements gopacket.DecodingLayer.
-func (l *ExtLayer[H, P]) CanDecode() gopacket.LayerClass { return l.LayerType() }
-
-// NextLayerType is the next extension header of the packet's opcode, or Payload.
-func (l *ExtLayer[H, P]) NextLayerType() gopacket.LayerType { return l.next }
-
 // DecodeFromBytes reads the header from the start of data (ErrTruncated if short);
-// the rest is Payload. Standing alone it cannot know the opcode, so NextLayerType is
-// Payload unless decoded as part of a BTH.
+// the rest is Payload.
 func (l *ExtLayer[H, P]) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	_, n, _ := P(&l.Header).extInfo()
 	if len(data) < n {
@@ -176,7 +189,6 @@ func (l *ExtLayer[H, P]) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback
 	}
 	P(&l.Header).decodeExt(data)
 	l.Contents, l.Payload = data[:n], data[n:]
-	l.next = gopacket.LayerTypePayload
 	return nil
 }
 
@@ -205,6 +217,7 @@ func nextLayer(hs, done Header) gopacket.LayerType {
 // extLayers makes an empty layer for each extension header bit.
 var extLayers = map[Header]func() extDecodingLayer{
 	HdrDETH:         func() extDecodingLayer { return &DETHLayer{} },
+	HdrFETH:         func() extDecodingLayer { return &FETHLayer{} },
 	HdrRETH:         func() extDecodingLayer { return &RETHLayer{} },
 	HdrAtomicETH:    func() extDecodingLayer { return &AtomicETHLayer{} },
 	HdrAETH:         func() extDecodingLayer { return &AETHLayer{} },
@@ -217,16 +230,18 @@ var extLayers = map[Header]func() extDecodingLayer{
 func extLayerType(h Header) gopacket.LayerType { return extLayers[h]().LayerType() }
 
 type extDecodingLayer interface {
-	gopacket.DecodingLayer
 	gopacket.Layer
-	setNext(gopacket.LayerType)
+	DecodeFromBytes([]byte, gopacket.DecodeFeedback) error
 }
-
-func (l *ExtLayer[H, P]) setNext(t gopacket.LayerType) { l.next = t }
 
 // decodeRoCE decodes a UDP/4791 payload into the BTH layer, one layer per extension
 // header, and the message data as Payload.
 func decodeRoCE(data []byte, p gopacket.PacketBuilder) error {
+	if pkt, ok := p.(gopacket.Packet); ok {
+		if udp, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok && udp.DstPort != UDPPort {
+			return p.NextDecoder(gopacket.LayerTypePayload) // from port 4791, not to it
+		}
+	}
 	bth := &BTHLayer{}
 	if err := bth.DecodeFromBytes(data, p); err != nil {
 		return err
@@ -234,7 +249,6 @@ func decodeRoCE(data []byte, p gopacket.PacketBuilder) error {
 	p.AddLayer(bth)
 	hs := opcodeTable[bth.Opcode].Headers
 	rest := bth.Payload
-	var done Header
 	for _, e := range headerOrder {
 		if hs&e.h == 0 {
 			continue
@@ -243,8 +257,6 @@ func decodeRoCE(data []byte, p gopacket.PacketBuilder) error {
 		if err := l.DecodeFromBytes(rest, p); err != nil {
 			return err
 		}
-		done |= e.h
-		l.setNext(nextLayer(hs, done))
 		p.AddLayer(l)
 		rest = l.LayerPayload()
 	}

@@ -28,7 +28,7 @@ func expectedLayerTypes(p *roce.Packet) []gopacket.LayerType {
 		h roce.Header
 		t gopacket.LayerType
 	}{
-		{roce.HdrDETH, roce.LayerTypeDETH}, {roce.HdrRETH, roce.LayerTypeRETH},
+		{roce.HdrDETH, roce.LayerTypeDETH}, {roce.HdrFETH, roce.LayerTypeFETH}, {roce.HdrRETH, roce.LayerTypeRETH},
 		{roce.HdrAtomicETH, roce.LayerTypeAtomicETH}, {roce.HdrAETH, roce.LayerTypeAETH},
 		{roce.HdrAtomicAckETH, roce.LayerTypeAtomicAckETH}, {roce.HdrImmDt, roce.LayerTypeImmDt},
 		{roce.HdrIETH, roce.LayerTypeIETH}, {roce.HdrCNPReserved, roce.LayerTypeCNPReserved},
@@ -80,6 +80,9 @@ func checkGopacket(t *testing.T, name string, frame []byte, p *roce.Packet) {
 	if l, ok := gp.Layer(roce.LayerTypeIETH).(*roce.IETHLayer); ok && l.Header != p.IETH {
 		t.Errorf("%s: IETH %+v, want %+v", name, l.Header, p.IETH)
 	}
+	if l, ok := gp.Layer(roce.LayerTypeFETH).(*roce.FETHLayer); ok && l.Header != p.FETH {
+		t.Errorf("%s: FETH %+v, want %+v", name, l.Header, p.FETH)
+	}
 	if l, ok := gp.Layer(roce.LayerTypeDETH).(*roce.DETHLayer); ok && l.Header != p.DETH {
 		t.Errorf("%s: DETH %+v, want %+v", name, l.Header, p.DETH)
 	}
@@ -122,6 +125,9 @@ func serializeLayers(t *testing.T, p *roce.Packet) []byte {
 	h := p.Headers
 	if h&roce.HdrDETH != 0 {
 		ls = append(ls, &roce.DETHLayer{Header: p.DETH})
+	}
+	if h&roce.HdrFETH != 0 {
+		ls = append(ls, &roce.FETHLayer{Header: p.FETH})
 	}
 	if h&roce.HdrRETH != 0 {
 		ls = append(ls, &roce.RETHLayer{Header: p.RETH})
@@ -193,5 +199,39 @@ func TestSerializeLayersEqualsEncode(t *testing.T) {
 			}
 			checkGopacket(t, name, enc, &q)
 		}
+	}
+}
+
+// TestGopacketEdges: a datagram from port 4791 to another port is not RoCE; the
+// DecodingLayerParser stops after the BTH with an error instead of misreading the
+// extension headers as payload; without FixLengths the BTH's PadCnt decides the pad.
+func TestGopacketEdges(t *testing.T) {
+	f := encodeSample(t, "RDMA_WRITE_ONLY_WITH_IMMEDIATE", false)
+	g := append([]byte(nil), f...)
+	g[34], g[35], g[36], g[37] = 0x12, 0xb7, 0x9c, 0x40 // sport 4791, dport 40000
+	gp := gopacket.NewPacket(g, layers.LayerTypeEthernet, gopacket.Default)
+	if gp.Layer(roce.LayerTypeBTH) != nil {
+		t.Error("decoded RoCE from source port 4791")
+	}
+	var eth layers.Ethernet
+	var ip4 layers.IPv4
+	var udp layers.UDP
+	var bth roce.BTHLayer
+	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &udp, &bth)
+	var decoded []gopacket.LayerType
+	err := parser.DecodeLayers(f, &decoded)
+	if _, ok := err.(gopacket.UnsupportedLayerType); !ok || len(decoded) != 4 || bth.Opcode != roce.RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE {
+		t.Errorf("DecodingLayerParser: %v, layers %v", err, decoded)
+	}
+	if len(bth.Payload) != roce.RETHLen+roce.ImmDtLen+8 {
+		t.Errorf("BTH payload %d bytes, want RETH+ImmDt+8", len(bth.Payload))
+	}
+	buf := gopacket.NewSerializeBuffer()
+	l := &roce.BTHLayer{BTH: roce.BTH{Opcode: roce.RC_SEND_ONLY, PadCnt: 1}}
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{}, l, gopacket.Payload{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if got := buf.Bytes(); len(got) != 12+3+1+4 || got[1]>>4&3 != 1 {
+		t.Errorf("serialized %x", got)
 	}
 }

@@ -39,6 +39,8 @@ const (
 	RC_FETCH_ADD                      Opcode = 0x14
 	RC_SEND_LAST_WITH_INVALIDATE      Opcode = 0x16
 	RC_SEND_ONLY_WITH_INVALIDATE      Opcode = 0x17
+	RC_FLUSH                          Opcode = 0x1C // IBTA 1.5 memory placement extensions
+	RC_ATOMIC_WRITE                   Opcode = 0x1D // IBTA 1.5 memory placement extensions
 )
 
 // Unreliable Connected opcodes (IBTA Vol 1 Table 38).
@@ -71,9 +73,11 @@ const CNP Opcode = 0x81
 type Header uint16
 
 // Extension transport headers (IBTA Vol 1 §9.3). Within a packet they appear in the
-// order of the constants below (§9.2 Figure 36 "IBA transport header formats").
+// order of the constants below (§9.2 Figure 36 "IBA transport header formats"), FETH
+// before RETH in a FLUSH (rdma_rxe rxe_opcode.c).
 const (
 	HdrDETH         Header = 1 << iota // Datagram ETH, 8 bytes (§9.3.3)
+	HdrFETH                            // Flush ETH, 4 bytes (IBTA 1.5 memory placement extensions)
 	HdrRETH                            // RDMA ETH, 16 bytes (§9.3.4)
 	HdrAtomicETH                       // Atomic ETH, 28 bytes (§9.3.5)
 	HdrAETH                            // ACK ETH, 4 bytes (§9.3.6)
@@ -87,6 +91,7 @@ const (
 const (
 	BTHLen          = 12
 	DETHLen         = 8
+	FETHLen         = 4
 	RETHLen         = 16
 	AtomicETHLen    = 28
 	AETHLen         = 4
@@ -170,16 +175,19 @@ func init() {
 	defineOp(RC_FETCH_ADD, "FETCH_ADD", HdrAtomicETH, false, PosOnly)
 	defineOp(RC_SEND_LAST_WITH_INVALIDATE, "SEND_LAST_WITH_INVALIDATE", HdrIETH, true, PosLast)
 	defineOp(RC_SEND_ONLY_WITH_INVALIDATE, "SEND_ONLY_WITH_INVALIDATE", HdrIETH, true, PosOnly)
+	defineOp(RC_FLUSH, "FLUSH", HdrFETH|HdrRETH, false, PosOnly)
+	defineOp(RC_ATOMIC_WRITE, "ATOMIC_WRITE", HdrRETH, true, PosOnly) // 8 bytes of payload
 	defineOp(UD_SEND_ONLY, "SEND_ONLY", HdrDETH, true, PosOnly)
 	defineOp(UD_SEND_ONLY_WITH_IMMEDIATE, "SEND_ONLY_WITH_IMMEDIATE", HdrDETH|HdrImmDt, true, PosOnly)
 	defineOp(CNP, "CNP", HdrCNPReserved, false, PosOnly)
 }
 
 // Info returns the opcode's description; its Name is empty for an opcode this package
-// does not know (RD, XRC and reserved values).
+// does not know (RD, XRC, RESYNC and reserved values).
 func (op Opcode) Info() OpcodeInfo { return opcodeTable[op] }
 
-// Valid reports whether op is a known opcode: RC, UC, UD or CNP.
+// Valid reports whether op is a known opcode: RC (including FLUSH and ATOMIC_WRITE of
+// IBTA 1.5), UC, UD or CNP.
 func (op Opcode) Valid() bool { return opcodeTable[op].Name != "" }
 
 // Service returns the transport-service prefix (ServiceRC, ServiceUC, ServiceUD, ...).
@@ -235,6 +243,7 @@ var headerOrder = [...]struct {
 	name string
 }{
 	{HdrDETH, DETHLen, "DETH"},
+	{HdrFETH, FETHLen, "FETH"},
 	{HdrRETH, RETHLen, "RETH"},
 	{HdrAtomicETH, AtomicETHLen, "AtomicETH"},
 	{HdrAETH, AETHLen, "AETH"},

@@ -85,6 +85,13 @@ func samplePackets(v6 bool) map[string]roce.Packet {
 	p.DETH = roce.DETH{QKey: 0x80010000, SrcQP: 0x000001}
 	p.ImmDt = 0x99
 	m["UD_SEND_ONLY_WITH_IMMEDIATE"] = p
+	p = base(roce.RC_FLUSH, 0)
+	p.FETH = roce.FETH{Bits: 0x13}
+	p.RETH = roce.RETH{VA: 0x7f0000004000, RKey: 0x99, DMALen: 4096}
+	m["FLUSH"] = p
+	p = base(roce.RC_ATOMIC_WRITE, 8)
+	p.RETH = roce.RETH{VA: 0x7f0000005000, RKey: 0x98, DMALen: 8}
+	m["ATOMIC_WRITE"] = p
 	p = base(roce.CNP, 0)
 	p.BTH.BECN = true
 	p.BTH.AckReq = false

@@ -76,6 +76,9 @@ func TestTsharkDecodesBuiltFrames(t *testing.T) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
+			if k == "FLUSH" || k == "ATOMIC_WRITE" {
+				continue // IBTA 1.5 opcodes: Wireshark 4.0's dissector predates them
+			}
 			names = append(names, fmt.Sprintf("%s/v6=%v", k, v6))
 			pkts = append(pkts, m[k])
 		}

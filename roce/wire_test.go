@@ -15,9 +15,9 @@ func TestOpcodeTable(t *testing.T) {
 			n++
 		}
 	}
-	// RC 23 (0x00-0x14, 0x16, 0x17), UC 12, UD 2, CNP 1.
-	if n != 38 {
-		t.Errorf("%d valid opcodes, want 38", n)
+	// RC 25 (0x00-0x14, 0x16, 0x17, 0x1C, 0x1D), UC 12, UD 2, CNP 1.
+	if n != 40 {
+		t.Errorf("%d valid opcodes, want 40", n)
 	}
 	for _, c := range []struct {
 		op      roce.Opcode
@@ -41,6 +41,8 @@ func TestOpcodeTable(t *testing.T) {
 		{roce.RC_COMPARE_SWAP, "RC_COMPARE_SWAP", roce.HdrAtomicETH, 40, false, roce.PosOnly},
 		{roce.RC_SEND_LAST_WITH_INVALIDATE, "RC_SEND_LAST_WITH_INVALIDATE", roce.HdrIETH, 16, true, roce.PosLast},
 		{roce.UC_RDMA_WRITE_ONLY, "UC_RDMA_WRITE_ONLY", roce.HdrRETH, 28, true, roce.PosOnly},
+		{roce.RC_FLUSH, "RC_FLUSH", roce.HdrFETH | roce.HdrRETH, 32, false, roce.PosOnly},
+		{roce.RC_ATOMIC_WRITE, "RC_ATOMIC_WRITE", roce.HdrRETH, 28, true, roce.PosOnly},
 		{roce.UD_SEND_ONLY_WITH_IMMEDIATE, "UD_SEND_ONLY_WITH_IMMEDIATE", roce.HdrDETH | roce.HdrImmDt, 24, true, roce.PosOnly},
 		{roce.CNP, "CNP", roce.HdrCNPReserved, 28, false, roce.PosOnly},
 	} {
@@ -57,7 +59,7 @@ func TestOpcodeTable(t *testing.T) {
 	if op, ok := roce.ParseOpcode("RDMA_WRITE_ONLY"); !ok || op != roce.RC_RDMA_WRITE_ONLY {
 		t.Errorf("ParseOpcode(RDMA_WRITE_ONLY) = %v", op)
 	}
-	for _, op := range []roce.Opcode{0x15, 0x18, 0x2C, 0x40, 0x66, 0x80, 0xA0, 0xFF} {
+	for _, op := range []roce.Opcode{0x15, 0x18, 0x1E, 0x2C, 0x3C, 0x40, 0x66, 0x80, 0xA0, 0xFF} {
 		if op.Valid() {
 			t.Errorf("0x%02x valid", uint8(op))
 		}
