@@ -266,3 +266,23 @@ func tcOpcode(op transport.WROpcode) transport.WCOpcode {
 	}
 	return transport.WC_COMP_SWAP
 }
+
+// TestLinkBusyAdaptiveResend: when the link refuses frames (a full ring), the engine
+// holds them and offers them again after its adaptive delay: the 1 MiB WRITE and READ
+// complete without a single retransmit timeout, and the busy counters move.
+func TestLinkBusyAdaptiveResend(t *testing.T) {
+	p := newPair(t, pairConfig{mtu: roce.MTU1024, bufSize: 4 << 20})
+	p.a.end.SetQueue(8) // frames waiting at A (READ responses) before B's Send is refused
+	p.b.end.SetQueue(8) // frames waiting at B (WRITE data) before A's Send is refused
+	transfer(t, p, "WRITE", 1, 1<<20)
+	transfer(t, p, "READ", 2, 1<<20)
+	for _, s := range []*side{p.a, p.b} {
+		c := s.dev.Counters()
+		if c.Get(transport.CntLinkBusy) == 0 || c.Get(transport.CntLinkBusyResent) == 0 {
+			t.Errorf("busy counters did not move: %v", s.counters())
+		}
+		if c.Get(transport.CntLocalAckTimeoutErr) != 0 || c.Get(transport.CntCompleterRetryErr) != 0 {
+			t.Errorf("a refused frame fell into the retransmit path: %v", s.counters())
+		}
+	}
+}

@@ -79,6 +79,13 @@ func (e *PipeEnd) SetFaults(f Faults) {
 	e.mu.Unlock()
 }
 
+// SetQueue sets how many frames may wait at this end before senders are refused.
+func (e *PipeEnd) SetQueue(n int) {
+	e.mu.Lock()
+	e.cfg.Queue = max(1, n)
+	e.mu.Unlock()
+}
+
 // SetCut drops every frame arriving at this end while cut is true.
 func (e *PipeEnd) SetCut(cut bool) {
 	e.mu.Lock()
