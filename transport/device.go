@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xroce/xroce/roce"
@@ -24,7 +25,8 @@ type Device struct {
 	closed  bool
 
 	counters *Counters
-	wake     chan struct{}
+	waiting  atomic.Bool // Run is (about to be) blocked in Link.Wait
+	posted   atomic.Bool // work was posted since the loop last looked
 
 	// receive
 	rxBatch [][]byte
@@ -66,7 +68,7 @@ func Open(link Link, opts Options) (*Device, error) {
 		return nil, fmt.Errorf("transport: Open needs a link")
 	}
 	d := &Device{link: link, clock: opts.Clock, gids: opts.GIDs, qps: map[uint32]*QueuePair{}, nextQPN: 17,
-		counters: newCounters(), wake: make(chan struct{}, 1), busyDelay: 20 * time.Microsecond}
+		counters: newCounters(), busyDelay: 20 * time.Microsecond}
 	if d.clock == nil {
 		d.clock = systemClock{}
 	}
@@ -98,19 +100,22 @@ func (d *Device) Close() error {
 	return d.link.Close()
 }
 
+// wakeLoop tells a waiting Run that work was posted. The link is only woken (a
+// syscall for AF_XDP) when the loop is actually waiting.
 func (d *Device) wakeLoop() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
+	d.posted.Store(true)
+	if d.waiting.Load() {
+		d.link.Wake()
 	}
 }
 
 // Run drives the engine until ctx ends or the link fails: Progress while there is
 // work, otherwise wait for frames, posted work or the next timer.
 func (d *Device) Run(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, d.wakeLoop)
+	stop := context.AfterFunc(ctx, func() { d.link.Wake() })
 	defer stop()
 	for ctx.Err() == nil {
+		d.posted.Store(false)
 		busy, err := d.progress()
 		if err != nil {
 			return err
@@ -118,7 +123,14 @@ func (d *Device) Run(ctx context.Context) error {
 		if busy {
 			continue
 		}
-		if err := d.link.Wait(d.NextDeadline(), d.wake); err != nil {
+		d.waiting.Store(true)
+		if d.posted.Load() || ctx.Err() != nil { // posted after progress looked
+			d.waiting.Store(false)
+			continue
+		}
+		err = d.link.Wait(d.NextDeadline())
+		d.waiting.Store(false)
+		if err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"errors"
+
+	"github.com/xroce/xroce/roce"
 	"net/netip"
 	"time"
 )
@@ -19,9 +21,12 @@ type Link interface {
 	// Recv fills frames with up to len(frames) received frames without blocking and
 	// returns how many. The frames stay valid until the next call to Recv.
 	Recv(frames [][]byte) (int, error)
-	// Wait blocks until Recv may return frames, wake is signalled, or the deadline
-	// passes (a zero deadline means no deadline).
-	Wait(deadline time.Time, wake <-chan struct{}) error
+	// Wait blocks until Recv may return frames, Wake is called, or the deadline
+	// passes (a zero deadline means no deadline). Spurious returns are allowed.
+	Wait(deadline time.Time) error
+	// Wake makes a concurrent or the next Wait return. It may be called from any
+	// goroutine and must not block.
+	Wake()
 	// MTU is the netdev MTU in bytes (the IP packet size limit).
 	MTU() int
 	// HardwareAddr is the link's Ethernet address.
@@ -32,6 +37,13 @@ type Link interface {
 	Resolve(ip netip.Addr) ([6]byte, error)
 	// Close releases the link.
 	Close() error
+}
+
+// PathMTULimiter is implemented by links that carry less than their netdev MTU
+// suggests (the AF_XDP link without multi-buffer support): MaxPathMTU returns the
+// largest path MTU and why.
+type PathMTULimiter interface {
+	MaxPathMTU() (roce.MTU, string)
 }
 
 // ErrLinkClosed is returned by a closed link.

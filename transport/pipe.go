@@ -185,7 +185,7 @@ func (e *PipeEnd) Pending() int {
 }
 
 // Wait implements Link.
-func (e *PipeEnd) Wait(deadline time.Time, wake <-chan struct{}) error {
+func (e *PipeEnd) Wait(deadline time.Time) error {
 	if e.Pending() > 0 {
 		return nil
 	}
@@ -197,10 +197,17 @@ func (e *PipeEnd) Wait(deadline time.Time, wake <-chan struct{}) error {
 	}
 	select {
 	case <-e.notify:
-	case <-wake:
 	case <-timeout:
 	}
 	return nil
+}
+
+// Wake implements Link.
+func (e *PipeEnd) Wake() {
+	select {
+	case e.notify <- struct{}{}:
+	default:
+	}
 }
 
 // MTU implements Link.

@@ -1,0 +1,147 @@
+package xdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// iface is what both links know about their interface, through a netlink handle
+// bound to the interface's network namespace.
+type iface struct {
+	nl      *netlink.Handle
+	name    string
+	index   int
+	mac     [6]byte
+	mtu     int
+	queues  int
+	trigger [2]int // UDP sockets (IPv4, IPv6) used to make the kernel resolve a neighbour
+}
+
+// ErrNoInterface is returned when the interface does not exist.
+var ErrNoInterface = errors.New("no such network interface")
+
+func openIface(name string) (*iface, error) {
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("xdp: netlink: %w", err)
+	}
+	l, err := nl.LinkByName(name)
+	if err != nil {
+		nl.Close()
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil, fmt.Errorf("xdp: interface %q: %w", name, ErrNoInterface)
+		}
+		return nil, fmt.Errorf("xdp: interface %q: %w", name, err)
+	}
+	a := l.Attrs()
+	if len(a.HardwareAddr) != 6 {
+		nl.Close()
+		return nil, fmt.Errorf("xdp: interface %q has no Ethernet address", name)
+	}
+	i := &iface{nl: nl, name: name, index: a.Index, mtu: a.MTU, queues: 1, trigger: [2]int{-1, -1}}
+	copy(i.mac[:], a.HardwareAddr)
+	for k, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			// Bind the trigger to the interface so resolution happens on it.
+			_ = unix.SetsockoptString(fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE, name)
+			i.trigger[k] = fd
+		}
+	}
+	if i.trigger[0] >= 0 {
+		i.queues = rxQueues(i.trigger[0], name, 1)
+	}
+	return i, nil
+}
+
+func (i *iface) close() {
+	for _, fd := range i.trigger {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	i.nl.Close()
+}
+
+// addrs lists the interface's IP addresses in the kernel's order, leaving out those
+// whose duplicate address detection failed (as roce.GIDTableFromInterface does).
+func (i *iface) addrs() []netip.Addr {
+	l, err := i.nl.LinkByIndex(i.index)
+	if err != nil {
+		return nil
+	}
+	list, err := i.nl.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range list {
+		if a.Flags&unix.IFA_F_DADFAILED != 0 {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
+// Neighbour resolution bounds.
+const (
+	resolveTimeout = 3 * time.Second
+	resolveRetry   = 500 * time.Millisecond
+)
+
+// ErrNoNeighbour is returned when a peer's Ethernet address cannot be resolved.
+var ErrNoNeighbour = errors.New("no ARP/neighbour answer")
+
+// resolve returns the Ethernet address of ip from the kernel's neighbour table. When
+// it is missing, it makes the kernel resolve it (a UDP datagram to the discard port
+// of ip, which sends ARP or neighbour solicitation) and polls the table, giving up
+// after resolveTimeout.
+func (i *iface) resolve(ip netip.Addr) ([6]byte, error) {
+	ip = ip.Unmap()
+	fam, k := netlink.FAMILY_V4, 0
+	if ip.Is6() {
+		fam, k = netlink.FAMILY_V6, 1
+	}
+	start := time.Now()
+	var lastTrigger time.Time
+	for {
+		neighs, err := i.nl.NeighList(i.index, fam)
+		if err != nil {
+			return [6]byte{}, fmt.Errorf("xdp: neighbour table of %s: %w", i.name, err)
+		}
+		for _, n := range neighs {
+			if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap() == ip && len(n.HardwareAddr) == 6 &&
+				n.State&(netlink.NUD_REACHABLE|netlink.NUD_STALE|netlink.NUD_DELAY|netlink.NUD_PROBE|netlink.NUD_PERMANENT|netlink.NUD_NOARP) != 0 {
+				var mac [6]byte
+				copy(mac[:], n.HardwareAddr)
+				return mac, nil
+			}
+		}
+		if time.Since(start) > resolveTimeout {
+			return [6]byte{}, fmt.Errorf("xdp: %w from %s on %s after %v: is the peer up and on this link?", ErrNoNeighbour, ip, i.name, resolveTimeout)
+		}
+		if time.Since(lastTrigger) > resolveRetry && i.trigger[k] >= 0 {
+			lastTrigger = time.Now()
+			var sa unix.Sockaddr
+			if k == 0 {
+				sa = &unix.SockaddrInet4{Port: 9, Addr: ip.As4()}
+			} else {
+				sa = &unix.SockaddrInet6{Port: 9, Addr: ip.As16()}
+			}
+			_ = unix.Sendto(i.trigger[k], nil, unix.MSG_DONTWAIT, sa)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func hw(mac [6]byte) net.HardwareAddr { return net.HardwareAddr(mac[:]) }

@@ -1,0 +1,231 @@
+package xdp_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// testNet is two network namespaces, A and B, joined by a veth pair, or by two veth
+// pairs and a bridge in a third namespace (where faults are injected). It is created
+// and removed by the test and holds every address it uses.
+type testNet struct {
+	t              testing.TB
+	nsA, nsB, nsBr string
+	ifA, ifB       string
+	ipA, ipB       netip.Addr
+}
+
+func sh(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func newTestNet(t testing.TB, mtu int, bridge bool) *testNet {
+	t.Helper()
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Fatal("iproute2's ip is required")
+	}
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	id := hex.EncodeToString(r[:])
+	n := &testNet{t: t, nsA: "xr" + id + "a", nsB: "xr" + id + "b", ifA: "xa" + id, ifB: "xb" + id,
+		ipA: netip.MustParseAddr("10.79.0.1"), ipB: netip.MustParseAddr("10.79.0.2")}
+	nss := []string{n.nsA, n.nsB}
+	if bridge {
+		n.nsBr = "xr" + id + "m"
+		nss = append(nss, n.nsBr)
+	}
+	t.Cleanup(func() {
+		for _, ns := range nss {
+			_ = exec.Command("ip", "netns", "del", ns).Run()
+		}
+	})
+	for _, ns := range nss {
+		sh(t, "ip", "netns", "add", ns)
+		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	}
+	m := fmt.Sprint(mtu)
+	if !bridge {
+		sh(t, "ip", "link", "add", n.ifA, "netns", n.nsA, "mtu", m, "type", "veth", "peer", "name", n.ifB, "netns", n.nsB, "mtu", m)
+	} else {
+		sh(t, "ip", "-n", n.nsBr, "link", "add", "br0", "mtu", m, "type", "bridge")
+		for _, s := range []struct{ ns, ifn, port string }{{n.nsA, n.ifA, "pa" + id}, {n.nsB, n.ifB, "pb" + id}} {
+			sh(t, "ip", "link", "add", s.ifn, "netns", s.ns, "mtu", m, "type", "veth", "peer", "name", s.port, "netns", n.nsBr, "mtu", m)
+			sh(t, "ip", "-n", n.nsBr, "link", "set", s.port, "master", "br0", "up")
+		}
+		sh(t, "ip", "-n", n.nsBr, "link", "set", "br0", "up")
+	}
+	sh(t, "ip", "-n", n.nsA, "addr", "add", n.ipA.String()+"/24", "dev", n.ifA)
+	sh(t, "ip", "-n", n.nsB, "addr", "add", n.ipB.String()+"/24", "dev", n.ifB)
+	sh(t, "ip", "-n", n.nsA, "link", "set", n.ifA, "up")
+	sh(t, "ip", "-n", n.nsB, "link", "set", n.ifB, "up")
+	return n
+}
+
+func nsPath(ns string) string { return "/var/run/netns/" + ns }
+
+// endpoint is an engine with one QP and a registered buffer.
+type endpoint struct {
+	dev *transport.Device
+	pd  *transport.ProtectionDomain
+	cq  *transport.CompletionQueue
+	qp  *transport.QueuePair
+	buf []byte
+	mr  *transport.MemoryRegion
+}
+
+func newEndpoint(t testing.TB, link transport.Link, size int) *endpoint {
+	t.Helper()
+	dev, err := transport.Open(link, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &endpoint{dev: dev, pd: dev.AllocPD(), cq: dev.CreateCQ(1 << 14), buf: make([]byte, size)}
+	e.mr, err = e.pd.RegMR(e.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead|transport.AccessRemoteAtomic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.qp, err = e.pd.CreateQP(transport.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, Cap: transport.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// connect brings a's QP to RTS towards b at the given path MTU; GID index 1 is the
+// interface's IPv4 address, as with rdma_rxe.
+func connect(t testing.TB, a, b *endpoint, peer netip.Addr, mtu roce.MTU) {
+	t.Helper()
+	steps := []struct {
+		attr transport.QPAttr
+		mask transport.QPAttrMask
+	}{
+		{transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic},
+			transport.QP_STATE | transport.QP_ACCESS_FLAGS},
+		{transport.QPAttr{State: transport.QPS_RTR, PathMTU: mtu, DestQPN: b.qp.QPN(), RQPSN: 0x100, MaxDestRdAtomic: 16, MinRNRTimer: 12,
+			AH: transport.AddressHandle{DGID: roce.GIDFromAddr(peer), SGIDIndex: 1}},
+			transport.QP_STATE | transport.QP_AV | transport.QP_PATH_MTU | transport.QP_DEST_QPN | transport.QP_RQ_PSN |
+				transport.QP_MAX_DEST_RD_ATOMIC | transport.QP_MIN_RNR_TIMER},
+		{transport.QPAttr{State: transport.QPS_RTS, SQPSN: 0x100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
+			transport.QP_STATE | transport.QP_SQ_PSN | transport.QP_TIMEOUT | transport.QP_RETRY_CNT | transport.QP_RNR_RETRY | transport.QP_MAX_QP_RD_ATOMIC},
+	}
+	for _, s := range steps {
+		if err := a.qp.Modify(s.attr, s.mask); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// run starts both engines; the returned function stops them.
+func run(t testing.TB, es ...*endpoint) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, e := range es {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.dev.Run(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("engine stopped: %v", err)
+			}
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+func sge(e *endpoint, off, n int) []transport.SGE {
+	return []transport.SGE{{Addr: e.mr.Addr() + uint64(off), Length: uint32(n), LKey: e.mr.LKey()}}
+}
+
+// wait polls e's CQ for one completion.
+func wait(t testing.TB, e *endpoint, timeout time.Duration) transport.WorkCompletion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wc [1]transport.WorkCompletion
+	for {
+		if e.cq.Poll(wc[:]) == 1 {
+			return wc[0]
+		}
+		if err := e.cq.Wait(ctx); err != nil {
+			t.Fatalf("no completion after %v: counters %v", timeout, nonzero(e.dev.Counters().Map()))
+		}
+	}
+}
+
+func nonzero(m map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func fill(b []byte, seed byte) {
+	x := uint32(seed)*2654435761 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+}
+
+// transfer moves n bytes A→B with op (READ: B→A) and checks the bytes.
+func transfer(t testing.TB, a, b *endpoint, op string, n int, seed byte) {
+	t.Helper()
+	half := len(a.buf) / 2
+	src, dst := a.buf[:n], b.buf[half:half+n]
+	if op == "READ" {
+		src, dst = b.buf[:n], a.buf[half:half+n]
+	}
+	fill(src, seed)
+	fill(dst, seed+1)
+	var wr transport.SendWR
+	want := transport.WC_SEND
+	switch op {
+	case "SEND":
+		if _, err := b.qp.PostRecv(transport.RecvWR{WRID: 9, SGList: sge(b, half, n)}); err != nil {
+			t.Fatal(err)
+		}
+		wr = transport.SendWR{Opcode: transport.WR_SEND, SGList: sge(a, 0, n)}
+	case "WRITE":
+		wr = transport.SendWR{Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, n), RemoteAddr: b.mr.Addr() + uint64(half), RKey: b.mr.RKey()}
+		want = transport.WC_RDMA_WRITE
+	case "READ":
+		wr = transport.SendWR{Opcode: transport.WR_RDMA_READ, SGList: sge(a, half, n), RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		want = transport.WC_RDMA_READ
+	}
+	wr.WRID, wr.Flags = uint64(seed), transport.SendSignaled
+	if _, err := a.qp.PostSend(wr); err != nil {
+		t.Fatal(err)
+	}
+	wc := wait(t, a, 60*time.Second)
+	if wc.Status != transport.WC_SUCCESS || wc.Opcode != want || wc.WRID != uint64(seed) {
+		t.Fatalf("%s %d: completion %+v (%v)", op, n, wc, wc.Status)
+	}
+	if op == "SEND" {
+		if rwc := wait(t, b, 10*time.Second); rwc.Status != transport.WC_SUCCESS || int(rwc.ByteLen) != n {
+			t.Fatalf("SEND %d: receive completion %+v", n, rwc)
+		}
+	}
+	if string(dst) != string(src) {
+		t.Fatalf("%s of %d bytes: data differs", op, n)
+	}
+}

@@ -1,0 +1,51 @@
+package xdp_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/xroce/xroce/bpf"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/xdp"
+)
+
+var transferSizes = []int{1, 1000, 1024, 1025, 2500, 65536, 1 << 20, 8 << 20}
+
+// TestAFXDPTransfer: two engines in two namespaces on a veth pair, over AF_XDP in
+// native and generic mode, at path MTU 1024 (netdev MTU 1500) and 2048 (3000).
+func TestAFXDPTransfer(t *testing.T) {
+	for _, mode := range []bpf.Mode{bpf.ModeNative, bpf.ModeGeneric} {
+		for _, c := range []struct {
+			mtu     int
+			pathMTU roce.MTU
+		}{{1500, roce.MTU1024}, {3000, roce.MTU2048}} {
+			t.Run(fmt.Sprintf("%v/pmtu%d", mode, c.pathMTU.Bytes()), func(t *testing.T) {
+				n := newTestNet(t, c.mtu, false)
+				la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: mode, Netns: nsPath(n.nsA)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer la.Close()
+				lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: mode, Netns: nsPath(n.nsB)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lb.Close()
+				if la.Mode() != mode {
+					t.Fatalf("attached in %v mode", la.Mode())
+				}
+				a, b := newEndpoint(t, la, 16<<20+4096), newEndpoint(t, lb, 16<<20+4096)
+				connect(t, a, b, n.ipB, c.pathMTU)
+				connect(t, b, a, n.ipA, c.pathMTU)
+				stop := run(t, a, b)
+				defer stop()
+				for i, size := range transferSizes {
+					for j, op := range []string{"SEND", "WRITE", "READ"} {
+						transfer(t, a, b, op, size, byte(3*i+j))
+					}
+				}
+				t.Logf("A %v", nonzero(a.dev.Counters().Map()))
+			})
+		}
+	}
+}
