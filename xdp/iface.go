@@ -3,7 +3,6 @@ package xdp
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"time"
 
@@ -143,5 +142,3 @@ func (i *iface) resolve(ip netip.Addr) ([6]byte, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-func hw(mac [6]byte) net.HardwareAddr { return net.HardwareAddr(mac[:]) }

@@ -49,3 +49,36 @@ func TestAFXDPTransfer(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPLinkTransfer: the same transfers over the kernel UDP link.
+func TestUDPLinkTransfer(t *testing.T) {
+	for _, c := range []struct {
+		mtu     int
+		pathMTU roce.MTU
+	}{{1500, roce.MTU1024}, {3000, roce.MTU2048}} {
+		t.Run(fmt.Sprintf("pmtu%d", c.pathMTU.Bytes()), func(t *testing.T) {
+			n := newTestNet(t, c.mtu, false)
+			la, err := xdp.OpenUDP(xdp.UDPConfig{Interface: n.ifA, Netns: nsPath(n.nsA)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer la.Close()
+			lb, err := xdp.OpenUDP(xdp.UDPConfig{Interface: n.ifB, Netns: nsPath(n.nsB)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			a, b := newEndpoint(t, la, 16<<20+4096), newEndpoint(t, lb, 16<<20+4096)
+			connect(t, a, b, n.ipB, c.pathMTU)
+			connect(t, b, a, n.ipA, c.pathMTU)
+			stop := run(t, a, b)
+			defer stop()
+			for i, size := range transferSizes {
+				for j, op := range []string{"SEND", "WRITE", "READ"} {
+					transfer(t, a, b, op, size, byte(3*i+j))
+				}
+			}
+			t.Logf("A %v", nonzero(a.dev.Counters().Map()))
+		})
+	}
+}
