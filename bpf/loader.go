@@ -69,21 +69,30 @@ type Program struct {
 	ifindex int
 }
 
-// Attach loads the program and attaches it to the interface with the given index, in
-// the calling thread's network namespace. ModeAuto tries native, then generic.
-// Errors (wrapped): ErrPermission, ErrBusy (naming the attached program), ErrMTU,
-// ErrMemlock, or the kernel's error.
-func Attach(ifindex int, mode Mode) (*Program, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("bpf: %w: %v", ErrMemlock, err)
-	}
-	p := &Program{ifindex: ifindex}
+// Load loads the program into the kernel (no interface is touched yet). Errors
+// (wrapped): ErrPermission, ErrMemlock, or the kernel's error.
+func Load() (*Program, error) {
+	// Kernels since 5.11 charge BPF memory to the cgroup and need no rlimit; older
+	// ones need RLIMIT_MEMLOCK raised. A failure here only matters if loading fails.
+	memErr := rlimit.RemoveMemlock()
+	p := &Program{}
 	if err := loadXroceObjects(&p.objs, nil); err != nil {
-		if errors.Is(err, unix.EPERM) || errors.Is(err, ebpf.ErrNotSupported) && errors.Is(err, unix.EPERM) {
+		switch {
+		case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
 			return nil, fmt.Errorf("bpf: %w: %v", ErrPermission, err)
+		case memErr != nil:
+			return nil, fmt.Errorf("bpf: %w: %v (loading: %v)", ErrMemlock, memErr, err)
 		}
 		return nil, fmt.Errorf("bpf: loading the XDP program: %w", err)
 	}
+	return p, nil
+}
+
+// Attach attaches the loaded program to the interface with the given index, in the
+// calling thread's network namespace. ModeAuto tries native, then generic. Errors
+// (wrapped): ErrPermission, ErrBusy (naming the attached program), ErrMTU, or the
+// kernel's error.
+func (p *Program) Attach(ifindex int, mode Mode) error {
 	modes := []Mode{mode}
 	if mode == ModeAuto {
 		modes = []Mode{ModeNative, ModeGeneric}
@@ -96,16 +105,15 @@ func Attach(ifindex int, mode Mode) (*Program, error) {
 		}
 		p.link, err = link.AttachXDP(link.XDPOptions{Program: p.objs.XroceRedirect, Interface: ifindex, Flags: flags})
 		if err == nil {
-			p.mode = m
-			return p, nil
+			p.mode, p.ifindex = m, ifindex
+			return nil
 		}
 		err = attachError(ifindex, m, err)
 		if errors.Is(err, ErrBusy) || errors.Is(err, ErrPermission) {
 			break
 		}
 	}
-	p.objs.Close()
-	return nil, err
+	return err
 }
 
 // attachError turns the kernel's answer into an actionable error.
@@ -151,7 +159,10 @@ func (p *Program) Register(queue, fd int) error {
 
 // Close detaches the program and frees it.
 func (p *Program) Close() error {
-	err := p.link.Close()
+	var err error
+	if p.link != nil {
+		err = p.link.Close()
+	}
 	if cerr := p.objs.Close(); err == nil {
 		err = cerr
 	}

@@ -77,13 +77,16 @@ func Open(cfg Config) (*Link, error) {
 	l := &Link{wakeFD: -1}
 	err := inNetns(cfg.Netns, func() error {
 		var err error
+		if l.prog, err = bpf.Load(); err != nil { // first: fails without privileges
+			return err
+		}
 		if l.ifc, err = openIface(cfg.Interface); err != nil {
 			return err
 		}
 		if l.ifc.queues > bpf.MaxQueues {
 			return fmt.Errorf("xdp: %s has %d receive queues; at most %d are supported", cfg.Interface, l.ifc.queues, bpf.MaxQueues)
 		}
-		if l.prog, err = bpf.Attach(l.ifc.index, cfg.Mode); err != nil {
+		if err = l.prog.Attach(l.ifc.index, cfg.Mode); err != nil {
 			return err
 		}
 		for q := 0; q < l.ifc.queues; q++ {

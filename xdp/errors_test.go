@@ -1,0 +1,79 @@
+package xdp_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/xroce/xroce/bpf"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+	"github.com/xroce/xroce/xdp"
+)
+
+func TestOpenErrors(t *testing.T) {
+	n := newTestNet(t, 9000, false)
+	if _, err := xdp.Open(xdp.Config{Interface: "nosuch0", Netns: nsPath(n.nsA)}); !errors.Is(err, xdp.ErrNoInterface) {
+		t.Errorf("missing interface: %v", err)
+	}
+	if _, err := xdp.OpenUDP(xdp.UDPConfig{Interface: "nosuch0", Netns: nsPath(n.nsA)}); !errors.Is(err, xdp.ErrNoInterface) {
+		t.Errorf("missing interface (UDP): %v", err)
+	}
+	l, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
+	if err != nil {
+		t.Fatalf("native XDP at MTU 9000 (frags-aware program): %v", err)
+	}
+	defer l.Close()
+	// A second attach names the program in the way.
+	_, err = xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
+	if !errors.Is(err, bpf.ErrBusy) || !strings.Contains(err.Error(), `"xroce_redirect"`) {
+		t.Errorf("second attach: %v", err)
+	}
+	// Path MTU 4096 is refused at setup with the reason.
+	dev, err := transport.Open(l, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := dev.AllocPD()
+	cq := dev.CreateCQ(16)
+	qp, err := pd.CreateQP(transport.QPInitAttr{SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.Modify(transport.QPAttr{State: transport.QPS_INIT}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
+		t.Fatal(err)
+	}
+	err = qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: roce.MTU4096, DestQPN: 5,
+		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(n.ipB), SGIDIndex: 1}},
+		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER)
+	if err == nil || !strings.Contains(err.Error(), "multi-buffer") {
+		t.Errorf("path MTU 4096: %v", err)
+	}
+}
+
+// TestPermissionError: an unprivileged process gets an error that names the missing
+// capabilities.
+func TestPermissionError(t *testing.T) {
+	if os.Getenv("XROCE_HELPER_UNPRIV") != "" {
+		_, err := xdp.Open(xdp.Config{Interface: "lo"})
+		if err == nil || !errors.Is(err, bpf.ErrPermission) {
+			t.Fatalf("unprivileged Open: %v", err)
+		}
+		os.Stdout.WriteString("XROCE-ERR: " + err.Error() + "\n")
+		return
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal("setpriv (util-linux) is required")
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
+		os.Args[0], "-test.run=^TestPermissionError$", "-test.v")
+	cmd.Env = append(os.Environ(), "XROCE_HELPER_UNPRIV=1", "GOCACHE=/tmp", "HOME=/tmp")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "XROCE-ERR: ") || !strings.Contains(string(out), "CAP_BPF") {
+		t.Fatalf("unprivileged run: %v\n%s", err, out)
+	}
+}
