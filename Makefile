@@ -27,7 +27,10 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
+# Regenerates bpf/xroce_bpfel.{go,o} from bpf/xroce.c with bpf2go (a Go tool
+# dependency); needs Debian's clang, llvm and libbpf-dev.
 generate:
+	@command -v clang >/dev/null || { echo "make generate needs clang, llvm and libbpf-dev: apt-get install -y clang llvm libbpf-dev"; exit 1; }
 	$(GO) generate ./...
 
 lint:

@@ -189,4 +189,3 @@ func Attached(ifname string) (id uint32, name string, ok bool, err error) {
 	}
 	return x.ProgId, name, true, nil
 }
-
