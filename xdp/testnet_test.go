@@ -24,6 +24,7 @@ type testNet struct {
 	nsA, nsB, nsBr string
 	ifA, ifB       string
 	ipA, ipB       netip.Addr
+	ip6A, ip6B     netip.Addr
 }
 
 func sh(t testing.TB, args ...string) string {
@@ -44,7 +45,8 @@ func newTestNet(t testing.TB, mtu int, bridge bool) *testNet {
 	_, _ = rand.Read(r[:])
 	id := hex.EncodeToString(r[:])
 	n := &testNet{t: t, nsA: "xr" + id + "a", nsB: "xr" + id + "b", ifA: "xa" + id, ifB: "xb" + id,
-		ipA: netip.MustParseAddr("10.79.0.1"), ipB: netip.MustParseAddr("10.79.0.2")}
+		ipA: netip.MustParseAddr("10.79.0.1"), ipB: netip.MustParseAddr("10.79.0.2"),
+		ip6A: netip.MustParseAddr("fd00:79::1"), ip6B: netip.MustParseAddr("fd00:79::2")}
 	nss := []string{n.nsA, n.nsB}
 	if bridge {
 		n.nsBr = "xr" + id + "m"
@@ -72,6 +74,8 @@ func newTestNet(t testing.TB, mtu int, bridge bool) *testNet {
 	}
 	sh(t, "ip", "-n", n.nsA, "addr", "add", n.ipA.String()+"/24", "dev", n.ifA)
 	sh(t, "ip", "-n", n.nsB, "addr", "add", n.ipB.String()+"/24", "dev", n.ifB)
+	sh(t, "ip", "-n", n.nsA, "addr", "add", n.ip6A.String()+"/64", "dev", n.ifA, "nodad")
+	sh(t, "ip", "-n", n.nsB, "addr", "add", n.ip6B.String()+"/64", "dev", n.ifB, "nodad")
 	sh(t, "ip", "-n", n.nsA, "link", "set", n.ifA, "up")
 	sh(t, "ip", "-n", n.nsB, "link", "set", n.ifB, "up")
 	return n
@@ -107,10 +111,21 @@ func newEndpoint(t testing.TB, link transport.Link, size int) *endpoint {
 	return e
 }
 
-// connect brings a's QP to RTS towards b at the given path MTU; GID index 1 is the
-// interface's IPv4 address, as with rdma_rxe.
+// connect brings a's QP to RTS towards b at the given path MTU, from the GID of a's
+// address of the peer's kind (index 1, the IPv4 address, for an IPv4 peer, as with
+// rdma_rxe).
 func connect(t testing.TB, a, b *endpoint, peer netip.Addr, mtu roce.MTU) {
 	t.Helper()
+	sgid := -1
+	for _, e := range a.dev.GIDTable() {
+		if g := e.GID.Addr(); g.Is4() == peer.Is4() && !g.IsLinkLocalUnicast() {
+			sgid = e.Index
+			break
+		}
+	}
+	if sgid < 0 {
+		t.Fatalf("no GID of %v's kind in %v", peer, a.dev.GIDTable())
+	}
 	steps := []struct {
 		attr transport.QPAttr
 		mask transport.QPAttrMask
@@ -118,7 +133,7 @@ func connect(t testing.TB, a, b *endpoint, peer netip.Addr, mtu roce.MTU) {
 		{transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic},
 			transport.QP_STATE | transport.QP_ACCESS_FLAGS},
 		{transport.QPAttr{State: transport.QPS_RTR, PathMTU: mtu, DestQPN: b.qp.QPN(), RQPSN: 0x100, MaxDestRdAtomic: 16, MinRNRTimer: 12,
-			AH: transport.AddressHandle{DGID: roce.GIDFromAddr(peer), SGIDIndex: 1}},
+			AH: transport.AddressHandle{DGID: roce.GIDFromAddr(peer), SGIDIndex: sgid, TrafficClass: 0x68}},
 			transport.QP_STATE | transport.QP_AV | transport.QP_PATH_MTU | transport.QP_DEST_QPN | transport.QP_RQ_PSN |
 				transport.QP_MAX_DEST_RD_ATOMIC | transport.QP_MIN_RNR_TIMER},
 		{transport.QPAttr{State: transport.QPS_RTS, SQPSN: 0x100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
