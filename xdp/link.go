@@ -60,6 +60,7 @@ type Link struct {
 // queue is one AF_XDP socket and its UMEM bookkeeping.
 type queue struct {
 	xsk      *axdp.Socket
+	received uint64 // frames delivered by Recv
 	rxRefill []axdp.Desc // chunks handed out by the last Recv, to give back to the fill ring
 	txFree   []uint64    // free TX chunk addresses
 	txBusy   []uint64    // TX chunks in flight, in submission order
@@ -250,6 +251,7 @@ func (l *Link) Recv(frames [][]byte) (int, error) {
 		for _, d := range q.xsk.Receive(min(avail, len(frames)-got)) {
 			frames[got] = q.xsk.GetFrame(d)
 			got++
+			q.received++
 			q.rxRefill = append(q.rxRefill, axdp.Desc{Addr: d.Addr &^ (FrameSize - 1), Len: FrameSize})
 		}
 	}
@@ -307,6 +309,17 @@ func (l *Link) Addrs() []netip.Addr { return l.ifc.addrs() }
 
 // Resolve implements transport.Link from the kernel's neighbour table.
 func (l *Link) Resolve(ip netip.Addr) ([6]byte, error) { return l.ifc.resolve(ip) }
+
+// QueueFrames returns, per receive queue, how many frames its socket delivered.
+func (l *Link) QueueFrames() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]uint64, len(l.queues))
+	for i, q := range l.queues {
+		out[i] = q.received
+	}
+	return out
+}
 
 // Mode returns the XDP mode the program attached in.
 func (l *Link) Mode() bpf.Mode { return l.prog.Mode() }

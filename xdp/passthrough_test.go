@@ -209,3 +209,46 @@ func TestHelperAttach(t *testing.T) {
 	os.Stdout.WriteString("XROCE-ATTACHED\n")
 	time.Sleep(time.Minute)
 }
+
+// TestQueues: on an interface with two receive queues the link opens a socket for
+// each, and RoCE frames arriving on either queue reach it.
+func TestQueues(t *testing.T) {
+	n := newTestNetQueues(t, 1500, false, 2)
+	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Close()
+	if q := len(la.QueueFrames()); q != 2 {
+		t.Fatalf("%d sockets, want one per queue (2)", q)
+	}
+	// The kernel in B spreads datagrams from different source ports over both queues.
+	inNS(t, n.nsB, func() {
+		for i := 0; i < 64; i++ {
+			c, err := net.DialUDP("udp4", &net.UDPAddr{Port: 20000 + i}, &net.UDPAddr{IP: n.ipA.AsSlice(), Port: 4791})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c.Write(make([]byte, 32))
+			c.Close()
+		}
+	})
+	frames := make([][]byte, 64)
+	got := 0
+	deadline := time.Now().Add(5 * time.Second)
+	for got < 64 && time.Now().Before(deadline) {
+		k, err := la.Recv(frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += k
+		if k == 0 {
+			la.Wait(time.Now().Add(10 * time.Millisecond))
+		}
+	}
+	per := la.QueueFrames()
+	if got != 64 || per[0] == 0 || per[1] == 0 {
+		t.Fatalf("received %d of 64 datagrams; per queue %v: want frames on both", got, per)
+	}
+}

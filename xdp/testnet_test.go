@@ -38,6 +38,12 @@ func sh(t testing.TB, args ...string) string {
 
 func newTestNet(t testing.TB, mtu int, bridge bool) *testNet {
 	t.Helper()
+	return newTestNetQueues(t, mtu, bridge, 1)
+}
+
+// newTestNetQueues is newTestNet with veths of several queues (no bridge variant).
+func newTestNetQueues(t testing.TB, mtu int, bridge bool, queues int) *testNet {
+	t.Helper()
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Fatal("iproute2's ip is required")
 	}
@@ -63,7 +69,9 @@ func newTestNet(t testing.TB, mtu int, bridge bool) *testNet {
 	}
 	m := fmt.Sprint(mtu)
 	if !bridge {
-		sh(t, "ip", "link", "add", n.ifA, "netns", n.nsA, "mtu", m, "type", "veth", "peer", "name", n.ifB, "netns", n.nsB, "mtu", m)
+		q := fmt.Sprint(queues)
+		sh(t, "ip", "link", "add", n.ifA, "netns", n.nsA, "mtu", m, "numtxqueues", q, "numrxqueues", q, "type", "veth",
+			"peer", "name", n.ifB, "netns", n.nsB, "mtu", m, "numtxqueues", q, "numrxqueues", q)
 	} else {
 		sh(t, "ip", "-n", n.nsBr, "link", "add", "br0", "mtu", m, "type", "bridge")
 		for _, s := range []struct{ ns, ifn, port string }{{n.nsA, n.ifA, "pa" + id}, {n.nsB, n.ifB, "pb" + id}} {
