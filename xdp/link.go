@@ -60,7 +60,7 @@ type Link struct {
 // queue is one AF_XDP socket and its UMEM bookkeeping.
 type queue struct {
 	xsk      *axdp.Socket
-	received uint64 // frames delivered by Recv
+	received uint64      // frames delivered by Recv
 	rxRefill []axdp.Desc // chunks handed out by the last Recv, to give back to the fill ring
 	txFree   []uint64    // free TX chunk addresses
 	txBusy   []uint64    // TX chunks in flight, in submission order
