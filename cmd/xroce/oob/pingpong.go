@@ -1,0 +1,81 @@
+package oob
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// PingpongDest is ibv_rc_pingpong's connection message (rdma-core
+// libibverbs/examples/rc_pingpong.c): "%04x:%06x:%06x:%s" of LID, QPN, PSN and the
+// GID as 32 hex digits, sent with its NUL: 52 bytes.
+type PingpongDest struct {
+	LID uint16
+	QPN uint32
+	PSN uint32
+	GID roce.GID
+}
+
+const pingpongMsgLen = 4 + 1 + 6 + 1 + 6 + 1 + 32 + 1
+
+// Marshal renders the message.
+func (d PingpongDest) Marshal() []byte {
+	return append([]byte(fmt.Sprintf("%04x:%06x:%06x:%s", d.LID, d.QPN&0xFFFFFF, d.PSN&0xFFFFFF, hex.EncodeToString(d.GID[:]))), 0)
+}
+
+// ParsePingpong parses the message.
+func ParsePingpong(b []byte) (PingpongDest, error) {
+	if len(b) != pingpongMsgLen || b[len(b)-1] != 0 {
+		return PingpongDest{}, fmt.Errorf("oob: rc_pingpong message of %d bytes, want %d ending in NUL", len(b), pingpongMsgLen)
+	}
+	f := strings.Split(string(b[:len(b)-1]), ":")
+	if len(f) != 4 || len(f[3]) != 32 {
+		return PingpongDest{}, fmt.Errorf("oob: malformed rc_pingpong message %q", b)
+	}
+	var d PingpongDest
+	lid, err1 := strconv.ParseUint(f[0], 16, 16)
+	qpn, err2 := strconv.ParseUint(f[1], 16, 24)
+	psn, err3 := strconv.ParseUint(f[2], 16, 24)
+	gid, err4 := hex.DecodeString(f[3])
+	for _, err := range []error{err1, err2, err3, err4} {
+		if err != nil {
+			return PingpongDest{}, fmt.Errorf("oob: malformed rc_pingpong message %q: %v", b, err)
+		}
+	}
+	d.LID, d.QPN, d.PSN = uint16(lid), uint32(qpn), uint32(psn)
+	copy(d.GID[:], gid)
+	return d, nil
+}
+
+// PingpongExchange sends local and returns the peer's message: the client writes
+// first and the server answers, as rc_pingpong does.
+func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.Duration) (PingpongDest, error) {
+	s := &Session{conn: c, client: client, timeout: timeout}
+	in, err := s.xchg(local.Marshal(), pingpongMsgLen)
+	if err != nil {
+		return PingpongDest{}, err
+	}
+	return ParsePingpong(in)
+}
+
+// PingpongDone ends an rc_pingpong exchange after the test: the client sends "done",
+// the server waits for it.
+func PingpongDone(c net.Conn, client bool, timeout time.Duration) error {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if client {
+		_, err := c.Write([]byte("done\x00"))
+		return err
+	}
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(c, b); err != nil {
+		return fmt.Errorf("oob: waiting for the client's \"done\": %w", err)
+	}
+	return nil
+}

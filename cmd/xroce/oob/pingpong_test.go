@@ -1,0 +1,76 @@
+package oob
+
+import (
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// TestPingpongAgainstCapture plays both roles against ibv_rc_pingpong.pcap.
+func TestPingpongAgainstCapture(t *testing.T) {
+	msgs := exchange(t, "ibv_rc_pingpong.pcap")
+	if len(msgs) != 3 || len(msgs[0].data) != 52 || string(msgs[2].data) != "done\x00" {
+		t.Fatalf("capture: %d messages", len(msgs))
+	}
+	capServer, err := ParsePingpong(msgs[1].data)
+	if err != nil || capServer.QPN != 0x19 || capServer.PSN != 0x5807ae || capServer.GID != roce.GIDFromAddr(mustAddr("10.77.0.11")) {
+		t.Fatalf("captured server message: %+v %v", capServer, err)
+	}
+	if !bytes.Equal(capServer.Marshal(), msgs[1].data) {
+		t.Errorf("Marshal of the parsed message differs from the capture")
+	}
+	ours := PingpongDest{QPN: 0x42, PSN: 0x123456, GID: roce.GIDFromAddr(mustAddr("10.77.0.12"))}
+	check := func(i int, want, got []byte) {
+		if len(want) == 52 {
+			if !bytes.Equal(got, ours.Marshal()) {
+				t.Errorf("message %d: %q, want %q", i, got, ours.Marshal())
+			}
+		} else if !bytes.Equal(got, want) {
+			t.Errorf("message %d: %q, want %q", i, got, want)
+		}
+	}
+	for _, client := range []bool{true, false} {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		go func() {
+			var conn net.Conn
+			var err error
+			if client {
+				conn, err = ln.Accept()
+			} else {
+				conn, err = net.Dial("tcp", ln.Addr().String())
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			script(t, msgs, !client, conn, check)
+		}()
+		var conn net.Conn
+		if client {
+			conn, err = net.Dial("tcp", ln.Addr().String())
+		} else {
+			conn, err = ln.Accept()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer, err := PingpongExchange(conn, client, ours, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantQPN := uint32(0x19)
+		if !client {
+			wantQPN = 0x19 // the captured client's QPN is also 0x19 (separate guests)
+		}
+		if peer.QPN != wantQPN {
+			t.Errorf("client=%v: peer %+v", client, peer)
+		}
+		if err := PingpongDone(conn, client, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+	}
+}
