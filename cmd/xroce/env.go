@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/xroce/xroce/bpf"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+	"github.com/xroce/xroce/xdp"
+)
+
+// linkOptions are the flags that choose and open the link.
+type linkOptions struct {
+	dev      string // -d: the network interface
+	link     string // xdp or udp
+	xdpMode  string
+	gidIndex int // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
+}
+
+// env is an opened device running its engine.
+type env struct {
+	link transport.Link
+	dev  *transport.Device
+	gid  roce.GIDEntry
+	stop func()
+}
+
+// openEnv opens the link and the device and starts the engine.
+func openEnv(o linkOptions) (*env, error) {
+	if o.dev == "" {
+		return nil, fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
+	}
+	var link transport.Link
+	switch o.link {
+	case "xdp":
+		mode, err := bpf.ParseMode(o.xdpMode)
+		if err != nil {
+			return nil, err
+		}
+		l, err := xdp.Open(xdp.Config{Interface: o.dev, Mode: mode})
+		if err != nil {
+			if errors.Is(err, bpf.ErrPermission) {
+				return nil, fmt.Errorf("%v\n(run as root, or use the kernel UDP link: --link udp)", err)
+			}
+			return nil, err
+		}
+		link = l
+	case "udp":
+		l, err := xdp.OpenUDP(xdp.UDPConfig{Interface: o.dev})
+		if err != nil {
+			return nil, err
+		}
+		link = l
+	default:
+		return nil, fmt.Errorf("--link %q: want xdp or udp", o.link)
+	}
+	dev, err := transport.Open(link, transport.Options{})
+	if err != nil {
+		link.Close()
+		return nil, err
+	}
+	gid, err := pickGID(dev.GIDTable(), o.gidIndex, o.dev)
+	if err != nil {
+		link.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = dev.Run(ctx)
+	}()
+	return &env{link: link, dev: dev, gid: gid, stop: func() { cancel(); wg.Wait(); link.Close() }}, nil
+}
+
+// pickGID returns the GID at index, or the default: the first IPv4-mapped GID, else
+// the first non-link-local IPv6 one. Errors list the table.
+func pickGID(t roce.GIDTable, index int, ifname string) (roce.GIDEntry, error) {
+	if index >= 0 {
+		e, err := t.Entry(index)
+		if err != nil {
+			return e, fmt.Errorf("GID index %d out of range on %s; its GIDs are:\n%s(use -x with one of these indexes)", index, ifname, gidList(t))
+		}
+		return e, nil
+	}
+	for _, want4 := range []bool{true, false} {
+		for _, e := range t {
+			a := e.GID.Addr()
+			if a.Is4() == want4 && !a.IsLinkLocalUnicast() {
+				return e, nil
+			}
+		}
+	}
+	return roce.GIDEntry{}, fmt.Errorf("%s has no IP address, so no usable RoCEv2 GID (only the link-local %s): add one, e.g. ip addr add 10.0.0.1/24 dev %s", ifname, t[0].GID, ifname)
+}
+
+func gidList(t roce.GIDTable) string {
+	s := ""
+	for _, e := range t {
+		s += fmt.Sprintf("  %d  %s  RoCE %v\n", e.Index, e.GID, e.Version)
+	}
+	return s
+}
+
+// checkPeerGID refuses a peer GID of the other kind, saying which index to use.
+func checkPeerGID(t roce.GIDTable, local roce.GIDEntry, peer roce.GID) error {
+	l4, p4 := local.GID.IsIPv4Mapped(), peer.IsIPv4Mapped()
+	if l4 == p4 {
+		return nil
+	}
+	kind := func(v4 bool) string {
+		if v4 {
+			return "IPv4-mapped"
+		}
+		return "IPv6"
+	}
+	hint := ""
+	for _, e := range t {
+		if e.GID.IsIPv4Mapped() == p4 && !e.GID.Addr().IsLinkLocalUnicast() {
+			hint = fmt.Sprintf("; use -x %d here", e.Index)
+			break
+		}
+	}
+	return fmt.Errorf("GID kind mismatch: our GID index %d is %s (%s), the peer's GID is %s (%s)%s, or on the peer an index of our kind (rdma_rxe lists IPv4 at index 1, mlx5 usually at 3)",
+		local.Index, kind(l4), local.GID, kind(p4), peer, hint)
+}
+
+// peerAddr is the peer's IP address from its GID.
+func peerAddr(g roce.GID) netip.Addr { return g.Addr() }

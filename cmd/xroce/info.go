@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"net"
+
+	"github.com/spf13/pflag"
+	"github.com/vishvananda/netlink"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// runGids prints the GID table of an interface like show_gids:
+// DEV PORT INDEX GID IPv4 VER DEV.
+func runGids(name string, args []string) error {
+	return gids(args, os.Stdout)
+}
+
+func gids(args []string, w io.Writer) error {
+	fs := pflag.NewFlagSet(name0("gids"), pflag.ContinueOnError)
+	fs.SetOutput(w)
+	dev := fs.StringP("ib-dev", "d", "", "network interface")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errUsage
+		}
+		return err
+	}
+	if *dev == "" && fs.NArg() == 1 {
+		*dev = fs.Arg(0)
+	}
+	if *dev == "" {
+		return fmt.Errorf("give the network interface with -d")
+	}
+	t, err := roce.GIDTableFromInterface(*dev)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n")
+	fmt.Fprintf(w, "---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n")
+	for _, e := range t {
+		ip4 := ""
+		if e.GID.IsIPv4Mapped() {
+			ip4 = e.GID.Addr().String()
+		}
+		fmt.Fprintf(w, "%s\t1\t%d\t%s\t%-14s\t%v\t%s\n", "xroce_"+*dev, e.Index, e.GID.Hex(), ip4, e.Version, *dev)
+	}
+	fmt.Fprintf(w, "n_gids_found=%d\n", len(t))
+	return nil
+}
+
+func name0(s string) string { return "xroce " + s }
+
+// runDevinfo prints ibv_devinfo's fields for an interface.
+func runDevinfo(name string, args []string) error { return devinfo(args, os.Stdout) }
+
+func devinfo(args []string, w io.Writer) error {
+	fs := pflag.NewFlagSet(name0("devinfo"), pflag.ContinueOnError)
+	fs.SetOutput(w)
+	dev := fs.StringP("ib-dev", "d", "", "network interface")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errUsage
+		}
+		return err
+	}
+	if *dev == "" && fs.NArg() == 1 {
+		*dev = fs.Arg(0)
+	}
+	if *dev == "" {
+		return fmt.Errorf("give the network interface with -d")
+	}
+	l, err := netlink.LinkByName(*dev)
+	if err != nil {
+		return fmt.Errorf("interface %q: %w", *dev, err)
+	}
+	a := l.Attrs()
+	mac, err := roce.MACFromHardwareAddr(a.HardwareAddr)
+	if err != nil {
+		return err
+	}
+	ll := roce.LinkLocalGID(mac)
+	guid := fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x", ll[8], ll[9], ll[10], ll[11], ll[12], ll[13], ll[14], ll[15])
+	state := "PORT_DOWN (1)"
+	if a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown && a.Flags&net.FlagUp != 0 {
+		state = "PORT_ACTIVE (4)"
+	}
+	active := roce.MTUFromNetdev(a.MTU)
+	fmt.Fprintf(w, "hca_id:\txroce_%s\n", *dev)
+	fmt.Fprintf(w, "\ttransport:\t\t\tInfiniBand (0)\n")
+	fmt.Fprintf(w, "\tfw_ver:\t\t\t\t0.0.0\n")
+	fmt.Fprintf(w, "\tnode_guid:\t\t\t%s\n", guid)
+	fmt.Fprintf(w, "\tsys_image_guid:\t\t\t%s\n", guid)
+	fmt.Fprintf(w, "\tvendor_id:\t\t\t0x0000\n")
+	fmt.Fprintf(w, "\tvendor_part_id:\t\t\t0\n")
+	fmt.Fprintf(w, "\thw_ver:\t\t\t\t0x0\n")
+	fmt.Fprintf(w, "\tphys_port_cnt:\t\t\t1\n")
+	fmt.Fprintf(w, "\t\tport:\t1\n")
+	fmt.Fprintf(w, "\t\t\tstate:\t\t\t%s\n", state)
+	fmt.Fprintf(w, "\t\t\tmax_mtu:\t\t4096 (5)\n")
+	fmt.Fprintf(w, "\t\t\tactive_mtu:\t\t%d (%d)\n", active.Bytes(), active)
+	fmt.Fprintf(w, "\t\t\tsm_lid:\t\t\t0\n")
+	fmt.Fprintf(w, "\t\t\tport_lid:\t\t0\n")
+	fmt.Fprintf(w, "\t\t\tport_lmc:\t\t0x00\n")
+	fmt.Fprintf(w, "\t\t\tlink_layer:\t\tEthernet\n")
+	if active == roce.MTU4096 {
+		fmt.Fprintf(w, "\t\t\t(over AF_XDP xroce runs path MTUs up to 2048; see docs/afxdp.md)\n")
+	}
+	return nil
+}

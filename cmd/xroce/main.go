@@ -1,0 +1,70 @@
+// Command xroce runs RDMA over a userspace RoCEv2 engine: perftest-compatible
+// bandwidth and latency tests, an ibv_rc_pingpong-compatible pingpong, and GID and
+// device listings. A real ib_write_bw or ibv_rc_pingpong on an rdma_rxe or mlx5 host
+// can be the other side.
+//
+//	xroce write_bw -d veth0                 # server
+//	xroce write_bw -d veth0 10.0.0.1        # client
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+type command struct {
+	summary string
+	run     func(name string, args []string) error
+}
+
+var commands = map[string]command{
+	"write_bw":  {"RDMA WRITE bandwidth (perftest ib_write_bw)", runPerf},
+	"read_bw":   {"RDMA READ bandwidth (perftest ib_read_bw)", runPerf},
+	"send_bw":   {"SEND bandwidth (perftest ib_send_bw)", runPerf},
+	"atomic_bw": {"atomic FETCH_AND_ADD / CMP_AND_SWP rate (perftest ib_atomic_bw)", runPerf},
+	"write_lat": {"RDMA WRITE latency (perftest ib_write_lat)", runPerf},
+	"read_lat":  {"RDMA READ latency (perftest ib_read_lat)", runPerf},
+	"send_lat":  {"SEND latency (perftest ib_send_lat)", runPerf},
+	"pingpong":  {"SEND ping-pong (ibv_rc_pingpong)", runPingpong},
+	"gids":      {"GID table of an interface (show_gids)", runGids},
+	"devinfo":   {"device attributes of an interface (ibv_devinfo)", runDevinfo},
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "usage: xroce COMMAND [flags] [server-address]\n\ncommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(os.Stderr, "\n'xroce COMMAND --help' lists a command's flags.\n")
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	name := strings.TrimPrefix(os.Args[1], "ib_")
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "xroce: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err := c.run(name, os.Args[2:]); err != nil {
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "xroce %s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")

@@ -1,0 +1,708 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xroce/xroce/cmd/xroce/oob"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// perfOptions are perftest's flags, where they apply, and xroce's own.
+type perfOptions struct {
+	linkOptions
+	port        int
+	size        int
+	iters       int
+	duration    int
+	mtu         int
+	qps         int
+	txDepth     int
+	tclass      int
+	reportGbits bool
+	runInf      bool
+	verify      bool
+	inline      int
+	conn        string
+	ibPort      int
+	all         bool
+	pcap        string
+	server      string // the client's server address; empty for the server
+	out         io.Writer
+}
+
+func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) {
+	o := &perfOptions{out: out}
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(out)
+	lat := strings.HasSuffix(name, "_lat")
+	defSize, defIters := 65536, 5000
+	if lat {
+		defSize, defIters = 2, 1000
+	}
+	if name == "atomic_bw" {
+		defSize = 8
+	}
+	fs.StringVarP(&o.dev, "ib-dev", "d", "", "network interface to run on (perftest: the IB device)")
+	fs.IntVarP(&o.ibPort, "ib-port", "i", 1, "port number (xroce devices have port 1)")
+	fs.IntVarP(&o.gidIndex, "gid-index", "x", -1, "GID index (default: the interface's first IPv4 GID)")
+	fs.IntVarP(&o.size, "size", "s", defSize, "message size in bytes")
+	fs.BoolVarP(&o.all, "all", "a", false, "run sizes from 2 to 2^23 (not supported yet)")
+	fs.IntVarP(&o.iters, "iters", "n", defIters, "number of iterations")
+	fs.IntVarP(&o.duration, "duration", "D", 0, "run for this many seconds instead of -n, with a progress line a second")
+	fs.IntVarP(&o.mtu, "mtu", "m", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link carries)")
+	fs.IntVarP(&o.qps, "qp", "q", 1, "number of QPs (xroce runs 1)")
+	fs.IntVarP(&o.txDepth, "tx-depth", "t", 128, "work requests in flight")
+	fs.BoolP("cpu-freq", "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
+	fs.IntVarP(&o.port, "port", "p", oob.DefaultPort, "TCP port of the out-of-band exchange")
+	fs.IntVar(&o.tclass, "tclass", 0, "traffic class (IPv4 TOS / IPv6 traffic class)")
+	fs.BoolVar(&o.reportGbits, "report_gbits", false, "report bandwidth in Gb/s")
+	fs.BoolVar(&o.runInf, "run_infinitely", false, "run until interrupted, a line a second (with -D: a line every D seconds)")
+	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
+	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
+	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
+	fs.StringVar(&o.xdpMode, "xdp-mode", "native", "XDP attach mode: native, generic or auto")
+	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
+	fs.StringVar(&o.pcap, "pcap", "", "record frames to a pcap file (not supported yet)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, errUsage
+		}
+		return nil, err
+	}
+	switch {
+	case fs.NArg() > 1:
+		return nil, fmt.Errorf("one server address at most, got %q", fs.Args())
+	case o.conn != "RC":
+		return nil, fmt.Errorf("-c %s: xroce implements RC only", o.conn)
+	case o.qps != 1:
+		return nil, fmt.Errorf("-q %d: xroce runs one QP per test for now", o.qps)
+	case o.ibPort != 1:
+		return nil, fmt.Errorf("-i %d: xroce devices have port 1 only", o.ibPort)
+	case o.all:
+		return nil, fmt.Errorf("-a is not supported yet: give sizes one at a time with -s")
+	case o.pcap != "":
+		return nil, fmt.Errorf("--pcap is not supported yet")
+	case o.size < 0 || o.size > transport.MaxMsgSize:
+		return nil, fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
+	case name == "atomic_bw" && o.size != 8:
+		return nil, fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
+	case o.iters <= 0 || o.txDepth <= 0:
+		return nil, fmt.Errorf("-n and -t must be positive")
+	case o.inline < 0 || o.inline > transport.MaxInline:
+		return nil, fmt.Errorf("-I %d: at most %d", o.inline, transport.MaxInline)
+	}
+	if o.mtu != 0 {
+		if _, err := roce.MTUFromBytes(o.mtu); err != nil {
+			return nil, fmt.Errorf("-m %d: %v", o.mtu, err)
+		}
+	}
+	if fs.NArg() == 1 {
+		o.server = fs.Arg(0)
+	}
+	return o, nil
+}
+
+// test describes one perftest test.
+type test struct {
+	name string
+	op   transport.WROpcode
+	lat  bool
+	kind oob.Kind
+}
+
+func testFor(name string) test {
+	t := test{name: name, kind: oob.BW}
+	switch {
+	case strings.HasPrefix(name, "write"):
+		t.op = transport.WR_RDMA_WRITE
+	case strings.HasPrefix(name, "read"):
+		t.op = transport.WR_RDMA_READ
+	case strings.HasPrefix(name, "send"):
+		t.op = transport.WR_SEND
+		t.kind = oob.SendBW
+	default:
+		t.op = transport.WR_ATOMIC_FETCH_AND_ADD
+	}
+	if strings.HasSuffix(name, "_lat") {
+		t.lat, t.kind = true, oob.Lat
+		if t.op == transport.WR_RDMA_READ {
+			t.kind = oob.ReadLat
+		}
+	}
+	return t
+}
+
+func runPerf(name string, args []string) error {
+	o, err := parsePerf(name, args, os.Stdout)
+	if err != nil {
+		return err
+	}
+	return perf(context.Background(), testFor(name), o)
+}
+
+// conn is a running perftest connection.
+type conn struct {
+	t      test
+	o      *perfOptions
+	env    *env
+	client bool
+	pd     *transport.ProtectionDomain
+	cq     *transport.CompletionQueue
+	qp     *transport.QueuePair
+	mr     *transport.MemoryRegion
+	buf    []byte
+	half   int // the receive half of buf starts here (latency tests)
+	local  oob.Dest
+	remote oob.Dest
+	mtu    roce.MTU
+
+	recvd       int    // receive completions (send_lat)
+	remoteIters uint64 // iterations the client reported (bandwidth server)
+}
+
+func perf(ctx context.Context, t test, o *perfOptions) error {
+	e, err := openEnv(o.linkOptions)
+	if err != nil {
+		return err
+	}
+	defer e.stop()
+	c := &conn{t: t, o: o, env: e, client: o.server != ""}
+	if err := c.setup(); err != nil {
+		return err
+	}
+	var nc net.Conn
+	if c.client {
+		nc, err = oob.Dial(net.JoinHostPort(o.server, fmt.Sprint(o.port)), 10*time.Second)
+		if err != nil {
+			return err
+		}
+	} else {
+		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+		if err != nil {
+			return fmt.Errorf("listening on TCP port %d: %w", o.port, err)
+		}
+		fmt.Fprintf(o.out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		nc, err = ln.Accept()
+		ln.Close()
+		if err != nil {
+			return err
+		}
+	}
+	s := oob.NewSession(nc, c.client, t.kind, 60*time.Second)
+	ours := c.ourMTU()
+	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	c.remote = remote
+	c.printHeader(peerMTU)
+	var res oob.Results
+	if t.lat {
+		if !c.client && t.op == transport.WR_RDMA_READ {
+			fmt.Fprintf(o.out, " The client reads; the server waits for it to finish.\n")
+		}
+		lats, err := c.runLat()
+		if err != nil {
+			nc.Close()
+			return err
+		}
+		if _, err := s.Finish(oob.Results{}); err != nil {
+			return err
+		}
+		if len(lats) > 0 {
+			c.printLat(lats)
+		}
+		return c.verifyAfter()
+	}
+	res, err = c.runBW(ctx)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	got, err := s.Finish(res)
+	if err != nil {
+		return err
+	}
+	if !c.client && t.kind == oob.BW {
+		res = got // a bandwidth server reports what its client measured
+		c.remoteIters = got.Iters
+	}
+	c.printBW(res)
+	return c.verifyAfter()
+}
+
+// ourMTU is -m, or the largest path MTU the link carries.
+func (c *conn) ourMTU() roce.MTU {
+	if c.o.mtu != 0 {
+		m, _ := roce.MTUFromBytes(c.o.mtu)
+		return m
+	}
+	m := roce.MTUFromNetdev(c.env.link.MTU())
+	if l, ok := c.env.link.(transport.PathMTULimiter); ok {
+		limit, _ := l.MaxPathMTU()
+		m = roce.MinMTU(m, limit)
+	}
+	return m
+}
+
+// setup creates the PD, buffer, MR, CQ and QP (in INIT), and our key message.
+func (c *conn) setup() error {
+	dev := c.env.dev
+	c.pd = dev.AllocPD()
+	c.half = max(c.o.size, 4096) // perftest's BUFF_SIZE with a 4096-byte cycle buffer
+	c.buf = make([]byte, 2*c.half)
+	var err error
+	c.mr, err = c.pd.RegMR(c.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead|transport.AccessRemoteAtomic)
+	if err != nil {
+		return err
+	}
+	depth := c.o.txDepth
+	c.cq = dev.CreateCQ(4 * (depth + 512))
+	c.qp, err = c.pd.CreateQP(transport.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq,
+		Cap: transport.QPCap{MaxSendWR: depth, MaxRecvWR: 512, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: c.o.inline}})
+	if err != nil {
+		return err
+	}
+	if err := c.qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite |
+		transport.AccessRemoteRead | transport.AccessRemoteAtomic}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
+		return err
+	}
+	outReads := 1
+	if c.t.op == transport.WR_RDMA_READ || c.t.op == transport.WR_ATOMIC_FETCH_AND_ADD {
+		outReads = 16
+	}
+	vaddr := c.mr.Addr()
+	if c.t.lat {
+		vaddr += uint64(c.half)
+	}
+	rkey := c.mr.RKey()
+	if c.t.op == transport.WR_SEND {
+		rkey = 0 // as perftest's send tests advertise
+	}
+	c.local = oob.Dest{OutReads: outReads, QPN: c.qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, RKey: rkey, VAddr: vaddr, GID: c.env.gid.GID}
+	if c.o.verify {
+		pattern(c.buf[:c.o.size], uint64(c.o.size))
+		if !c.client && c.t.op == transport.WR_RDMA_READ {
+			off := int(vaddr - c.mr.Addr()) // what the client reads: the advertised area
+			pattern(c.buf[off:off+c.o.size], uint64(c.o.size)+1)
+		}
+	}
+	return nil
+}
+
+// connect moves the QP to RTR and RTS towards the peer (between the handshake and
+// the barriers), after checking the GIDs are of one kind.
+func (c *conn) connect(remote oob.Dest, mtu roce.MTU) error {
+	if err := checkPeerGID(c.env.dev.GIDTable(), c.env.gid, remote.GID); err != nil {
+		return err
+	}
+	c.mtu = mtu
+	maxRd := uint8(min(max(remote.OutReads, 1), transport.MaxQPRdAtom))
+	if err := c.qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: mtu, DestQPN: remote.QPN, RQPSN: remote.PSN,
+		MaxDestRdAtomic: transport.MaxQPRdAtom, MinRNRTimer: 12,
+		AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: c.env.gid.Index, TrafficClass: uint8(c.o.tclass)}},
+		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
+		return err
+	}
+	if err := c.qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: c.local.PSN, Timeout: 14, RetryCnt: 7,
+		RNRRetry: 7, MaxRdAtomic: maxRd},
+		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|
+			transport.QP_MAX_QP_RD_ATOMIC); err != nil {
+		return err
+	}
+	// Receivers post their receives before the barriers let the sender start.
+	if c.t.op == transport.WR_SEND && (!c.client || c.t.lat) {
+		for i := 0; i < min(512, c.o.iters); i++ {
+			if err := c.postRecv(uint64(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *conn) postRecv(id uint64) error {
+	off := 0
+	if c.t.lat {
+		off = c.half
+	}
+	_, err := c.qp.PostRecv(transport.RecvWR{WRID: id, SGList: []transport.SGE{{Addr: c.mr.Addr() + uint64(off), Length: uint32(max(c.o.size, 1)), LKey: c.mr.LKey()}}})
+	return err
+}
+
+// wr is the test's work request.
+func (c *conn) wr() transport.SendWR {
+	w := transport.SendWR{Opcode: c.t.op, Flags: transport.SendSignaled, RemoteAddr: c.remote.VAddr, RKey: c.remote.RKey,
+		SGList: []transport.SGE{{Addr: c.mr.Addr(), Length: uint32(c.o.size), LKey: c.mr.LKey()}}, CompareAdd: 1}
+	if c.t.op == transport.WR_RDMA_READ {
+		w.SGList[0].Addr += uint64(c.half) * boolU64(c.t.lat)
+	}
+	if c.o.size <= c.o.inline && c.t.op != transport.WR_RDMA_READ && c.t.op != transport.WR_ATOMIC_FETCH_AND_ADD {
+		w.Flags |= transport.SendInline
+	}
+	return w
+}
+
+func boolU64(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// errCompletion explains a failed work completion the way users need it.
+func errCompletion(wc transport.WorkCompletion) error {
+	switch wc.Status {
+	case transport.WC_RETRY_EXC_ERR:
+		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. This usually means a wrong GID index (-x) on either side, a path MTU the peer cannot take (-m), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode)
+	case transport.WC_RNR_RETRY_EXC_ERR:
+		return fmt.Errorf("completion %v (%v): the peer had no receive posted", wc.Status, wc.Opcode)
+	case transport.WC_REM_ACCESS_ERR:
+		return fmt.Errorf("completion %v (%v): the peer refused the access: rkey, address or size outside its region (-s larger than the peer's buffer?)", wc.Status, wc.Opcode)
+	case transport.WC_REM_INV_REQ_ERR:
+		return fmt.Errorf("completion %v (%v): the peer found the request invalid (a path MTU mismatch, or a size larger than its receive buffer)", wc.Status, wc.Opcode)
+	}
+	return fmt.Errorf("completion %v (%v)", wc.Status, wc.Opcode)
+}
+
+// waitCQ polls the CQ into wcs, waiting up to limit for at least one completion.
+func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int, error) {
+	if n := c.cq.Poll(wcs); n > 0 {
+		return n, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := c.cq.Wait(ctx); err != nil {
+		return 0, fmt.Errorf("no completion for %v: the peer is not answering; check the GID index (-x), the path MTU (-m) and that UDP port 4791 is open", limit)
+	}
+	return c.cq.Poll(wcs), nil
+}
+
+// runBW runs a bandwidth test: the client posts; a send_bw server receives.
+func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
+	o := c.o
+	res := oob.Results{Size: uint64(o.size)}
+	if !c.client && c.t.op != transport.WR_SEND {
+		return res, nil // the peer moves the data; the results come in the exchange
+	}
+	iters := o.iters
+	deadline := time.Time{}
+	if o.duration > 0 || o.runInf {
+		iters = 1 << 62
+		if o.duration > 0 && !o.runInf {
+			deadline = time.Now().Add(time.Duration(o.duration) * time.Second)
+		}
+	}
+	wcs := make([]transport.WorkCompletion, 64)
+	wr := c.wr()
+	posted, done := 0, 0
+	start := time.Now()
+	last, lastDone := start, 0
+	peak := 0.0
+	window := max(1, min(o.txDepth, iters/100))
+	winStart, winDone := start, 0
+	receiver := !c.client
+	for done < iters {
+		if !deadline.IsZero() && time.Now().After(deadline) && posted == done {
+			break
+		}
+		for !receiver && posted < iters && posted-done < o.txDepth && (deadline.IsZero() || time.Now().Before(deadline)) {
+			wr.WRID = uint64(posted)
+			if _, err := c.qp.PostSend(wr); err != nil {
+				return res, err
+			}
+			posted++
+		}
+		n, err := c.waitCQ(wcs, 30*time.Second)
+		if err != nil {
+			return res, err
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != transport.WC_SUCCESS {
+				return res, errCompletion(wc)
+			}
+			if receiver {
+				if err := c.postRecv(wc.WRID); err != nil {
+					return res, err
+				}
+			}
+		}
+		done += n
+		if done-winDone >= window {
+			now := time.Now()
+			if r := float64(done-winDone) / now.Sub(winStart).Seconds(); r > peak {
+				peak = r
+			}
+			winStart, winDone = now, done
+		}
+		if (o.duration > 0 || o.runInf) && time.Since(last) >= max(time.Second, time.Duration(o.duration)*time.Second*boolDur(o.runInf)) {
+			now := time.Now()
+			rate := float64(done-lastDone) / now.Sub(last).Seconds()
+			fmt.Fprintf(o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", o.size, done-lastDone, c.bw(rate), c.bw(rate), rate/1e6)
+			last, lastDone = now, done
+		}
+		if receiver && done >= o.iters && deadline.IsZero() && !o.runInf {
+			break
+		}
+	}
+	el := time.Since(start).Seconds()
+	rate := float64(done) / el
+	peak = max(peak, rate)
+	res.Iters = uint64(done)
+	res.PeakBW, res.AvgBW, res.MsgRate = c.bw(peak), c.bw(rate), rate/1e6
+	return res, nil
+}
+
+func boolDur(b bool) time.Duration {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// bw converts messages per second to MB/s, or Gb/s with --report_gbits.
+func (c *conn) bw(msgsPerSec float64) float64 {
+	bytes := msgsPerSec * float64(c.o.size)
+	if c.o.reportGbits {
+		return bytes * 8 / 1e9
+	}
+	return bytes / (1 << 20)
+}
+
+// runLat runs a latency test and returns the per-iteration times (one-way for WRITE
+// and SEND ping-pong, round trip for READ), or nil on a read_lat server.
+func (c *conn) runLat() ([]time.Duration, error) {
+	o := c.o
+	iters := o.iters
+	lats := make([]time.Duration, 0, iters)
+	wcs := make([]transport.WorkCompletion, 16)
+	wr := c.wr()
+	waitSend := func() error {
+		for {
+			n, err := c.waitCQ(wcs, 30*time.Second)
+			if err != nil {
+				return err
+			}
+			sent := false
+			for _, wc := range wcs[:n] {
+				if wc.Status != transport.WC_SUCCESS {
+					return errCompletion(wc)
+				}
+				if wc.Opcode != transport.WC_RECV {
+					sent = true
+					continue
+				}
+				if err := c.postRecv(wc.WRID); err != nil {
+					return err
+				}
+				c.recvd++
+			}
+			if sent {
+				return nil
+			}
+		}
+	}
+	switch c.t.op {
+	case transport.WR_RDMA_READ:
+		if !c.client {
+			return nil, nil
+		}
+		for i := 0; i < iters; i++ {
+			t0 := time.Now()
+			if _, err := c.qp.PostSend(wr); err != nil {
+				return nil, err
+			}
+			if err := waitSend(); err != nil {
+				return nil, err
+			}
+			lats = append(lats, time.Since(t0))
+		}
+		return lats, nil
+	case transport.WR_RDMA_WRITE:
+		// perftest's write_lat: the last byte of each message carries the iteration
+		// count; each side polls the last byte of its receive half for the peer's.
+		if o.size == 0 {
+			return nil, fmt.Errorf("write_lat needs -s of at least 1")
+		}
+		mark := &c.buf[c.o.size-1]
+		poll := c.half + o.size - 1
+		var sent time.Time
+		for i := 1; i <= iters; i++ {
+			t0 := time.Now()
+			if !c.client {
+				if err := c.pollByte(poll, byte(i), 30*time.Second); err != nil {
+					return nil, err
+				}
+				if i > 1 { // the server measures from its reply to the next message
+					lats = append(lats, time.Since(sent)/2)
+				}
+				sent = time.Now()
+			}
+			*mark = byte(i)
+			if _, err := c.qp.PostSend(wr); err != nil {
+				return nil, err
+			}
+			if err := waitSend(); err != nil {
+				return nil, err
+			}
+			if c.client {
+				if err := c.pollByte(poll, byte(i), 30*time.Second); err != nil {
+					return nil, err
+				}
+				lats = append(lats, time.Since(t0)/2)
+			}
+		}
+		return lats, nil
+	}
+	// send_lat: the client sends and waits for the reply; the server replies.
+	for i := 0; i < iters; i++ {
+		t0 := time.Now()
+		if c.client {
+			if _, err := c.qp.PostSend(wr); err != nil {
+				return nil, err
+			}
+			if err := waitSend(); err != nil {
+				return nil, err
+			}
+		}
+		for c.recvd <= i {
+			if err := waitSendOrRecv(c, wcs); err != nil {
+				return nil, err
+			}
+		}
+		if !c.client {
+			if _, err := c.qp.PostSend(wr); err != nil {
+				return nil, err
+			}
+			if err := waitSend(); err != nil {
+				return nil, err
+			}
+		}
+		if c.client || i > 0 {
+			lats = append(lats, time.Since(t0)/2)
+		}
+	}
+	return lats, nil
+}
+
+// waitSendOrRecv handles one batch of completions, counting receives.
+func waitSendOrRecv(c *conn, wcs []transport.WorkCompletion) error {
+	n, err := c.waitCQ(wcs, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	for _, wc := range wcs[:n] {
+		if wc.Status != transport.WC_SUCCESS {
+			return errCompletion(wc)
+		}
+		if wc.Opcode == transport.WC_RECV {
+			c.recvd++
+			if err := c.postRecv(wc.WRID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pollByte spins until buf[i] == want, reading it atomically (the engine writes it
+// from its own goroutine, as an HCA writes host memory).
+func (c *conn) pollByte(i int, want byte, limit time.Duration) error {
+	w := i &^ 3
+	p := (*uint32)(unsafe.Pointer(&c.buf[w]))
+	shift := uint(i-w) * 8
+	deadline := time.Now().Add(limit)
+	for n := 0; ; n++ {
+		if byte(atomic.LoadUint32(p)>>shift) == want {
+			return nil
+		}
+		if n&0xFFFF == 0 && time.Now().After(deadline) {
+			return fmt.Errorf("the peer's write %d did not arrive within %v: the peer is not answering; check the GID index (-x), the path MTU (-m) and that UDP port 4791 is open", want, limit)
+		}
+	}
+}
+
+// verifyAfter checks the data of an xroce-to-xroce run with --verify.
+func (c *conn) verifyAfter() error {
+	if !c.o.verify {
+		return nil
+	}
+	n := c.o.size
+	want := make([]byte, n)
+	var got []byte
+	switch {
+	case c.t.lat && c.t.op != transport.WR_RDMA_READ:
+		pattern(want, uint64(n))
+		got = c.buf[c.half : c.half+n]
+		if n > 0 && c.t.op == transport.WR_RDMA_WRITE {
+			want[n-1] = byte(c.o.iters) // the iteration mark
+		}
+	case c.t.op == transport.WR_RDMA_WRITE && !c.client:
+		pattern(want, uint64(n))
+		got = c.buf[:n]
+	case c.t.op == transport.WR_SEND && !c.client:
+		pattern(want, uint64(n))
+		got = c.buf[:n]
+	case c.t.op == transport.WR_RDMA_READ && c.client:
+		pattern(want, uint64(n)+1)
+		if c.t.lat {
+			got = c.buf[c.half : c.half+n]
+		} else {
+			got = c.buf[:n]
+		}
+	case c.t.op == transport.WR_ATOMIC_FETCH_AND_ADD && !c.client:
+		if v := binary.NativeEndian.Uint64(c.buf); v != c.remoteIters {
+			return fmt.Errorf("verify: the counter is %d after %d FETCH_AND_ADDs", v, c.remoteIters)
+		}
+		fmt.Fprintf(c.o.out, " Data verified: counter %d after %d FETCH_AND_ADD\n", c.remoteIters, c.remoteIters)
+		return nil
+	default:
+		return nil
+	}
+	if string(got) != string(want) {
+		i := 0
+		for i < n && got[i] == want[i] {
+			i++
+		}
+		return fmt.Errorf("verify: %d bytes differ from byte %d", n, i)
+	}
+	fmt.Fprintf(c.o.out, " Data verified: %d bytes\n", n)
+	return nil
+}
+
+// pattern fills b with a sequence both xroce sides compute.
+func pattern(b []byte, seed uint64) {
+	x := seed*0x9E3779B97F4A7C15 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p/100+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func usec(d time.Duration) float64 { return float64(d) / 1e3 }

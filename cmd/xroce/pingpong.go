@@ -1,0 +1,178 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xroce/xroce/cmd/xroce/oob"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// runPingpong is ibv_rc_pingpong: SENDs bounced between client and server, with its
+// TCP exchange and its output.
+func runPingpong(name string, args []string) error { return pingpong(args, os.Stdout) }
+
+func pingpong(args []string, w io.Writer) error {
+	fs := pflag.NewFlagSet(name0("pingpong"), pflag.ContinueOnError)
+	fs.SetOutput(w)
+	var lo linkOptions
+	port := fs.IntP("port", "p", oob.DefaultPort, "TCP port of the exchange")
+	fs.StringVarP(&lo.dev, "ib-dev", "d", "", "network interface")
+	ibPort := fs.IntP("ib-port", "i", 1, "port (1)")
+	fs.IntVarP(&lo.gidIndex, "gid-idx", "g", -1, "GID index (default: the first IPv4 GID)")
+	size := fs.IntP("size", "s", 4096, "message size")
+	mtu := fs.IntP("mtu", "m", 1024, "path MTU")
+	rxDepth := fs.IntP("rx-depth", "r", 500, "receives posted")
+	iters := fs.IntP("iters", "n", 1000, "exchanges")
+	fs.IntP("sl", "l", 0, "service level (no meaning on RoCE; accepted)")
+	fs.BoolP("events", "e", false, "sleep on CQ events (accepted; xroce always can)")
+	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp or udp")
+	fs.StringVar(&lo.xdpMode, "xdp-mode", "native", "XDP attach mode")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errUsage
+		}
+		return err
+	}
+	pm, err := roce.MTUFromBytes(*mtu)
+	switch {
+	case err != nil:
+		return fmt.Errorf("-m %d: %v", *mtu, err)
+	case *ibPort != 1:
+		return fmt.Errorf("-i %d: xroce devices have port 1 only", *ibPort)
+	case *size <= 0 || *iters <= 0 || *rxDepth <= 0:
+		return fmt.Errorf("-s, -n and -r must be positive")
+	case fs.NArg() > 1:
+		return fmt.Errorf("one server address at most")
+	}
+	client := fs.NArg() == 1
+	e, err := openEnv(lo)
+	if err != nil {
+		return err
+	}
+	defer e.stop()
+	dev := e.dev
+	pd := dev.AllocPD()
+	buf := make([]byte, 2**size)
+	mr, err := pd.RegMR(buf, transport.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	cq := dev.CreateCQ(*rxDepth + 8)
+	qp, err := pd.CreateQP(transport.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: *rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return err
+	}
+	if err := qp.Modify(transport.QPAttr{State: transport.QPS_INIT}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
+		return err
+	}
+	recv := func(id uint64) error {
+		_, err := qp.PostRecv(transport.RecvWR{WRID: id, SGList: []transport.SGE{{Addr: mr.Addr() + uint64(*size), Length: uint32(*size), LKey: mr.LKey()}}})
+		return err
+	}
+	for i := 0; i < *rxDepth; i++ {
+		if err := recv(uint64(i)); err != nil {
+			return err
+		}
+	}
+	local := oob.PingpongDest{QPN: qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, GID: e.gid.GID}
+	var nc net.Conn
+	if client {
+		if nc, err = oob.Dial(net.JoinHostPort(fs.Arg(0), fmt.Sprint(*port)), 10*time.Second); err != nil {
+			return err
+		}
+	} else {
+		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", *port))
+		if err != nil {
+			return fmt.Errorf("listening on TCP port %d: %w", *port, err)
+		}
+		nc, err = ln.Accept()
+		ln.Close()
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", local.LID, local.QPN, local.PSN, local.GID)
+	remote, err := oob.PingpongExchange(nc, client, local, 60*time.Second)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	fmt.Fprintf(w, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", remote.LID, remote.QPN, remote.PSN, remote.GID)
+	if err := checkPeerGID(dev.GIDTable(), e.gid, remote.GID); err != nil {
+		nc.Close()
+		return err
+	}
+	if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: pm, DestQPN: remote.QPN, RQPSN: remote.PSN,
+		MaxDestRdAtomic: 1, MinRNRTimer: 12, AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: e.gid.Index}},
+		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
+		return err
+	}
+	// rc_pingpong's defaults: timeout 14, retry_cnt 7, rnr_retry 7.
+	if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC); err != nil {
+		return err
+	}
+	send := transport.SendWR{WRID: 1 << 40, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,
+		SGList: []transport.SGE{{Addr: mr.Addr(), Length: uint32(*size), LKey: mr.LKey()}}}
+	start := time.Now()
+	scnt, rcnt, pendingSend := 0, 0, false
+	if client {
+		if _, err := qp.PostSend(send); err != nil {
+			return err
+		}
+		pendingSend = true
+	}
+	c := &conn{cq: cq}
+	wcs := make([]transport.WorkCompletion, 16)
+	for scnt < *iters || rcnt < *iters {
+		n, err := c.waitCQ(wcs, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != transport.WC_SUCCESS {
+				return errCompletion(wc)
+			}
+			if wc.Opcode == transport.WC_SEND {
+				scnt++
+				pendingSend = false
+				continue
+			}
+			rcnt++
+			if err := recv(wc.WRID); err != nil {
+				return err
+			}
+		}
+		// Send when the previous send completed and the peer's message for this turn
+		// arrived (the client sends first, the server answers).
+		turn := rcnt
+		if client {
+			turn = rcnt + 1
+		}
+		if !pendingSend && scnt < *iters && scnt < turn {
+			if _, err := qp.PostSend(send); err != nil {
+				return err
+			}
+			pendingSend = true
+		}
+	}
+	el := time.Since(start)
+	if err := oob.PingpongDone(nc, client, 10*time.Second); err != nil {
+		return err
+	}
+	bytes := int64(*size) * int64(*iters) * 2
+	us := float64(el.Microseconds())
+	fmt.Fprintf(w, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, el.Seconds(), float64(bytes)*8/us)
+	fmt.Fprintf(w, "%d iters in %.2f seconds = %.2f usec/iter\n", *iters, el.Seconds(), us/float64(*iters))
+	return nil
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/xroce/xroce/cmd/xroce/oob"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+const rule = "---------------------------------------------------------------------------------------"
+
+var testTitles = map[string]string{
+	"write_bw": "RDMA_Write BW Test", "read_bw": "RDMA_Read BW Test", "send_bw": "Send BW Test",
+	"atomic_bw": "Atomic FETCH_AND_ADD BW Test", "write_lat": "RDMA_Write Latency Test",
+	"read_lat": "RDMA_Read Latency Test", "send_lat": "Send Latency Test",
+}
+
+// printHeader prints perftest's header block and both sides' addresses.
+func (c *conn) printHeader(peerMTU roce.MTU) {
+	w := c.o.out
+	fmt.Fprintln(w, rule)
+	fmt.Fprintf(w, "                    %s\n", testTitles[c.t.name])
+	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", c.o.dev)
+	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IB\n")
+	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	if !c.t.lat {
+		fmt.Fprintf(w, " TX depth        : %d\n", c.o.txDepth)
+	}
+	fmt.Fprintf(w, " Mtu             : %d[B]\n", c.mtu.Bytes())
+	if peerMTU != c.ourMTU() {
+		fmt.Fprintf(w, " Path MTU        : ours %d[B], the peer's %d[B]: using %d[B]\n", c.ourMTU().Bytes(), peerMTU.Bytes(), c.mtu.Bytes())
+	}
+	fmt.Fprintf(w, " Link type       : Ethernet\n")
+	fmt.Fprintf(w, " GID index       : %d\n", c.env.gid.Index)
+	fmt.Fprintf(w, " Max inline data : %d[B]\n", c.o.inline)
+	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
+	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	fmt.Fprintf(w, " xroce link      : %s\n", c.o.link)
+	fmt.Fprintln(w, rule)
+	for _, d := range []struct {
+		name string
+		dest oob.Dest
+	}{{"local", c.local}, {"remote", c.remote}} {
+		fmt.Fprintf(w, " %s address: LID %#06x QPN %#06x PSN %#08x RKey %#08x VAddr %#016x\n",
+			d.name, d.dest.LID, d.dest.QPN, d.dest.PSN, d.dest.RKey, d.dest.VAddr)
+		fmt.Fprintf(w, " GID: %s\n", gidDecimal(d.dest.GID))
+	}
+	fmt.Fprintln(w, rule)
+}
+
+// gidDecimal prints a GID as perftest does: 16 bytes in decimal, colon-separated.
+func gidDecimal(g roce.GID) string {
+	s := make([]string, 16)
+	for i, b := range g {
+		s[i] = fmt.Sprintf("%02d", b)
+	}
+	return strings.Join(s, ":")
+}
+
+// printBW prints perftest's bandwidth table.
+func (c *conn) printBW(r oob.Results) {
+	w := c.o.out
+	unit := "MB/sec"
+	if c.o.reportGbits {
+		unit = "Gb/sec"
+	}
+	fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit, unit)
+	fmt.Fprintf(w, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.Size, r.Iters, r.PeakBW, r.AvgBW, r.MsgRate)
+	fmt.Fprintln(w, rule)
+}
+
+// printLat prints perftest's latency table.
+func (c *conn) printLat(lats []time.Duration) {
+	w := c.o.out
+	sorted := append([]time.Duration(nil), lats...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	var sum float64
+	for _, d := range sorted {
+		sum += usec(d)
+	}
+	avg := sum / float64(len(sorted))
+	var sq float64
+	for _, d := range sorted {
+		sq += (usec(d) - avg) * (usec(d) - avg)
+	}
+	stdev := math.Sqrt(sq / float64(len(sorted)))
+	fmt.Fprintf(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n")
+	fmt.Fprintf(w, " %-7d %-13d %-14.2f %-12.2f %-18.2f %-14.2f %-18.2f %-22.2f %.2f\n", c.o.size, len(sorted),
+		usec(sorted[0]), usec(sorted[len(sorted)-1]), usec(percentile(sorted, 50)), avg, stdev,
+		usec(percentile(sorted, 99)), usec(percentile(sorted, 99.9)))
+	fmt.Fprintln(w, rule)
+}
+
+var _ = transport.WC_SUCCESS
