@@ -2,94 +2,38 @@ package xdp_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"net/netip"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/testnet"
 	"github.com/xroce/xroce/transport"
 )
 
-// testNet is two network namespaces, A and B, joined by a veth pair, or by two veth
-// pairs and a bridge in a third namespace (where faults are injected). It is created
-// and removed by the test and holds every address it uses.
+// testNet is a testnet.Net with this package's field names.
 type testNet struct {
-	t              testing.TB
 	nsA, nsB, nsBr string
 	ifA, ifB       string
 	ipA, ipB       netip.Addr
 	ip6A, ip6B     netip.Addr
 }
 
-func sh(t testing.TB, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+func sh(t testing.TB, args ...string) string { t.Helper(); return testnet.Sh(t, args...) }
 
 func newTestNet(t testing.TB, mtu int, bridge bool) *testNet {
 	t.Helper()
 	return newTestNetQueues(t, mtu, bridge, 1)
 }
 
-// newTestNetQueues is newTestNet with veths of several queues (no bridge variant).
 func newTestNetQueues(t testing.TB, mtu int, bridge bool, queues int) *testNet {
 	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatal("iproute2's ip is required")
-	}
-	var r [3]byte
-	_, _ = rand.Read(r[:])
-	id := hex.EncodeToString(r[:])
-	n := &testNet{t: t, nsA: "xr" + id + "a", nsB: "xr" + id + "b", ifA: "xa" + id, ifB: "xb" + id,
-		ipA: netip.MustParseAddr("10.79.0.1"), ipB: netip.MustParseAddr("10.79.0.2"),
-		ip6A: netip.MustParseAddr("fd00:79::1"), ip6B: netip.MustParseAddr("fd00:79::2")}
-	nss := []string{n.nsA, n.nsB}
-	if bridge {
-		n.nsBr = "xr" + id + "m"
-		nss = append(nss, n.nsBr)
-	}
-	t.Cleanup(func() {
-		for _, ns := range nss {
-			_ = exec.Command("ip", "netns", "del", ns).Run()
-		}
-	})
-	for _, ns := range nss {
-		sh(t, "ip", "netns", "add", ns)
-		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
-	}
-	m := fmt.Sprint(mtu)
-	if !bridge {
-		q := fmt.Sprint(queues)
-		sh(t, "ip", "link", "add", n.ifA, "netns", n.nsA, "mtu", m, "numtxqueues", q, "numrxqueues", q, "type", "veth",
-			"peer", "name", n.ifB, "netns", n.nsB, "mtu", m, "numtxqueues", q, "numrxqueues", q)
-	} else {
-		sh(t, "ip", "-n", n.nsBr, "link", "add", "br0", "mtu", m, "type", "bridge")
-		for _, s := range []struct{ ns, ifn, port string }{{n.nsA, n.ifA, "pa" + id}, {n.nsB, n.ifB, "pb" + id}} {
-			sh(t, "ip", "link", "add", s.ifn, "netns", s.ns, "mtu", m, "type", "veth", "peer", "name", s.port, "netns", n.nsBr, "mtu", m)
-			sh(t, "ip", "-n", n.nsBr, "link", "set", s.port, "master", "br0", "up")
-		}
-		sh(t, "ip", "-n", n.nsBr, "link", "set", "br0", "up")
-	}
-	sh(t, "ip", "-n", n.nsA, "addr", "add", n.ipA.String()+"/24", "dev", n.ifA)
-	sh(t, "ip", "-n", n.nsB, "addr", "add", n.ipB.String()+"/24", "dev", n.ifB)
-	sh(t, "ip", "-n", n.nsA, "addr", "add", n.ip6A.String()+"/64", "dev", n.ifA, "nodad")
-	sh(t, "ip", "-n", n.nsB, "addr", "add", n.ip6B.String()+"/64", "dev", n.ifB, "nodad")
-	sh(t, "ip", "-n", n.nsA, "link", "set", n.ifA, "up")
-	sh(t, "ip", "-n", n.nsB, "link", "set", n.ifB, "up")
-	return n
+	n := testnet.New(t, testnet.Options{MTU: mtu, Bridge: bridge, Queues: queues})
+	return &testNet{n.NsA, n.NsB, n.NsBr, n.IfA, n.IfB, n.IPA, n.IPB, n.IP6A, n.IP6B}
 }
 
-func nsPath(ns string) string { return "/var/run/netns/" + ns }
+func nsPath(ns string) string { return testnet.Path(ns) }
 
 // endpoint is an engine with one QP and a registered buffer.
 type endpoint struct {

@@ -295,7 +295,7 @@ func (c *conn) setup() error {
 		rkey = 0 // as perftest's send tests advertise
 	}
 	c.local = oob.Dest{OutReads: outReads, QPN: c.qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, RKey: rkey, VAddr: vaddr, GID: c.env.gid.GID}
-	if c.o.verify {
+	if c.o.verify && c.t.op != transport.WR_ATOMIC_FETCH_AND_ADD { // atomics count from 0
 		pattern(c.buf[:c.o.size], uint64(c.o.size))
 		if !c.client && c.t.op == transport.WR_RDMA_READ {
 			off := int(vaddr - c.mr.Addr()) // what the client reads: the advertised area
