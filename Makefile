@@ -6,10 +6,18 @@ GO       ?= go
 FUZZTIME ?= 50000x
 BENCHTIME ?= 1s
 
-.PHONY: build test fuzz bench generate lint clean
+.PHONY: build test fuzz bench generate lint clean demo bin/xroce
 
-build:
+build: bin/xroce
 	$(GO) build ./...
+
+bin/xroce:
+	$(GO) build -o bin/xroce ./cmd/xroce
+
+# Two namespaces, a veth pair, xroce write_bw server and client over AF_XDP with
+# data verification; needs root.
+demo: bin/xroce
+	bash scripts/demo.sh
 
 # The project's test command (README.md, .ci/run).
 test:

@@ -14,6 +14,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/xroce/xroce/roce"
@@ -146,8 +147,10 @@ func Dial(addr string, timeout time.Duration) (net.Conn, error) {
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
 			return nil, fmt.Errorf("oob: no answer from %s within %v: is the server running and the address right?", addr, timeout)
-		case strings.Contains(err.Error(), "connection refused"):
+		case errors.Is(err, syscall.ECONNREFUSED):
 			return nil, fmt.Errorf("oob: %s refused the connection: start the server first, or check the port (-p)", addr)
+		case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
+			return nil, fmt.Errorf("oob: no route to %s: nothing answers at that address on this network (wrong address, or the host is down)", addr)
 		}
 		return nil, fmt.Errorf("oob: connecting to %s: %w", addr, err)
 	}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// run runs xroce in a namespace and returns its combined output and error.
+func runIn(ns string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "timeout", "60", bin}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func wantErr(t *testing.T, what, out string, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: succeeded:\n%s", what, out)
+		return
+	}
+	for _, p := range parts {
+		if !strings.Contains(out, p) {
+			t.Errorf("%s: no %q in\n%s", what, p, out)
+		}
+	}
+}
+
+// TestErrorMessages triggers each failure users meet in the field and checks the
+// message says what to do.
+func TestErrorMessages(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	out, err := runIn(n.NsA, "write_bw", "-d", n.IfA, "-x", "7")
+	wantErr(t, "GID index out of range", out, err, "GID index 7 out of range", "  1  ::ffff:10.79.0.1", "use -x")
+
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "add", "xnoaddr0", "type", "veth", "peer", "name", "xnoaddr1")
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", "xnoaddr0", "up")
+	out, err = runIn(n.NsA, "write_bw", "-d", "xnoaddr0", "--link", "udp")
+	wantErr(t, "no address", out, err, "has no IP address", "ip addr add")
+
+	out, err = runIn(n.NsA, "write_bw", "-d", "nosuch0")
+	wantErr(t, "no interface", out, err, `interface "nosuch0"`, "no such network interface")
+
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-p", "29999", n.IPB.String())
+	wantErr(t, "TCP refused", out, err, "refused the connection", "start the server first")
+
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "10.79.0.99")
+	wantErr(t, "no host", out, err, "no route to 10.79.0.99:18515", "wrong address")
+
+	// GID kinds: the server on its IPv6 GID, the client on IPv4.
+	srv, cli, srvErr, cliErr := pairRaw(t, n, []string{"write_bw", "-d", n.IfB, "-x", "2", "-n", "10"},
+		[]string{"write_bw", "-d", n.IfA, "-n", "10", n.IPB.String()})
+	wantErr(t, "GID kind mismatch (client)", cli, cliErr, "GID kind mismatch", "IPv4-mapped", "use -x 2")
+	wantErr(t, "GID kind mismatch (server)", srv, srvErr, "GID kind mismatch", "use -x 1")
+
+	// Path MTUs differ: both say so and use the smaller.
+	srv, cli = pair(t, n, []string{"write_bw", "-d", n.IfB, "-n", "50"}, []string{"write_bw", "-d", n.IfA, "-m", "512", "-n", "50", n.IPB.String()})
+	for who, o := range map[string]string{"server": srv, "client": cli} {
+		if !strings.Contains(o, "Mtu             : 512[B]") || !strings.Contains(o, "using 512[B]") {
+			t.Errorf("%s: MTU mismatch not reported:\n%s", who, o)
+		}
+	}
+
+	// A message larger than the peer's region.
+	srv, cli, srvErr, cliErr = pairRaw(t, n, []string{"write_bw", "-d", n.IfB, "-s", "4096", "-n", "10"},
+		[]string{"write_bw", "-d", n.IfA, "-s", "65536", "-n", "10", n.IPB.String()})
+	wantErr(t, "size larger than the region", cli, cliErr, "IBV_WC_REM_ACCESS_ERR", "larger than the peer's buffer")
+	_, _ = srv, srvErr
+}
+
+// TestPeerNotAnswering: a bridge that drops every RoCE frame makes the client give
+// up after its retries, with the usual causes named.
+func TestPeerNotAnswering(t *testing.T) {
+	n := testnet.New(t, testnet.Options{Bridge: true})
+	testnet.Sh(t, "ip", "netns", "exec", n.NsBr, "nft", "add", "table", "bridge", "chaos")
+	testnet.Sh(t, "ip", "netns", "exec", n.NsBr, "nft", "add", "chain", "bridge", "chaos", "fw", "{ type filter hook forward priority 0; }")
+	testnet.Sh(t, "ip", "netns", "exec", n.NsBr, "nft", "add", "rule", "bridge", "chaos", "fw", "udp", "dport", "4791", "drop")
+	testnet.Sh(t, "ip", "netns", "exec", n.NsBr, "nft", "add", "rule", "bridge", "chaos", "fw", "tcp", "dport", "28000", "drop")
+	_, cli, _, cliErr := pairRaw(t, n, []string{"write_bw", "-d", n.IfB, "-n", "10"}, []string{"write_bw", "-d", n.IfA, "-n", "10", n.IPB.String()})
+	wantErr(t, "peer not answering", cli, cliErr, "IBV_WC_RETRY_EXC_ERR", "wrong GID index (-x)", "path MTU", "UDP port 4791")
+	// A TCP exchange that gets no answer at all (a firewall dropping it) times out.
+	out, err := runIn(n.NsA, "write_bw", "-d", n.IfA, "-p", "28000", n.IPB.String())
+	wantErr(t, "TCP timeout", out, err, "no answer from 10.79.0.2:28000 within 10s")
+}
+
+// TestUnprivileged: without CAP_BPF/CAP_NET_ADMIN the AF_XDP link is refused with a
+// pointer to --link udp.
+func TestUnprivileged(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	out, err := exec.Command("ip", "netns", "exec", n.NsA, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", bin, "write_bw", "-d", n.IfA).CombinedOutput()
+	wantErr(t, "unprivileged", string(out), err, "CAP_BPF", "--link udp")
+}
