@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync"
 
 	"github.com/xroce/xroce/bpf"
@@ -129,6 +128,3 @@ func checkPeerGID(t roce.GIDTable, local roce.GIDEntry, peer roce.GID) error {
 	return fmt.Errorf("GID kind mismatch: our GID index %d is %s (%s), the peer's GID is %s (%s)%s, or on the peer an index of our kind (rdma_rxe lists IPv4 at index 1, mlx5 usually at 3)",
 		local.Index, kind(l4), local.GID, kind(p4), peer, hint)
 }
-
-// peerAddr is the peer's IP address from its GID.
-func peerAddr(g roce.GID) netip.Addr { return g.Addr() }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/xroce/xroce/cmd/xroce/oob"
 	"github.com/xroce/xroce/roce"
-	"github.com/xroce/xroce/transport"
 )
 
 const rule = "---------------------------------------------------------------------------------------"
@@ -95,5 +94,3 @@ func (c *conn) printLat(lats []time.Duration) {
 		usec(percentile(sorted, 99)), usec(percentile(sorted, 99.9)))
 	fmt.Fprintln(w, rule)
 }
-
-var _ = transport.WC_SUCCESS
