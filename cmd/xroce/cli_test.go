@@ -120,11 +120,17 @@ func TestPerftestCommands(t *testing.T) {
 	}
 }
 
-// TestPingpongCommand: pingpong both ways over AF_XDP, rc_pingpong's output.
+// TestPingpongCommand: pingpong over both links, rc_pingpong's output.
 func TestPingpongCommand(t *testing.T) {
+	for _, link := range []string{"xdp", "udp"} {
+		t.Run(link, func(t *testing.T) { pingpongOver(t, link) })
+	}
+}
+
+func pingpongOver(t *testing.T, link string) {
 	n := testnet.New(t, testnet.Options{})
-	srv, cli := pair(t, n, []string{"pingpong", "-d", n.IfB, "-n", "200", "-s", "2500"},
-		[]string{"pingpong", "-d", n.IfA, "-n", "200", "-s", "2500", n.IPB.String()})
+	srv, cli := pair(t, n, []string{"pingpong", "--link", link, "-d", n.IfB, "-n", "200", "-s", "2500"},
+		[]string{"pingpong", "--link", link, "-d", n.IfA, "-n", "200", "-s", "2500", n.IPB.String()})
 	re := regexp.MustCompile(`(?m)^1000000 bytes in [\d.]+ seconds = ([\d.]+) Mbit/sec\n200 iters in [\d.]+ seconds = ([\d.]+) usec/iter$`)
 	for who, out := range map[string]string{"server": srv, "client": cli} {
 		m := re.FindStringSubmatch(out)
@@ -158,6 +164,22 @@ func TestGidsAndDevinfo(t *testing.T) {
 		"active_mtu:\t\t4096 (5)", "link_layer:\t\tEthernet", "node_guid:\t\t\t"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("devinfo: no %q in\n%s", want, out)
+		}
+	}
+}
+
+// TestDurationProgress: with -D the client prints a progress line a second and then
+// its table.
+func TestDurationProgress(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	_, cli := pair(t, n, []string{"write_bw", "-d", n.IfB, "-s", "4096"}, []string{"write_bw", "-d", n.IfA, "-s", "4096", "-D", "3", n.IPB.String()})
+	lines := bwLine.FindAllStringSubmatch(cli, -1)
+	if len(lines) < 3 { // at least two progress lines and the table
+		t.Fatalf("%d result lines with -D 3:\n%s", len(lines), cli)
+	}
+	for _, m := range lines {
+		if m[1] != "4096" {
+			t.Errorf("line %q", m[0])
 		}
 	}
 }

@@ -202,7 +202,13 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 			return err
 		}
 	}
-	s := oob.NewSession(nc, c.client, t.kind, 60*time.Second)
+	// Each exchange step gets a minute, plus the test's duration for the barrier
+	// that waits for the test to end; --run_infinitely waits without limit.
+	timeout := 60*time.Second + time.Duration(o.duration)*time.Second
+	if o.runInf {
+		timeout = 0
+	}
+	s := oob.NewSession(nc, c.client, t.kind, timeout)
 	ours := c.ourMTU()
 	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)
 	if err != nil {

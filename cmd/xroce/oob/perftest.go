@@ -157,8 +157,8 @@ func Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	return c, nil
 }
 
-// NewSession wraps an established connection. Every read or write must finish within
-// timeout.
+// NewSession wraps an established connection. Every step must finish within timeout
+// (0: no limit, for runs that last until interrupted).
 func NewSession(c net.Conn, client bool, kind Kind, timeout time.Duration) *Session {
 	return &Session{conn: c, client: client, kind: kind, timeout: timeout}
 }
@@ -170,7 +170,7 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 		want = len(out)
 	}
 	in := make([]byte, want)
-	_ = s.conn.SetDeadline(time.Now().Add(s.timeout))
+	s.deadline()
 	read := func() error {
 		if _, err := io.ReadFull(s.conn, in); err != nil {
 			return s.ioErr("reading", err)
@@ -194,6 +194,15 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// deadline arms the per-step timeout; 0 means none.
+func (s *Session) deadline() {
+	if s.timeout > 0 {
+		_ = s.conn.SetDeadline(time.Now().Add(s.timeout))
+	} else {
+		_ = s.conn.SetDeadline(time.Time{})
+	}
 }
 
 func (s *Session) ioErr(what string, err error) error {
@@ -283,7 +292,7 @@ func (s *Session) Close() error {
 	if s.kind == Lat {
 		return nil
 	}
-	_ = s.conn.SetDeadline(time.Now().Add(s.timeout))
+	s.deadline()
 	if _, err := s.conn.Write([]byte("done\x00")); err != nil {
 		return s.ioErr("writing", err)
 	}
