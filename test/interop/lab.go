@@ -1,0 +1,163 @@
+package interop
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Lab is one network namespace holding a bridge with the guest's tap and one end of
+// a veth pair; xroce runs on the other end (XIf), so it reaches the rdma_rxe guest
+// over AF_XDP (or the UDP link) exactly as a user's host would. No traffic leaves the
+// namespace.
+type Lab struct {
+	NS      string
+	XIf     string     // xroce's interface
+	XIP     netip.Addr // xroce's address
+	GuestIP netip.Addr
+	MTU     int
+	Share   string // the 9p share with the guest
+	Booted  time.Duration
+
+	qemu    *exec.Cmd
+	console *lockedBuf
+	seq     int
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func sh(args ...string) error { return run(args[0], args[1:]...) }
+
+// NewLab creates the namespace and network and boots the guest with eth0 at the given
+// MTU. Close removes everything.
+func NewLab(img *Image, mtu int) (*Lab, error) {
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	id := hex.EncodeToString(r[:])
+	l := &Lab{NS: "xri" + id, XIf: "xx" + id, XIP: netip.MustParseAddr("10.81.0.1"),
+		GuestIP: netip.MustParseAddr("10.81.0.11"), MTU: mtu, console: &lockedBuf{}}
+	share, err := os.MkdirTemp("", "xroce-interop-")
+	if err != nil {
+		return nil, err
+	}
+	l.Share = share
+	m := strconv.Itoa(mtu)
+	ns := func(args ...string) error { return sh(append([]string{"ip", "-n", l.NS}, args...)...) }
+	steps := []func() error{
+		func() error { return sh("ip", "netns", "add", l.NS) },
+		func() error { return ns("link", "set", "lo", "up") },
+		func() error { return ns("link", "add", "br0", "mtu", m, "type", "bridge") },
+		func() error { return ns("tuntap", "add", "dev", "tap0", "mode", "tap") },
+		func() error { return ns("link", "set", "tap0", "mtu", m, "master", "br0", "up") },
+		func() error {
+			return ns("link", "add", l.XIf, "mtu", m, "type", "veth", "peer", "name", "xb"+id, "mtu", m)
+		},
+		func() error { return ns("link", "set", "xb"+id, "master", "br0", "up") },
+		func() error { return ns("addr", "add", l.XIP.String()+"/24", "dev", l.XIf) },
+		func() error { return ns("link", "set", l.XIf, "up") },
+		func() error { return ns("link", "set", "br0", "up") },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	start := time.Now()
+	l.qemu = exec.Command("ip", "netns", "exec", l.NS, "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1G",
+		"-smp", "1", "-nographic", "-no-reboot", "-kernel", img.Kernel, "-initrd", img.Initrd,
+		"-append", fmt.Sprintf("console=ttyS0 panic=-1 quiet xroce.ip=%s/24 xroce.mtu=%d", l.GuestIP, mtu),
+		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=n0,mac=52:54:00:81:00:0b",
+		"-fsdev", "local,id=fs0,path="+share+",security_model=none",
+		"-device", "virtio-9p-pci,fsdev=fs0,mount_tag=share")
+	l.qemu.Stdout, l.qemu.Stderr = l.console, l.console
+	if err := l.qemu.Start(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("starting QEMU: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(share, "ready")); err == nil {
+			break
+		}
+		if time.Since(start) > 3*time.Minute {
+			out := l.console.String()
+			l.Close()
+			return nil, fmt.Errorf("the guest was not ready after 3 minutes; console:\n%s", tail(out, 3000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	l.Booted = time.Since(start)
+	return l, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// Console returns what the guest printed.
+func (l *Lab) Console() string { return l.console.String() }
+
+// Guest starts a shell script in the guest and returns a function that waits for
+// it (up to limit) and returns its output and exit status.
+func (l *Lab) Guest(script string) func(limit time.Duration) (string, int, error) {
+	l.seq++
+	id := strconv.Itoa(l.seq)
+	tmp := filepath.Join(l.Share, "tmp."+id)
+	_ = os.WriteFile(tmp, []byte(script+"\n"), 0o644)
+	_ = os.Rename(tmp, filepath.Join(l.Share, "cmd."+id))
+	return func(limit time.Duration) (string, int, error) {
+		deadline := time.Now().Add(limit)
+		rcFile := filepath.Join(l.Share, "rc."+id)
+		for {
+			if b, err := os.ReadFile(rcFile); err == nil {
+				out, _ := os.ReadFile(filepath.Join(l.Share, "out."+id))
+				rc, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				return string(out), rc, nil
+			}
+			if time.Now().After(deadline) {
+				out, _ := os.ReadFile(filepath.Join(l.Share, "out."+id+".tmp"))
+				return string(out), -1, fmt.Errorf("guest command did not finish within %v", limit)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// Close stops the guest and removes the namespace and the share.
+func (l *Lab) Close() {
+	if l.qemu != nil && l.qemu.Process != nil {
+		_ = l.qemu.Process.Kill()
+		_ = l.qemu.Wait()
+	}
+	_ = exec.Command("ip", "netns", "del", l.NS).Run()
+	if l.Share != "" {
+		os.RemoveAll(l.Share)
+	}
+}
