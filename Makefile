@@ -6,7 +6,7 @@ GO       ?= go
 FUZZTIME ?= 50000x
 BENCHTIME ?= 1s
 
-.PHONY: build test fuzz bench generate lint clean demo bin/xroce
+.PHONY: build test fuzz bench generate lint clean demo bin/xroce interop interop-quick
 
 build: bin/xroce
 	$(GO) build ./...
@@ -45,6 +45,15 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+
+# xroce against a real rdma_rxe peer in a QEMU guest built from Debian packages
+# (cached under ~/.cache/xroce); needs root and qemu-system-x86. Failed cells keep
+# their bridge capture in test/interop/captures/.
+interop-quick:
+	XROCE_INTEROP=quick $(GO) test -count=1 -v -timeout 20m -run '^TestMatrix$$' ./test/interop/
+
+interop:
+	XROCE_INTEROP=full $(GO) test -count=1 -v -timeout 80m -run '^TestMatrix$$' ./test/interop/
 
 clean:
 	$(GO) clean -testcache

@@ -1,0 +1,307 @@
+package interop
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/roce"
+)
+
+// cell is one run of the interop matrix.
+type cell struct {
+	tool        string // write_bw, read_bw, send_bw, atomic_bw, write_lat, pingpong
+	size        int
+	xroceClient bool // xroce client → rxe server; else rxe client → xroce server
+	mtu         int  // netdev MTU of every interface
+	link        string
+	fault       string // "", "loss2", "tbf"
+}
+
+func (c cell) String() string {
+	dir := "rxe→xroce"
+	if c.xroceClient {
+		dir = "xroce→rxe"
+	}
+	s := fmt.Sprintf("%s %dB %s mtu%d %s", c.tool, c.size, dir, c.mtu, c.link)
+	if c.fault != "" {
+		s += " " + c.fault
+	}
+	return s
+}
+
+// iters keeps each cell to a few seconds on the TCG guest (~20 MB/s).
+func (c cell) iters() int {
+	if strings.HasSuffix(c.tool, "_lat") || c.tool == "pingpong" {
+		return 200
+	}
+	return min(1000, max(5, 40_000_000/max(c.size, 1)))
+}
+
+type result struct {
+	cell          cell
+	pass          bool
+	xroce, rxe    string // each side's figure
+	err           string
+	capture       string
+	xroceFrames   int
+}
+
+var (
+	bwRe  = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	latRe = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	ppRe  = regexp.MustCompile(`(?m)= ([\d.]+) usec/iter`)
+)
+
+// figure extracts the BW average (MB/s), t_typical (µs) or usec/iter from output.
+func figure(tool, out string) (string, bool) {
+	switch {
+	case tool == "pingpong":
+		if m := ppRe.FindStringSubmatch(out); m != nil {
+			return m[1] + " usec/iter", true
+		}
+	case strings.HasSuffix(tool, "_lat"):
+		if m := latRe.FindStringSubmatch(out); m != nil {
+			return m[5] + " usec typical", true
+		}
+	default:
+		if m := bwRe.FindStringSubmatch(out); m != nil {
+			return m[4] + " MB/s", true
+		}
+	}
+	return "", false
+}
+
+// rxeCommand is the guest side's command line.
+func (c cell) rxeCommand(server bool, xroceIP string) string {
+	var cmd string
+	switch c.tool {
+	case "pingpong":
+		cmd = fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g 1 -n %d -s %d -m %d", c.iters(), c.size, min(c.mtu-80, 2048)&^1023)
+	case "atomic_bw":
+		cmd = fmt.Sprintf("ib_atomic_bw -d rxe0 -x 1 -F -n %d", c.iters())
+	default:
+		cmd = fmt.Sprintf("ib_%s -d rxe0 -x 1 -F -s %d -n %d", c.tool, c.size, c.iters())
+	}
+	if !server {
+		cmd += " " + xroceIP
+	}
+	return cmd
+}
+
+// xroceArgs is xroce's command line.
+func (c cell) xroceArgs(lab *Lab, server bool) []string {
+	args := []string{c.tool, "-d", lab.XIf, "--link", c.link, "-n", fmt.Sprint(c.iters())}
+	if c.tool == "pingpong" {
+		args = append(args, "-s", fmt.Sprint(c.size), "-m", fmt.Sprint(min(c.mtu-80, 2048)&^1023))
+	} else if c.tool != "atomic_bw" {
+		args = append(args, "-s", fmt.Sprint(c.size))
+	}
+	if !server {
+		args = append(args, lab.GuestIP.String())
+	}
+	return args
+}
+
+func xroceBin(t *testing.T) string {
+	bin, err := filepath.Abs("../../bin/xroce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/xroce").CombinedOutput(); err != nil {
+		t.Fatalf("building xroce: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runCell runs one cell, capturing the bridge, and checks the capture.
+func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
+	r := result{cell: c}
+	capFile := filepath.Join(dir, strings.NewReplacer(" ", "_", "→", "-to-").Replace(c.String())+".pcap")
+	dump := exec.Command("ip", "netns", "exec", lab.NS, "dumpcap", "-q", "-i", "br0", "-w", capFile)
+	if err := dump.Start(); err != nil {
+		r.err = "dumpcap: " + err.Error()
+		return r
+	}
+	time.Sleep(300 * time.Millisecond)
+	var xout, gout string
+	var xerr, gerr error
+	var grc int
+	if c.xroceClient {
+		wait := lab.Guest(c.rxeCommand(true, lab.XIP.String()))
+		lab.Guest("i=0; while ! netstat -ltn | grep -q :18515 && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")(40 * time.Second)
+		b, err := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "120", bin}, c.xroceArgs(lab, false)...)...).CombinedOutput()
+		xout, xerr = string(b), err
+		gout, grc, gerr = wait(120 * time.Second)
+	} else {
+		srv := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "120", bin}, c.xroceArgs(lab, true)...)...)
+		var sb lockedBuf
+		srv.Stdout, srv.Stderr = &sb, &sb
+		if err := srv.Start(); err != nil {
+			r.err = err.Error()
+			return r
+		}
+		for i := 0; i < 200 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(sb.String(), "xroce"); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		gout, grc, gerr = lab.Guest(c.rxeCommand(false, lab.XIP.String()))(120 * time.Second)
+		xerr = srv.Wait()
+		xout = sb.String()
+	}
+	time.Sleep(200 * time.Millisecond)
+	_ = dump.Process.Signal(syscall.SIGINT)
+	_ = dump.Wait()
+	var ok1, ok2 bool
+	r.xroce, ok1 = figure(c.tool, xout)
+	r.rxe, ok2 = figure(c.tool, gout)
+	switch {
+	case xerr != nil:
+		r.err = fmt.Sprintf("xroce: %v: %s", xerr, tail(xout, 600))
+	case gerr != nil || grc != 0:
+		r.err = fmt.Sprintf("rxe: rc %d %v: %s", grc, gerr, tail(gout, 600))
+	case !ok1 || !ok2:
+		r.err = fmt.Sprintf("no result table: xroce:\n%s\nrxe:\n%s", tail(xout, 600), tail(gout, 600))
+	default:
+		r.pass = true
+	}
+	if err := checkCapture(capFile, lab, &r); err != nil {
+		r.pass = false
+		r.err += " capture: " + err.Error()
+	}
+	if r.pass {
+		os.Remove(capFile)
+	} else {
+		r.capture = capFile
+	}
+	return r
+}
+
+// checkCapture decodes every frame xroce sent with xroce's own decoder (ICRC
+// included) and has tshark look for malformed frames.
+func checkCapture(file string, lab *Lab, r *result) error {
+	frames, err := pcap.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	for _, f := range frames {
+		var p roce.Packet
+		err := p.Decode(f.Data)
+		if errors.Is(err, roce.ErrNotRoCE) || p.Frame() == nil && err != nil && !errors.Is(err, roce.ErrBadICRC) {
+			continue
+		}
+		if p.SrcAddr() != lab.XIP {
+			continue
+		}
+		r.xroceFrames++
+		if err != nil {
+			return fmt.Errorf("frame %d from xroce: %v", f.Index, err)
+		}
+	}
+	out, err := exec.Command("tshark", "-r", file, "-Y", "_ws.malformed || _ws.expert.severity >= 8388608", "-T", "fields", "-e", "frame.number").Output()
+	if err != nil {
+		return fmt.Errorf("tshark: %v", err)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		return fmt.Errorf("tshark reports malformed frames: %s", s)
+	}
+	return nil
+}
+
+func matrix(full bool) []cell {
+	var cells []cell
+	add := func(c cell) {
+		for _, dir := range []bool{true, false} {
+			c.xroceClient = dir
+			cells = append(cells, c)
+		}
+	}
+	if !full {
+		add(cell{tool: "write_bw", size: 64, mtu: 1500, link: "xdp"})
+		add(cell{tool: "write_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
+		add(cell{tool: "read_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
+		return cells
+	}
+	for _, mtu := range []int{1500, 3000} {
+		for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+			for _, size := range []int{1, 64, 1024, 1025, 2500, 65536, 1 << 20} {
+				add(cell{tool: tool, size: size, mtu: mtu, link: "xdp"})
+			}
+		}
+		add(cell{tool: "write_lat", size: 64, mtu: mtu, link: "xdp"})
+		add(cell{tool: "atomic_bw", size: 8, mtu: mtu, link: "xdp"})
+		add(cell{tool: "pingpong", size: 4096, mtu: mtu, link: "xdp"})
+	}
+	add(cell{tool: "write_bw", size: 65536, mtu: 1500, link: "udp"})
+	return cells
+}
+
+// TestMatrix runs xroce against rdma_rxe: XROCE_INTEROP=quick (make interop-quick)
+// or full (make interop). It prints the table of cells.
+func TestMatrix(t *testing.T) {
+	mode := os.Getenv("XROCE_INTEROP")
+	if mode == "" {
+		t.Skip("set XROCE_INTEROP=quick or full (make interop-quick, make interop)")
+	}
+	start := time.Now()
+	img, err := Prepare(15 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("guest image ready in %v (downloaded: %v)", img.Prepared.Round(time.Millisecond), img.Downloaded)
+	bin := xroceBin(t)
+	keep, err := filepath.Abs("captures")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.MkdirAll(keep, 0o755)
+	labs := map[int]*Lab{}
+	var mu sync.Mutex
+	defer func() {
+		for _, l := range labs {
+			l.Close()
+		}
+	}()
+	var results []result
+	for _, c := range matrix(mode == "full") {
+		mu.Lock()
+		lab := labs[c.mtu]
+		if lab == nil {
+			if lab, err = NewLab(img, c.mtu); err != nil {
+				t.Fatal(err)
+			}
+			labs[c.mtu] = lab
+			t.Logf("guest with MTU %d booted in %v", c.mtu, lab.Booted.Round(time.Millisecond))
+		}
+		mu.Unlock()
+		r := runCell(t, lab, bin, c, keep)
+		results = append(results, r)
+		status := "pass"
+		if !r.pass {
+			status = "FAIL"
+			t.Errorf("%v: %s (capture kept: %s)", c, r.err, r.capture)
+		}
+		t.Logf("%-4s %-40s xroce %-18s rxe %-18s (%d xroce frames ICRC-checked)", status, c, r.xroce, r.rxe, r.xroceFrames)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| cell | result | xroce | rdma_rxe |\n| --- | --- | --- | --- |\n")
+	for _, r := range results {
+		status := "pass"
+		if !r.pass {
+			status = "FAIL"
+		}
+		fmt.Fprintf(&b, "| %v | %s | %s | %s |\n", r.cell, status, r.xroce, r.rxe)
+	}
+	fmt.Fprintf(&b, "\n%d cells in %v, %s\n", len(results), time.Since(start).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
+	t.Log(b.String())
+	_ = os.WriteFile(filepath.Join(keep, "table-"+mode+".md"), []byte(b.String()), 0o644)
+}
