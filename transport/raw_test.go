@@ -416,3 +416,36 @@ func TestRNRNAKTimerCode(t *testing.T) {
 		t.Fatalf("syndrome %v", out[0].AETH.Syndrome)
 	}
 }
+
+// TestRNRThenSequenceNAK: a responder out of receives sends an RNR NAK and then a
+// NAK PSN sequence error for the same PSN (the packets behind it arrive out of
+// sequence), round after round until it reposts receives, as rdma_rxe under load
+// does. The requester waits the RNR delay each round and never spends retry_cnt on
+// those NAKs: with retry_cnt 1 it still completes.
+func TestRNRThenSequenceNAK(t *testing.T) {
+	r := newRaw(t, 50, 500, pairConfig{retryCnt: 1, rnrRetry: 7, timeout: 18})
+	for i := 0; i < 3; i++ {
+		must(t, postSend(r.e, transport.SendWR{WRID: uint64(i), Opcode: transport.WR_SEND, SGList: sge(r.e, 0, 1), Flags: transport.SendSignaled}))
+	}
+	expect(t, "sends", r.step(), roce.RC_SEND_ONLY, 50, roce.RC_SEND_ONLY, 51, roce.RC_SEND_ONLY, 52)
+	r.send(ack(50, roce.SyndromeACK, 1))
+	for round := 0; round < 8; round++ {
+		r.send(ack(51, roce.RNRNAKSyndrome(12), 1))
+		r.send(ack(51, roce.SyndromeNAKPSNSequenceError, 1))
+		if out := r.step(); len(out) != 0 {
+			t.Fatalf("round %d: resent before the RNR delay: %v", round, summary(out))
+		}
+		start := r.clock.Now()
+		out := r.advance()
+		if el := r.clock.Now().Sub(start); el != 640*time.Microsecond {
+			t.Fatalf("round %d: resent after %v, want the RNR delay 640µs", round, el)
+		}
+		expect(t, "resend", out, roce.RC_SEND_ONLY, 51, roce.RC_SEND_ONLY, 52)
+	}
+	r.send(ack(52, roce.SyndromeACK, 3))
+	r.step()
+	wcs := r.wcs()
+	if len(wcs) != 3 || wcs[2].Status != transport.WC_SUCCESS {
+		t.Fatalf("completions %+v", wcs)
+	}
+}

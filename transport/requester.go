@@ -21,8 +21,8 @@ type requester struct {
 	timer      time.Time // retransmit deadline; zero when no packet is outstanding
 	rnrUntil   time.Time // end of an RNR NAK wait; zero when none
 	sentPSN    uint32    // one past the highest PSN sent (READ: its last response PSN)
-	gapPSN     uint32    // READ response PSN an implied-NAK retry asked for
-	gapRetry   bool      // such a retry is outstanding
+	retryPSN   uint32    // PSN the last retry went back to
+	retrying   bool      // a retry is under way and nothing was acknowledged since
 }
 
 func (r *requester) init(psn uint32) { *r = requester{psn: psn, compPSN: psn, sentPSN: psn} }
@@ -242,6 +242,7 @@ func (r *requester) rewind(qp *QueuePair, psn uint32) {
 	r.next = i
 	r.noack = 0
 	r.timer = timeZero
+	r.retrying, r.retryPSN = true, psn
 }
 
 // hasOutstanding reports whether some sent request awaits its response.
@@ -253,7 +254,7 @@ func (r *requester) hasOutstanding(qp *QueuePair) bool {
 // same) and the retransmit timer restarts or stops.
 func (r *requester) progress(qp *QueuePair) {
 	qp.retryLeft, qp.rnrRetryLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
-	r.gapRetry = false
+	r.retrying = false
 	r.timer = timeZero
 	if r.hasOutstanding(qp) {
 		r.armTimer(qp)
@@ -353,6 +354,13 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 		switch syn.Value() {
 		case roce.NAKPSNSequenceError:
 			qp.count(CntRcvdSeqErr)
+			if r.retrying && r.retryPSN == psn {
+				// Already going back to psn (after an RNR NAK, or an earlier NAK
+				// for the same sequence): the responder NAKs the packets that were
+				// in flight behind it. Like rdma_rxe's completer, do not start
+				// another retry, and do not spend retry_cnt on it.
+				return
+			}
 			if qp.retryLeft == 0 {
 				qp.count(CntRetryExceededErr)
 				qp.fail(WC_RETRY_EXC_ERR)
@@ -462,12 +470,11 @@ func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
 // missing (§9.7.5.2.7). Responses still in flight from before the retry would find
 // the same gap again; until progress is made, they are ignored.
 func (r *requester) impliedNak(qp *QueuePair, psn uint32) {
-	if r.gapRetry && r.gapPSN == psn {
+	if r.retrying && r.retryPSN == psn {
 		return
 	}
 	qp.count(CntImpliedNak)
 	r.rewind(qp, psn)
-	r.gapRetry, r.gapPSN = true, psn
 }
 
 // timers runs the QP's retransmit timer: on expiry it retries from the oldest
@@ -489,7 +496,6 @@ func (qp *QueuePair) timers(now time.Time) bool {
 		return true
 	}
 	qp.retryLeft--
-	r.gapRetry = false
 	r.rewind(qp, r.compPSN)
 	return true
 }

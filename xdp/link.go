@@ -48,8 +48,7 @@ type Link struct {
 	ifc    *iface
 	prog   *bpf.Program
 	queues []*queue
-	wakeFD int
-	pfds   []unix.PollFd
+	w      *waiter
 	rxNext int
 
 	mu       sync.Mutex // Send, Recv and Close; Wait and Wake need no lock
@@ -75,10 +74,13 @@ var ErrFrameTooLong = errors.New("xdp: frame longer than an AF_XDP chunk")
 // such interface (ErrNoInterface), another XDP program attached (bpf.ErrBusy), an
 // MTU too large for the XDP mode (bpf.ErrMTU), RLIMIT_MEMLOCK (bpf.ErrMemlock).
 func Open(cfg Config) (*Link, error) {
-	l := &Link{wakeFD: -1}
+	l := &Link{}
 	err := inNetns(cfg.Netns, func() error {
 		var err error
 		if l.prog, err = bpf.Load(); err != nil { // first: fails without privileges
+			return err
+		}
+		if l.w, err = newWaiter(); err != nil {
 			return err
 		}
 		if l.ifc, err = openIface(cfg.Interface); err != nil {
@@ -99,13 +101,8 @@ func Open(cfg Config) (*Link, error) {
 			if err := l.prog.Register(q, qu.xsk.FD()); err != nil {
 				return fmt.Errorf("xdp: registering the socket of queue %d: %w", q, err)
 			}
-			l.pfds = append(l.pfds, unix.PollFd{Fd: int32(qu.xsk.FD()), Events: unix.POLLIN})
+			l.w.watch(qu.xsk.FD())
 		}
-		l.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			return fmt.Errorf("xdp: eventfd: %w", err)
-		}
-		l.pfds = append(l.pfds, unix.PollFd{Fd: int32(l.wakeFD), Events: unix.POLLIN})
 		return nil
 	})
 	if err != nil {
@@ -261,36 +258,17 @@ func (l *Link) Recv(frames [][]byte) (int, error) {
 
 // Wait implements transport.Link with ppoll on the sockets and a wake eventfd.
 func (l *Link) Wait(deadline time.Time) error {
-	var ts *unix.Timespec
-	if !deadline.IsZero() {
-		d := max(time.Until(deadline), 0)
-		t := unix.NsecToTimespec(int64(d))
-		ts = &t
-	}
-	for i := range l.pfds {
-		l.pfds[i].Revents = 0
-	}
-	_, err := unix.Ppoll(l.pfds, ts, nil)
-	if err != nil && err != unix.EINTR {
-		return fmt.Errorf("xdp: poll: %w", err)
-	}
-	if l.pfds[len(l.pfds)-1].Revents != 0 {
-		var b [8]byte
-		_, _ = unix.Read(l.wakeFD, b[:])
-	}
+	err := l.w.wait(deadline)
 	l.mu.Lock()
 	for _, q := range l.queues {
 		q.reclaim()
 	}
 	l.mu.Unlock()
-	return nil
+	return err
 }
 
 // Wake implements transport.Link.
-func (l *Link) Wake() {
-	one := [8]byte{1}
-	_, _ = unix.Write(l.wakeFD, one[:])
-}
+func (l *Link) Wake() { l.w.wake() }
 
 // MTU implements transport.Link: the interface's MTU.
 func (l *Link) MTU() int { return l.ifc.mtu }
@@ -342,8 +320,8 @@ func (l *Link) Close() error {
 	if l.prog != nil {
 		errs = append(errs, l.prog.Close())
 	}
-	if l.wakeFD >= 0 {
-		unix.Close(l.wakeFD)
+	if l.w != nil {
+		l.w.close()
 	}
 	if l.ifc != nil {
 		l.ifc.close()

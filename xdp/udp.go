@@ -30,10 +30,9 @@ type UDPConfig struct {
 // IPv4 datagrams cannot be checked and is recomputed (the Ethernet FCS still guards
 // the link); for IPv6 the rebuilt header is exact and the engine checks the ICRC.
 type UDPLink struct {
-	ifc    *iface
-	fds    []int // IPv4 and IPv6 sockets
-	wakeFD int
-	pfds   []unix.PollFd
+	ifc *iface
+	fds []int // IPv4 and IPv6 sockets
+	w   *waiter
 
 	mu             sync.Mutex
 	closed         bool
@@ -49,10 +48,13 @@ const udpFrameMax = 14 + 9216
 // OpenUDP binds UDP port 4791 on the interface's namespace. Errors: the interface
 // does not exist (ErrNoInterface), or the port is in use or not allowed.
 func OpenUDP(cfg UDPConfig) (*UDPLink, error) {
-	l := &UDPLink{wakeFD: -1, oob: make([]byte, 256), scratch: make([]byte, udpFrameMax)}
+	l := &UDPLink{oob: make([]byte, 256), scratch: make([]byte, udpFrameMax)}
 	err := inNetns(cfg.Netns, func() error {
 		var err error
 		if l.ifc, err = openIface(cfg.Interface); err != nil {
+			return err
+		}
+		if l.w, err = newWaiter(); err != nil {
 			return err
 		}
 		for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
@@ -85,13 +87,8 @@ func OpenUDP(cfg UDPConfig) (*UDPLink, error) {
 			if err := unix.Bind(fd, sa); err != nil {
 				return fmt.Errorf("xdp: binding UDP port %d: %w (is rdma_rxe or another xroce using it?)", roce.UDPPort, err)
 			}
-			l.pfds = append(l.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+			l.w.watch(fd)
 		}
-		l.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			return fmt.Errorf("xdp: eventfd: %w", err)
-		}
-		l.pfds = append(l.pfds, unix.PollFd{Fd: int32(l.wakeFD), Events: unix.POLLIN})
 		return nil
 	})
 	if err != nil {
@@ -290,30 +287,10 @@ func pktinfoDst(oob []byte) (netip.Addr, bool) {
 }
 
 // Wait implements transport.Link.
-func (l *UDPLink) Wait(deadline time.Time) error {
-	var ts *unix.Timespec
-	if !deadline.IsZero() {
-		t := unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
-		ts = &t
-	}
-	for i := range l.pfds {
-		l.pfds[i].Revents = 0
-	}
-	if _, err := unix.Ppoll(l.pfds, ts, nil); err != nil && err != unix.EINTR {
-		return fmt.Errorf("xdp: poll: %w", err)
-	}
-	if l.pfds[len(l.pfds)-1].Revents != 0 {
-		var b [8]byte
-		_, _ = unix.Read(l.wakeFD, b[:])
-	}
-	return nil
-}
+func (l *UDPLink) Wait(deadline time.Time) error { return l.w.wait(deadline) }
 
 // Wake implements transport.Link.
-func (l *UDPLink) Wake() {
-	one := [8]byte{1}
-	_, _ = unix.Write(l.wakeFD, one[:])
-}
+func (l *UDPLink) Wake() { l.w.wake() }
 
 // MTU implements transport.Link.
 func (l *UDPLink) MTU() int { return l.ifc.mtu }
@@ -346,8 +323,8 @@ func (l *UDPLink) Close() error {
 	for _, fd := range l.fds {
 		unix.Close(fd)
 	}
-	if l.wakeFD >= 0 {
-		unix.Close(l.wakeFD)
+	if l.w != nil {
+		l.w.close()
 	}
 	if l.ifc != nil {
 		l.ifc.close()

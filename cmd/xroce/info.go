@@ -21,20 +21,9 @@ func runGids(name string, args []string) error {
 }
 
 func gids(args []string, w io.Writer) error {
-	fs := pflag.NewFlagSet(name0("gids"), pflag.ContinueOnError)
-	fs.SetOutput(w)
-	dev := fs.StringP("ib-dev", "d", "", "network interface")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return errUsage
-		}
+	dev, err := devArg("gids", args, w)
+	if err != nil {
 		return err
-	}
-	if *dev == "" && fs.NArg() == 1 {
-		*dev = fs.Arg(0)
-	}
-	if *dev == "" {
-		return fmt.Errorf("give the network interface with -d")
 	}
 	t, err := roce.GIDTableFromInterface(*dev)
 	if err != nil {
@@ -55,24 +44,34 @@ func gids(args []string, w io.Writer) error {
 
 func name0(s string) string { return "xroce " + s }
 
-// runDevinfo prints ibv_devinfo's fields for an interface.
-func runDevinfo(name string, args []string) error { return devinfo(args, os.Stdout) }
-
-func devinfo(args []string, w io.Writer) error {
-	fs := pflag.NewFlagSet(name0("devinfo"), pflag.ContinueOnError)
+// devArg parses the flags of a command that takes only an interface: -d NAME, or
+// NAME alone.
+func devArg(cmd string, args []string, w io.Writer) (*string, error) {
+	fs := pflag.NewFlagSet(name0(cmd), pflag.ContinueOnError)
 	fs.SetOutput(w)
 	dev := fs.StringP("ib-dev", "d", "", "network interface")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return errUsage
+			return nil, errUsage
 		}
-		return err
+		return nil, err
 	}
 	if *dev == "" && fs.NArg() == 1 {
 		*dev = fs.Arg(0)
 	}
 	if *dev == "" {
-		return fmt.Errorf("give the network interface with -d")
+		return nil, fmt.Errorf("give the network interface with -d")
+	}
+	return dev, nil
+}
+
+// runDevinfo prints ibv_devinfo's fields for an interface.
+func runDevinfo(name string, args []string) error { return devinfo(args, os.Stdout) }
+
+func devinfo(args []string, w io.Writer) error {
+	dev, err := devArg("devinfo", args, w)
+	if err != nil {
+		return err
 	}
 	l, err := netlink.LinkByName(*dev)
 	if err != nil {

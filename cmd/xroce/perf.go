@@ -184,23 +184,9 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	if err := c.setup(); err != nil {
 		return err
 	}
-	var nc net.Conn
-	if c.client {
-		nc, err = oob.Dial(net.JoinHostPort(o.server, fmt.Sprint(o.port)), 10*time.Second)
-		if err != nil {
-			return err
-		}
-	} else {
-		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
-		if err != nil {
-			return fmt.Errorf("listening on TCP port %d: %w", o.port, err)
-		}
-		fmt.Fprintf(o.out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
-		nc, err = ln.Accept()
-		ln.Close()
-		if err != nil {
-			return err
-		}
+	nc, err := oobConn(o.server, o.port, o.out, true)
+	if err != nil {
+		return err
 	}
 	// Each exchange step gets a minute, plus the test's duration for the barrier
 	// that waits for the test to end; --run_infinitely waits without limit.
@@ -712,3 +698,20 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 }
 
 func usec(d time.Duration) float64 { return float64(d) / 1e3 }
+
+// oobConn connects to the server's TCP port (client), or waits for one client on it
+// (server, printing perftest's banner when asked).
+func oobConn(server string, port int, out io.Writer, banner bool) (net.Conn, error) {
+	if server != "" {
+		return oob.Dial(net.JoinHostPort(server, fmt.Sprint(port)), 10*time.Second)
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+	if err != nil {
+		return nil, fmt.Errorf("listening on TCP port %d: %w", port, err)
+	}
+	defer ln.Close()
+	if banner {
+		fmt.Fprintf(out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+	}
+	return ln.Accept()
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"time"
 
@@ -84,21 +83,9 @@ func pingpong(args []string, w io.Writer) error {
 		}
 	}
 	local := oob.PingpongDest{QPN: qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, GID: e.gid.GID}
-	var nc net.Conn
-	if client {
-		if nc, err = oob.Dial(net.JoinHostPort(fs.Arg(0), fmt.Sprint(*port)), 10*time.Second); err != nil {
-			return err
-		}
-	} else {
-		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", *port))
-		if err != nil {
-			return fmt.Errorf("listening on TCP port %d: %w", *port, err)
-		}
-		nc, err = ln.Accept()
-		ln.Close()
-		if err != nil {
-			return err
-		}
+	nc, err := oobConn(fs.Arg(0), *port, w, false)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", local.LID, local.QPN, local.PSN, local.GID)
 	remote, err := oob.PingpongExchange(nc, client, local, 60*time.Second)

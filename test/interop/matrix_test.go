@@ -207,7 +207,9 @@ func checkCapture(file string, lab *Lab, r *result) error {
 			return fmt.Errorf("frame %d from xroce: %v", f.Index, err)
 		}
 	}
-	out, err := exec.Command("tshark", "-r", file, "-Y", "_ws.malformed || _ws.expert.severity >= 8388608", "-T", "fields", "-e", "frame.number").Output()
+	// SEND payloads are perftest buffers, not RPC messages: keep the RPC-over-RDMA
+	// heuristic from misreading them.
+	out, err := exec.Command("tshark", "-r", file, "--disable-protocol", "rpcordma", "-Y", "_ws.malformed || _ws.expert.severity >= 8388608", "-T", "fields", "-e", "frame.number").Output()
 	if err != nil {
 		return fmt.Errorf("tshark: %v", err)
 	}

@@ -102,10 +102,12 @@ func ParseKey(msg []byte) (Dest, error) {
 // Kind selects the exchange sequence, which differs between perftest's tests.
 type Kind int
 
-// Exchange sequences, as the captures show them after the handshake:
-//   - BW (write_bw, read_bw, atomic_bw): the key message 4 times, the results block,
-//     the key message once more, then "done" from each side;
-//   - SendBW (send_bw): the key message 5 times, then "done";
+// Exchange sequences, as the captures show them:
+//   - BW (write_bw, read_bw, atomic_bw): the key message 3 times before the test and
+//     once after it, the results block, the key message once more, then "done" from
+//     each side;
+//   - SendBW (send_bw): the key message 4 times before the test, once after it, then
+//     "done";
 //   - Lat (write_lat, send_lat): the key message 4 times, nothing after;
 //   - ReadLat (read_lat): the key message 4 times, then after the test perftest's
 //     ctx_close_connection: the key message and "done" (only the client reads, so the
@@ -312,11 +314,12 @@ func (s *Session) Connect(local Dest, mtu roce.MTU, toRTS func(remote Dest, mtu 
 	if err := toRTS(remote, use); err != nil {
 		return Dest{}, 0, err
 	}
-	// Barriers before the test: 2 for bandwidth tests, 3 for latency tests (the
-	// captures show 3 and 4 key messages before the first RoCE frame).
-	syncs := 2
-	if s.kind == Lat || s.kind == ReadLat {
-		syncs = 3
+	// Barriers before the test: 2 for write/read/atomic bandwidth tests, 3 for
+	// send_bw and the latency tests (the captures show 3 and 4 key messages before
+	// the first RoCE frame).
+	syncs := 3
+	if s.kind == BW {
+		syncs = 2
 	}
 	for i := 0; i < syncs; i++ {
 		if err := s.Sync(); err != nil {
@@ -332,7 +335,7 @@ func (s *Session) Finish(r Results) (Results, error) {
 	switch s.kind {
 	case Lat:
 		return r, s.Close()
-	case ReadLat:
+	case ReadLat, SendBW: // perftest's ctx_close_connection: a barrier, then "done"
 		if err := s.Sync(); err != nil {
 			return Results{}, err
 		}
@@ -341,12 +344,9 @@ func (s *Session) Finish(r Results) (Results, error) {
 	if err := s.Sync(); err != nil {
 		return Results{}, err
 	}
-	var got Results
-	if s.kind == BW {
-		var err error
-		if got, err = s.ExchangeResults(r); err != nil {
-			return Results{}, err
-		}
+	got, err := s.ExchangeResults(r)
+	if err != nil {
+		return Results{}, err
 	}
 	if err := s.Sync(); err != nil {
 		return Results{}, err

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,13 @@ type message struct {
 
 // exchange returns the TCP port-18515 payloads of the first connection of a capture.
 func exchange(t *testing.T, file string) []message {
+	msgs, _ := exchangeAndTest(t, file)
+	return msgs
+}
+
+// exchangeAndTest also returns how many of those messages come before the first
+// RoCE frame, i.e. before the test runs.
+func exchangeAndTest(t *testing.T, file string) ([]message, int) {
 	t.Helper()
 	dir := os.Getenv("XROCE_PCAPS")
 	if dir == "" {
@@ -34,8 +42,12 @@ func exchange(t *testing.T, file string) []message {
 	}
 	var out []message
 	var clientPort layers.TCPPort
+	before := -1
 	for _, f := range frames {
 		p := gopacket.NewPacket(f.Data, layers.LayerTypeEthernet, gopacket.Default)
+		if udp, ok := p.Layer(layers.LayerTypeUDP).(*layers.UDP); ok && udp.DstPort == 4791 && before < 0 && clientPort != 0 {
+			before = len(out)
+		}
 		tcp, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
 		if !ok {
 			continue
@@ -53,13 +65,13 @@ func exchange(t *testing.T, file string) []message {
 	if len(out) == 0 {
 		t.Fatalf("%s: no exchange", file)
 	}
-	return out
+	return out, before
 }
 
 // script plays one side of a captured exchange against the other side under test
 // over loopback TCP: it writes the captured messages of its side and reads the
-// other side's, handing each to check.
-func script(t *testing.T, msgs []message, playClient bool, conn net.Conn, check func(i int, want, got []byte)) {
+// other side's, handing each to check. done counts the messages handled.
+func script(t *testing.T, msgs []message, playClient bool, conn net.Conn, check func(i int, want, got []byte), done ...*atomic.Int32) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	for i, m := range msgs {
@@ -68,14 +80,17 @@ func script(t *testing.T, msgs []message, playClient bool, conn net.Conn, check 
 				t.Errorf("script write %d: %v", i, err)
 				return
 			}
-			continue
+		} else {
+			got := make([]byte, len(m.data))
+			if _, err := readFull(conn, got); err != nil {
+				t.Errorf("message %d: reading %d bytes from xroce: %v", i, len(m.data), err)
+				return
+			}
+			check(i, m.data, got)
 		}
-		got := make([]byte, len(m.data))
-		if _, err := readFull(conn, got); err != nil {
-			t.Errorf("message %d: reading %d bytes from xroce: %v", i, len(m.data), err)
-			return
+		if len(done) > 0 {
+			done[0].Store(int32(i + 1))
 		}
-		check(i, m.data, got)
 	}
 }
 
@@ -129,20 +144,21 @@ func TestClientAgainstCapturedServer(t *testing.T) {
 		{"ib_write_lat.pcap", Lat, Dest{OutReads: 1, QPN: 0x17, PSN: 0xe2b93a, RKey: 0x8a2, VAddr: 0x564013697000, GID: roce.GIDFromAddr(mustAddr("10.77.0.11"))}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			msgs := exchange(t, c.file)
+			msgs, beforeTest := exchangeAndTest(t, c.file)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ln.Close()
 			done := make(chan struct{})
+			var progress atomic.Int32
 			go func() {
 				defer close(done)
 				conn, err := ln.Accept()
 				if err != nil {
 					return
 				}
-				script(t, msgs, false, conn, checkShape(t, ourDest))
+				script(t, msgs, false, conn, checkShape(t, ourDest), &progress)
 			}()
 			conn, err := Dial(ln.Addr().String(), 5*time.Second)
 			if err != nil {
@@ -156,6 +172,12 @@ func TestClientAgainstCapturedServer(t *testing.T) {
 			}
 			if remote != c.peer || peerMTU != roce.MTU1024 || gotMTU != roce.MTU1024 {
 				t.Errorf("parsed the peer as %+v MTU %v, want %+v", remote, peerMTU, c.peer)
+			}
+			// The test starts where the capture's first RoCE frame is: after exactly
+			// the messages perftest exchanged before it.
+			time.Sleep(50 * time.Millisecond)
+			if got := int(progress.Load()); got != beforeTest {
+				t.Errorf("Connect returned after %d messages; perftest starts the test after %d", got, beforeTest)
 			}
 			if _, err := s.Finish(Results{Size: 64, Iters: 5, PeakBW: 1, AvgBW: 1, MsgRate: 0.1}); err != nil {
 				t.Fatal(err)
