@@ -48,12 +48,12 @@ func (c cell) iters() int {
 }
 
 type result struct {
-	cell          cell
-	pass          bool
-	xroce, rxe    string // each side's figure
-	err           string
-	capture       string
-	xroceFrames   int
+	cell        cell
+	pass        bool
+	xroce, rxe  string // each side's figure
+	err         string
+	capture     string
+	xroceFrames int
 }
 
 var (
