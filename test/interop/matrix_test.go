@@ -207,9 +207,11 @@ func checkCapture(file string, lab *Lab, r *result) error {
 			return fmt.Errorf("frame %d from xroce: %v", f.Index, err)
 		}
 	}
-	// SEND payloads are perftest buffers, not RPC messages: keep the RPC-over-RDMA
-	// heuristic from misreading them.
-	out, err := exec.Command("tshark", "-r", file, "--disable-protocol", "rpcordma", "-Y", "_ws.malformed || _ws.expert.severity >= 8388608", "-T", "fields", "-e", "frame.number").Output()
+	// Payloads are perftest buffers: keep Wireshark's payload heuristics (RPC over
+	// RDMA, IDP) from misreading them; the headers are what must be well formed.
+	filter := fmt.Sprintf("ip.src == %s && (_ws.malformed || _ws.expert.severity >= 8388608)", lab.XIP)
+	out, err := exec.Command("tshark", "-r", file, "--disable-protocol", "rpcordma", "--disable-protocol", "idp",
+		"-Y", filter, "-T", "fields", "-e", "frame.number").Output()
 	if err != nil {
 		return fmt.Errorf("tshark: %v", err)
 	}
