@@ -139,11 +139,11 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	if c.xroceClient {
 		wait := lab.Guest(c.rxeCommand(true, lab.XIP.String()))
 		lab.Guest("i=0; while ! netstat -ltn | grep -q :18515 && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")(40 * time.Second)
-		b, err := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "120", bin}, c.xroceArgs(lab, false)...)...).CombinedOutput()
+		b, err := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "90", bin}, c.xroceArgs(lab, false)...)...).CombinedOutput()
 		xout, xerr = string(b), err
-		gout, grc, gerr = wait(120 * time.Second)
+		gout, grc, gerr = wait(90 * time.Second)
 	} else {
-		srv := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "120", bin}, c.xroceArgs(lab, true)...)...)
+		srv := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "90", bin}, c.xroceArgs(lab, true)...)...)
 		var sb lockedBuf
 		srv.Stdout, srv.Stderr = &sb, &sb
 		if err := srv.Start(); err != nil {
@@ -154,7 +154,7 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(300 * time.Millisecond)
-		gout, grc, gerr = lab.Guest(c.rxeCommand(false, lab.XIP.String()))(120 * time.Second)
+		gout, grc, gerr = lab.Guest(c.rxeCommand(false, lab.XIP.String()))(90 * time.Second)
 		xerr = srv.Wait()
 		xout = sb.String()
 	}
@@ -288,12 +288,21 @@ func TestMatrix(t *testing.T) {
 		}
 		mu.Unlock()
 		r := runCell(t, lab, bin, c, keep)
-		results = append(results, r)
 		status := "pass"
 		if !r.pass {
 			status = "FAIL"
+			// A guest that stopped answering (rdma_rxe wedged or the kernel died)
+			// is replaced, so one failure does not fail every later cell.
+			if _, rc, err := lab.Guest("true")(10 * time.Second); err != nil || rc != 0 {
+				r.err += "\nthe guest stopped answering; its console ends with:\n" + tail(lab.Console(), 2000)
+				mu.Lock()
+				lab.Close()
+				delete(labs, c.mtu)
+				mu.Unlock()
+			}
 			t.Errorf("%v: %s (capture kept: %s)", c, r.err, r.capture)
 		}
+		results = append(results, r)
 		t.Logf("%-4s %-40s xroce %-18s rxe %-18s (%d xroce frames ICRC-checked)", status, c, r.xroce, r.rxe, r.xroceFrames)
 	}
 	var b strings.Builder
