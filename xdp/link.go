@@ -256,8 +256,22 @@ func (l *Link) Recv(frames [][]byte) (int, error) {
 	return got, nil
 }
 
-// Wait implements transport.Link with ppoll on the sockets and a wake eventfd.
+// Wait implements transport.Link with ppoll on the sockets and a wake eventfd. Frames
+// still on the TX ring (the kernel answered EAGAIN to every kick of the last Send)
+// are kicked again first, and the wait is kept short while any remain, so they do not
+// sit there until the engine next has something to send.
 func (l *Link) Wait(deadline time.Time) error {
+	l.mu.Lock()
+	pending := false
+	if !l.closed {
+		q := l.queues[0]
+		_ = l.kick(q)
+		pending = q.xsk.NumFreeTxSlots() < TxFrames
+	}
+	l.mu.Unlock()
+	if soon := time.Now().Add(50 * time.Microsecond); pending && (deadline.IsZero() || deadline.After(soon)) {
+		deadline = soon
+	}
 	err := l.w.wait(deadline)
 	l.mu.Lock()
 	for _, q := range l.queues {

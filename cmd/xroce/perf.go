@@ -36,10 +36,10 @@ type perfOptions struct {
 	runInf      bool
 	verify      bool
 	inline      int
+	qpTimeout   int
 	conn        string
 	ibPort      int
 	all         bool
-	pcap        string
 	server      string // the client's server address; empty for the server
 	out         io.Writer
 }
@@ -72,11 +72,12 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	fs.BoolVar(&o.reportGbits, "report_gbits", false, "report bandwidth in Gb/s")
 	fs.BoolVar(&o.runInf, "run_infinitely", false, "run until interrupted, a line a second (with -D: a line every D seconds)")
 	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
+	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", 14, "local ACK timeout: 4.096 µs × 2^u")
 	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
 	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
 	fs.StringVar(&o.xdpMode, "xdp-mode", "native", "XDP attach mode: native, generic or auto")
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
-	fs.StringVar(&o.pcap, "pcap", "", "record frames to a pcap file (not supported yet)")
+	addPcapFlags(fs, &o.pcap)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, errUsage
@@ -94,16 +95,19 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 		return nil, fmt.Errorf("-i %d: xroce devices have port 1 only", o.ibPort)
 	case o.all:
 		return nil, fmt.Errorf("-a is not supported yet: give sizes one at a time with -s")
-	case o.pcap != "":
-		return nil, fmt.Errorf("--pcap is not supported yet")
 	case o.size < 0 || o.size > transport.MaxMsgSize:
 		return nil, fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
 	case name == "atomic_bw" && o.size != 8:
 		return nil, fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
 	case o.iters <= 0 || o.txDepth <= 0:
 		return nil, fmt.Errorf("-n and -t must be positive")
+	case o.qpTimeout < 0 || o.qpTimeout > 31:
+		return nil, fmt.Errorf("-u %d: the QP timeout is 0..31", o.qpTimeout)
 	case o.inline < 0 || o.inline > transport.MaxInline:
 		return nil, fmt.Errorf("-I %d: at most %d", o.inline, transport.MaxInline)
+	}
+	if _, err := o.pcap.tapOptions(); err != nil {
+		return nil, err
 	}
 	if o.mtu != 0 {
 		if _, err := roce.MTUFromBytes(o.mtu); err != nil {
@@ -170,8 +174,9 @@ type conn struct {
 	remote oob.Dest
 	mtu    roce.MTU
 
-	recvd       int    // receive completions (send_lat)
-	remoteIters uint64 // iterations the client reported (bandwidth server)
+	recvd       int       // receive completions (send_lat)
+	lastPoll    time.Time // write_lat client: when the peer's previous write arrived
+	remoteIters uint64    // iterations the client reported (bandwidth server)
 }
 
 func perf(ctx context.Context, t test, o *perfOptions) error {
@@ -312,7 +317,7 @@ func (c *conn) connect(remote oob.Dest, mtu roce.MTU) error {
 			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
 		return err
 	}
-	if err := c.qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: c.local.PSN, Timeout: 14, RetryCnt: 7,
+	if err := c.qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: c.local.PSN, Timeout: uint8(c.o.qpTimeout), RetryCnt: 7,
 		RNRRetry: 7, MaxRdAtomic: maxRd},
 		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|
 			transport.QP_MAX_QP_RD_ATOMIC); err != nil {
@@ -532,19 +537,24 @@ func (c *conn) runLat() ([]time.Duration, error) {
 		if o.size == 0 {
 			return nil, fmt.Errorf("write_lat needs -s of at least 1")
 		}
+		// perftest's run_iter_lat_write: the server writes first (the first RoCE
+		// frame of ib_write_lat.pcap is the server's); each side then waits for the
+		// peer's write i before its own write i+1... so the client waits for i and
+		// answers i, the server writes i and waits for the answer i.
 		mark := &c.buf[c.o.size-1]
 		poll := c.half + o.size - 1
-		var sent time.Time
 		for i := 1; i <= iters; i++ {
 			t0 := time.Now()
-			if !c.client {
+			if c.client {
 				if err := c.pollByte(poll, byte(i), 30*time.Second); err != nil {
 					return nil, err
 				}
-				if i > 1 { // the server measures from its reply to the next message
-					lats = append(lats, time.Since(sent)/2)
+				if now := time.Now(); i > 1 { // a round trip between two arrivals
+					lats = append(lats, now.Sub(c.lastPoll)/2)
+					c.lastPoll = now
+				} else {
+					c.lastPoll = now
 				}
-				sent = time.Now()
 			}
 			*mark = byte(i)
 			if _, err := c.qp.PostSend(wr); err != nil {
@@ -553,7 +563,7 @@ func (c *conn) runLat() ([]time.Duration, error) {
 			if err := waitSend(); err != nil {
 				return nil, err
 			}
-			if c.client {
+			if !c.client {
 				if err := c.pollByte(poll, byte(i), 30*time.Second); err != nil {
 					return nil, err
 				}

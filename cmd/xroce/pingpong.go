@@ -35,6 +35,7 @@ func pingpong(args []string, w io.Writer) error {
 	fs.BoolP("events", "e", false, "sleep on CQ events (accepted; xroce always can)")
 	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp or udp")
 	fs.StringVar(&lo.xdpMode, "xdp-mode", "native", "XDP attach mode")
+	addPcapFlags(fs, &lo.pcap)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errUsage
@@ -90,12 +91,10 @@ func pingpong(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", local.LID, local.QPN, local.PSN, local.GID)
 	remote, err := oob.PingpongExchange(nc, client, local, 60*time.Second)
 	if err != nil {
-		nc.Close()
 		return err
 	}
 	fmt.Fprintf(w, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", remote.LID, remote.QPN, remote.PSN, remote.GID)
 	if err := checkPeerGID(dev.GIDTable(), e.gid, remote.GID); err != nil {
-		nc.Close()
 		return err
 	}
 	if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: pm, DestQPN: remote.QPN, RQPSN: remote.PSN,
@@ -154,9 +153,6 @@ func pingpong(args []string, w io.Writer) error {
 		}
 	}
 	el := time.Since(start)
-	if err := oob.PingpongDone(nc, client, 10*time.Second); err != nil {
-		return err
-	}
 	bytes := int64(*size) * int64(*iters) * 2
 	us := float64(el.Microseconds())
 	fmt.Fprintf(w, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, el.Seconds(), float64(bytes)*8/us)

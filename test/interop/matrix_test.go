@@ -166,9 +166,9 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	r.rxe, ok2 = figure(c.tool, gout)
 	switch {
 	case xerr != nil:
-		r.err = fmt.Sprintf("xroce: %v: %s", xerr, tail(xout, 600))
+		r.err = fmt.Sprintf("xroce: %v: %s\nrxe (rc %d %v): %s", xerr, tail(xout, 600), grc, gerr, tail(gout, 600))
 	case gerr != nil || grc != 0:
-		r.err = fmt.Sprintf("rxe: rc %d %v: %s", grc, gerr, tail(gout, 600))
+		r.err = fmt.Sprintf("rxe: rc %d %v: %s\nxroce: %s", grc, gerr, tail(gout, 600), tail(xout, 600))
 	case !ok1 || !ok2:
 		r.err = fmt.Sprintf("no result table: xroce:\n%s\nrxe:\n%s", tail(xout, 600), tail(gout, 600))
 	default:
@@ -276,7 +276,20 @@ func TestMatrix(t *testing.T) {
 		}
 	}()
 	var results []result
-	for _, c := range matrix(mode == "full") {
+	cells := matrix(mode == "full")
+	if only := os.Getenv("XROCE_INTEROP_ONLY"); only != "" { // e.g. "write_lat,pingpong"
+		var keepCells []cell
+		for _, c := range matrix(true) {
+			for _, w := range strings.Split(only, ",") {
+				if strings.Contains(c.String(), w) {
+					keepCells = append(keepCells, c)
+					break
+				}
+			}
+		}
+		cells = keepCells
+	}
+	for _, c := range cells {
 		mu.Lock()
 		lab := labs[c.mtu]
 		if lab == nil {

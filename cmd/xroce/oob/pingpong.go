@@ -53,29 +53,34 @@ func ParsePingpong(b []byte) (PingpongDest, error) {
 	return d, nil
 }
 
-// PingpongExchange sends local and returns the peer's message: the client writes
-// first and the server answers, as rc_pingpong does.
+// PingpongExchange sends local and returns the peer's message, as rc_pingpong's
+// pp_client_exch_dest and pp_server_exch_dest do: the client writes its message,
+// reads the server's and writes "done"; the server reads, answers, and reads the
+// "done". All of it happens before the test; the connection is then closed.
 func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.Duration) (PingpongDest, error) {
+	defer c.Close()
 	s := &Session{conn: c, client: client, timeout: timeout}
 	in, err := s.xchg(local.Marshal(), pingpongMsgLen)
 	if err != nil {
 		return PingpongDest{}, err
 	}
-	return ParsePingpong(in)
-}
-
-// PingpongDone ends an rc_pingpong exchange after the test: the client sends "done",
-// the server waits for it.
-func PingpongDone(c net.Conn, client bool, timeout time.Duration) error {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(timeout))
+	peer, err := ParsePingpong(in)
+	if err != nil {
+		return PingpongDest{}, err
+	}
+	s.deadline()
 	if client {
-		_, err := c.Write([]byte("done\x00"))
-		return err
+		if _, err := c.Write([]byte("done\x00")); err != nil {
+			return PingpongDest{}, s.ioErr("writing", err)
+		}
+		return peer, nil
 	}
 	b := make([]byte, 5)
 	if _, err := io.ReadFull(c, b); err != nil {
-		return fmt.Errorf("oob: waiting for the client's \"done\": %w", err)
+		return PingpongDest{}, s.ioErr("reading", err)
 	}
-	return nil
+	if string(b) != "done\x00" {
+		return PingpongDest{}, fmt.Errorf("oob: rc_pingpong client sent %q, not \"done\"", b)
+	}
+	return peer, nil
 }
