@@ -1,10 +1,16 @@
-// Package pcap reads packet captures of RoCEv2 traffic with
-// github.com/google/gopacket/pcapgo (pcap and pcapng, Ethernet link type).
+// Package pcap reads and writes packet captures of RoCEv2 traffic with
+// github.com/google/gopacket/pcapgo (pcap and pcapng, Ethernet link type): Read and
+// ReadFile load a capture; Tap records every frame a transport.Link sends and
+// receives; Replay feeds one side's requests of a capture to a responder engine and
+// compares its answers with the captured ones; TCPStreams reassembles TCP exchanges
+// (the perftest and rc_pingpong connection set-up).
 package pcap
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,17 +27,59 @@ type Frame struct {
 	Time  time.Time // capture timestamp
 	Data  []byte    // captured bytes (may be shorter than the frame on the wire if snapped)
 	Len   int       // original length on the wire
+	// Dir is the frame's direction as seen by the recording endpoint: DirTX or DirRX
+	// for a pcapng capture whose interfaces are named "tx" and "rx" (as Tap writes
+	// them), DirUnknown otherwise.
+	Dir Direction
 }
 
+// Direction says whether the recording endpoint sent or received a frame.
+type Direction uint8
+
+// Directions. A Tap records what its Link sends on the pcapng interface named "tx"
+// and what it receives on the one named "rx".
+const (
+	DirUnknown Direction = iota
+	DirTX
+	DirRX
+)
+
+func (d Direction) String() string {
+	switch d {
+	case DirTX:
+		return "tx"
+	case DirRX:
+		return "rx"
+	}
+	return "?"
+}
+
+// directionOf maps a pcapng interface name to a direction.
+func directionOf(name string) Direction {
+	switch name {
+	case "tx":
+		return DirTX
+	case "rx":
+		return DirRX
+	}
+	return DirUnknown
+}
+
+// ErrMalformed is wrapped by the error for a capture file the pcap reader chokes on.
+var ErrMalformed = errors.New("malformed capture file")
+
 // MaxSnaplen is the largest snapshot length a classic pcap header may declare (4 ×
-// tcpdump's 262144): larger values are refused so a corrupt or hostile header cannot
-// make the reader allocate gigabytes for one record. pcapng record lengths are
-// checked by pcapgo against the block length only.
+// tcpdump's 262144), and the largest packet a pcapng block may hold: larger values
+// are refused so a corrupt or hostile file cannot make the reader allocate gigabytes
+// for one record (pcapgo allocates a pcapng packet's declared length before reading
+// it, unchecked against its block).
 const MaxSnaplen = 1 << 20
 
 // ReadFile reads every frame of a pcap or pcapng file (detected by its magic
 // number). Errors: the file cannot be opened, its format is neither, its link type is
-// not Ethernet, or its snapshot length exceeds MaxSnaplen.
+// not Ethernet, its snapshot length exceeds MaxSnaplen, or it is malformed or ends
+// in the middle of a record; in the last two cases the frames before the damage are
+// returned with the error.
 func ReadFile(path string) ([]Frame, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -40,13 +88,23 @@ func ReadFile(path string) ([]Frame, error) {
 	defer f.Close()
 	frames, err := Read(f)
 	if err != nil {
-		return nil, fmt.Errorf("pcap: %s: %w", path, err)
+		return frames, fmt.Errorf("pcap: %s: %w", path, err)
 	}
 	return frames, nil
 }
 
-// Read reads every frame of a pcap or pcapng stream.
-func Read(r io.Reader) ([]Frame, error) {
+// Read reads every frame of a pcap or pcapng stream. On an error after the start it
+// returns the frames read so far with the error. A malformed file gives an error,
+// never a panic: gopacket's pcapng reader panics on some (an if_tsresol of 2^-64
+// divides by zero, an empty if_filter option is sliced past its end), which Read
+// turns into ErrMalformed, and its unchecked packet lengths are checked first
+// (checkNg).
+func Read(r io.Reader) (frames []Frame, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("frame %d: %w (%v)", len(frames)+1, ErrMalformed, p)
+		}
+	}()
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(4)
 	if err != nil {
@@ -54,12 +112,30 @@ func Read(r io.Reader) ([]Frame, error) {
 	}
 	var next func() ([]byte, gopacket.CaptureInfo, error)
 	var link layers.LinkType
+	dir := func(gopacket.CaptureInfo) Direction { return DirUnknown }
+	var ngErr error // a malformed block: the frames before it are returned with it
 	if bytes.Equal(magic, []byte{0x0A, 0x0D, 0x0D, 0x0A}) {
-		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		all, err := io.ReadAll(br)
+		if err != nil {
+			return nil, err
+		}
+		valid, blockErr := checkNg(all)
+		if valid == 0 && blockErr != nil {
+			return nil, blockErr
+		}
+		ngErr = blockErr
+		ng, err := pcapgo.NewNgReader(bytes.NewReader(all[:valid]), pcapgo.DefaultNgReaderOptions)
 		if err != nil {
 			return nil, err
 		}
 		link, next = ng.LinkType(), ng.ReadPacketData
+		dir = func(ci gopacket.CaptureInfo) Direction {
+			intf, err := ng.Interface(ci.InterfaceIndex)
+			if err != nil {
+				return DirUnknown
+			}
+			return directionOf(intf.Name)
+		}
 	} else {
 		pr, err := pcapgo.NewReader(br)
 		if err != nil {
@@ -73,15 +149,75 @@ func Read(r io.Reader) ([]Frame, error) {
 	if link != layers.LinkTypeEthernet {
 		return nil, fmt.Errorf("link type %v, want Ethernet", link)
 	}
-	var frames []Frame
 	for {
 		data, ci, err := next()
 		if err == io.EOF {
+			if ngErr != nil {
+				return frames, fmt.Errorf("after frame %d: %w", len(frames), ngErr)
+			}
 			return frames, nil
 		}
 		if err != nil {
 			return frames, fmt.Errorf("frame %d: %w", len(frames)+1, err)
 		}
-		frames = append(frames, Frame{Index: len(frames) + 1, Time: ci.Timestamp, Data: data, Len: ci.Length})
+		frames = append(frames, Frame{Index: len(frames) + 1, Time: ci.Timestamp, Data: data, Len: ci.Length, Dir: dir(ci)})
 	}
+}
+
+// checkNg walks the blocks of a pcapng file (the pcapng draft, IETF
+// draft-ietf-opsawg-pcapng, §3.1: type, total length, body, total length again; a
+// Section Header Block sets the byte order) and returns how many leading bytes hold
+// whole, consistent blocks, with an error for the first block that is not: a
+// length that is not a multiple of 4, shorter than 12 bytes or past the end of the
+// file, trailing lengths that differ, or a packet block (Enhanced, Simple or the
+// obsolete Packet Block) whose captured length exceeds its block or MaxSnaplen (for
+// a Simple Packet Block, whose original length exceeds MaxSnaplen).
+func checkNg(b []byte) (int, error) {
+	var order binary.ByteOrder = binary.LittleEndian
+	off := 0
+	for off < len(b) {
+		rest := b[off:]
+		if len(rest) < 12 {
+			return off, fmt.Errorf("%w: %d bytes at offset %d are not a whole block", ErrMalformed, len(rest), off)
+		}
+		typ := binary.LittleEndian.Uint32(rest[0:4])
+		if typ == 0x0A0D0D0A { // Section Header Block: its byte-order magic decides
+			switch {
+			case binary.LittleEndian.Uint32(rest[8:12]) == 0x1A2B3C4D:
+				order = binary.LittleEndian
+			case binary.BigEndian.Uint32(rest[8:12]) == 0x1A2B3C4D:
+				order = binary.BigEndian
+			default:
+				return off, fmt.Errorf("%w: section header at offset %d has no byte-order magic", ErrMalformed, off)
+			}
+		}
+		typ = order.Uint32(rest[0:4])
+		n := order.Uint32(rest[4:8])
+		if n < 12 || n%4 != 0 || uint64(n) > uint64(len(rest)) {
+			return off, fmt.Errorf("%w: block at offset %d declares %d bytes (%d remain)", ErrMalformed, off, n, len(rest))
+		}
+		if order.Uint32(rest[n-4:n]) != n {
+			return off, fmt.Errorf("%w: block at offset %d: its two lengths differ", ErrMalformed, off)
+		}
+		var capLen, room uint32
+		switch typ {
+		case 6, 2: // Enhanced Packet Block; obsolete Packet Block: captured length at 20
+			if n < 32 {
+				return off, fmt.Errorf("%w: packet block at offset %d is %d bytes", ErrMalformed, off, n)
+			}
+			capLen, room = order.Uint32(rest[20:24]), n-32
+		case 3: // Simple Packet Block: the original length at 8, data after it
+			if n < 16 {
+				return off, fmt.Errorf("%w: packet block at offset %d is %d bytes", ErrMalformed, off, n)
+			}
+			// pcapgo allocates the original length (cut to the interface's snap
+			// length, which may legitimately be below it): bound that.
+			capLen, room = order.Uint32(rest[8:12]), MaxSnaplen
+		}
+		if capLen > room || capLen > MaxSnaplen {
+			return off, fmt.Errorf("%w: packet block at offset %d claims %d captured bytes in a %d-byte block", ErrMalformed, off, capLen, n)
+		}
+		off += int(n)
+	}
+	return off, nil
 }

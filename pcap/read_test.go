@@ -3,6 +3,7 @@ package pcap_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,5 +98,87 @@ func TestReadRefusesBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
 		}
+	}
+}
+
+// FuzzRead: no input makes Read panic; what it returns is consistent.
+func FuzzRead(f *testing.F) {
+	for _, name := range []string{"hostpeer_bad_icrc.pcap", "ib_atomic_bw.pcap"} {
+		b, err := os.ReadFile(capture(nil, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b[:min(len(b), 600)])
+	}
+	var ng bytes.Buffer
+	w, _ := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	_ = w.WritePacket(gopacket.CaptureInfo{CaptureLength: 4, Length: 4}, []byte{1, 2, 3, 4})
+	_ = w.Flush()
+	f.Add(ng.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		frames, _ := pcap.Read(bytes.NewReader(b))
+		for i, fr := range frames {
+			if fr.Index != i+1 {
+				t.Fatalf("frame %d has index %d", i+1, fr.Index)
+			}
+		}
+	})
+}
+
+// TestReadMalformedPcapng: a truncated file, a packet block claiming more bytes than
+// it holds, and a timestamp resolution that panics inside pcapgo give the frames
+// before the damage and an error, never a panic or a huge allocation.
+func TestReadMalformedPcapng(t *testing.T) {
+	frames, err := pcap.ReadFile(capture(t, "ib_atomic_bw.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int // where each packet block starts
+	for _, f := range frames {
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		offs = append(offs, buf.Len())
+		ci := gopacket.CaptureInfo{Timestamp: f.Time, CaptureLength: len(f.Data), Length: f.Len}
+		if err := w.WritePacket(ci, f.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+
+	cut := good[:offs[10]+30]
+	back, err := pcap.Read(bytes.NewReader(cut))
+	if len(back) != 10 || !errors.Is(err, pcap.ErrMalformed) || !strings.Contains(err.Error(), "after frame 10") {
+		t.Errorf("truncated: %d frames, %v", len(back), err)
+	}
+
+	huge := append([]byte(nil), good...)
+	binary.LittleEndian.PutUint32(huge[offs[5]+20:], 0x7FFFFFF0) // frame 6's captured length
+	back, err = pcap.Read(bytes.NewReader(huge))
+	if len(back) != 5 || !errors.Is(err, pcap.ErrMalformed) || !strings.Contains(err.Error(), "claims 2147483632 captured bytes") {
+		t.Errorf("huge captured length: %d frames, %v", len(back), err)
+	}
+
+	// A well-formed interface block with if_tsresol 0xC0 (2^-64 s): pcapgo computes
+	// 1<<64 = 0 and divides by it.
+	le := binary.LittleEndian
+	shb := le.AppendUint32(le.AppendUint32(nil, 0x0A0D0D0A), 28)
+	shb = le.AppendUint32(shb, 0x1A2B3C4D)
+	shb = append(shb, 1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
+	shb = le.AppendUint32(shb, 28)
+	idb := le.AppendUint32(le.AppendUint32(nil, 1), 32)
+	idb = append(idb, 1, 0, 0, 0, 0, 0, 0, 0) // Ethernet, snaplen 0
+	idb = append(idb, 9, 0, 1, 0, 0xC0, 0, 0, 0, 0, 0, 0, 0)
+	idb = le.AppendUint32(idb, 32)
+	if _, err := pcap.Read(bytes.NewReader(append(shb, idb...))); !errors.Is(err, pcap.ErrMalformed) || !strings.Contains(err.Error(), "divide by zero") {
+		t.Errorf("zero resolution: %v", err)
 	}
 }

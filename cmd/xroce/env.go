@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/xroce/xroce/bpf"
+	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/transport"
 	"github.com/xroce/xroce/xdp"
@@ -18,6 +20,7 @@ type linkOptions struct {
 	link     string // xdp or udp
 	xdpMode  string
 	gidIndex int // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
+	pcap     pcapOptions
 }
 
 // env is an opened device running its engine.
@@ -32,6 +35,10 @@ type env struct {
 func openEnv(o linkOptions) (*env, error) {
 	if o.dev == "" {
 		return nil, fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
+	}
+	tapOpts, err := o.pcap.tapOptions()
+	if err != nil {
+		return nil, err
 	}
 	var link transport.Link
 	switch o.link {
@@ -57,6 +64,11 @@ func openEnv(o linkOptions) (*env, error) {
 	default:
 		return nil, fmt.Errorf("--link %q: want xdp or udp", o.link)
 	}
+	link, tap, err := withTap(link, o.pcap.path, tapOpts)
+	if err != nil {
+		link.Close()
+		return nil, err
+	}
 	dev, err := transport.Open(link, transport.Options{})
 	if err != nil {
 		link.Close()
@@ -74,7 +86,29 @@ func openEnv(o linkOptions) (*env, error) {
 		defer wg.Done()
 		_ = dev.Run(ctx)
 	}()
-	return &env{link: link, dev: dev, gid: gid, stop: func() { cancel(); wg.Wait(); link.Close() }}, nil
+	stop := func() {
+		cancel()
+		wg.Wait()
+		link.Close()
+		if tap != nil && tap.Err() != nil {
+			fmt.Fprintf(os.Stderr, "xroce: --pcap: %v\n", tap.Err())
+		}
+	}
+	return &env{link: link, dev: dev, gid: gid, stop: stop}, nil
+}
+
+// withTap wraps link in a pcap.Tap recording to path, or returns link itself when
+// path is empty: without --pcap nothing stands between the engine and the link.
+// On error the returned link is the one given, still open.
+func withTap(link transport.Link, path string, opts pcap.TapOptions) (transport.Link, *pcap.Tap, error) {
+	if path == "" {
+		return link, nil, nil
+	}
+	tap, err := pcap.NewTap(link, path, opts)
+	if err != nil {
+		return link, nil, fmt.Errorf("--pcap: %w", err)
+	}
+	return tap, tap, nil
 }
 
 // pickGID returns the GID at index, or the default: the first IPv4-mapped GID, else

@@ -31,6 +31,8 @@ var commands = map[string]command{
 	"pingpong":  {"SEND ping-pong (ibv_rc_pingpong)", runPingpong},
 	"gids":      {"GID table of an interface (show_gids)", runGids},
 	"devinfo":   {"device attributes of an interface (ibv_devinfo)", runDevinfo},
+	"dump":      {"print the RoCE frames of a capture with ICRC verdicts (like tcpdump -v)", runDump},
+	"replay":    {"emulate one endpoint of a capture and compare its answers (replay FILE --as IP)", runReplay},
 }
 
 func usage() {

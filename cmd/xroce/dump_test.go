@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/transport"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// pcapsDir is where the rdma_rxe captures are: XROCE_PCAPS, or ../shared/pcaps
+// beside the repository.
+func pcapsDir() string {
+	if d := os.Getenv("XROCE_PCAPS"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "..", "..", "shared", "pcaps")
+}
+
+func rxeCapture(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(pcapsDir(), "rxe", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("capture %s not found (%v): set XROCE_PCAPS to shared/pcaps", name, err)
+	}
+	return p
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		must(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
+	}
+	if got != string(want) {
+		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("%s differs from line %d:\n got: %s\nwant: %s", path, i+1, g, w)
+			}
+		}
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runDumpArgs(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var b bytes.Buffer
+	err := dump(args, &b)
+	return b.String(), err
+}
+
+// TestDumpGolden: every rdma_rxe capture, one line per RoCE frame, each with ICRC
+// ok except the corrupted frame of hostpeer_bad_icrc.pcap.
+func TestDumpGolden(t *testing.T) {
+	names, err := filepath.Glob(filepath.Join(pcapsDir(), "rxe", "*.pcap"))
+	must(t, err)
+	if len(names) < 11 {
+		t.Fatalf("%d captures in %s: set XROCE_PCAPS to shared/pcaps", len(names), pcapsDir())
+	}
+	for _, path := range names {
+		name := filepath.Base(path)
+		t.Run(name, func(t *testing.T) {
+			out, err := runDumpArgs(t, path)
+			must(t, err)
+			golden(t, filepath.Join("dump", strings.TrimSuffix(name, ".pcap")+".txt"), out)
+			bad := strings.Count(out, " ICRC BAD (")
+			ok := strings.Count(out, " ICRC ok\n")
+			want := 0
+			if name == "hostpeer_bad_icrc.pcap" {
+				want = 1
+				if !strings.Contains(out, "   14    0.008914 10.77.0.1:4791 → 10.77.0.12:4791 RC_SEND_ONLY QPN 0x000023 PSN 2549261 AckReq payload 64 ICRC BAD (carried 0x6fc330a2, computed 0x807d9d7c)\n") {
+					t.Errorf("frame 14 not reported as Wireshark shows it")
+				}
+			}
+			lines := strings.Count(out, "\n") - 1
+			if bad != want || ok+bad != lines || strings.Contains(out, "malformed RoCE") {
+				t.Errorf("%d BAD (want %d), %d ok of %d lines", bad, want, ok, lines)
+			}
+		})
+	}
+}
+
+// TestDumpFilters: by QPN and opcode (exact, prefix, number), absolute times.
+func TestDumpFilters(t *testing.T) {
+	out, err := runDumpArgs(t, "--qpn", "0x14", "--opcode", "RDMA_READ_RESPONSE,RC_RDMA_READ_REQUEST", rxeCapture(t, "ib_read_bw.pcap"))
+	must(t, err)
+	golden(t, "dump/filter_read_qpn14.txt", out)
+	out, err = runDumpArgs(t, "--opcode", "0x11", "--qpn", "17,0x12", "--abs", rxeCapture(t, "ib_write_bw.pcap"))
+	must(t, err)
+	golden(t, "dump/filter_ack_abs.txt", out)
+	for _, bad := range [][]string{{"--qpn", "0x1000000"}, {"--opcode", "NOPE"}, {"--qpn", "x"}, {}, {"a", "b"}} {
+		if _, err := runDumpArgs(t, bad...); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := runDumpArgs(t, "/no/such/file.pcap"); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// writePcap writes frames as a classic pcap file.
+func writePcap(t *testing.T, path string, frames []pcap.Frame) {
+	t.Helper()
+	f, err := os.Create(path)
+	must(t, err)
+	defer f.Close()
+	w := pcapgo.NewWriterNanos(f)
+	must(t, w.WriteFileHeader(65535, layers.LinkTypeEthernet))
+	for _, fr := range frames {
+		l := fr.Len
+		if l < len(fr.Data) {
+			l = len(fr.Data)
+		}
+		must(t, w.WritePacket(gopacket.CaptureInfo{Timestamp: fr.Time, CaptureLength: len(fr.Data), Length: l}, fr.Data))
+	}
+}
+
+// TestDumpMalformed: a snapped RoCE frame and a garbage UDP/4791 datagram are
+// reported as malformed, non-RoCE frames are skipped, and a capture that ends
+// mid-record prints what it holds and fails.
+func TestDumpMalformed(t *testing.T) {
+	frames, err := pcap.ReadFile(rxeCapture(t, "hostpeer_bad_icrc.pcap"))
+	must(t, err)
+	good := frames[11] // a SEND_ONLY
+	snapped := good
+	snapped.Data = good.Data[:60]
+	garbage := good
+	garbage.Data = append([]byte(nil), good.Data[:42]...)
+	garbage.Data = append(garbage.Data, 0x77, 0x40, 0xFF, 0xFF, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+	binary.BigEndian.PutUint16(garbage.Data[16:], uint16(len(garbage.Data)-14)) // IP total length
+	binary.BigEndian.PutUint16(garbage.Data[38:], uint16(len(garbage.Data)-34)) // UDP length
+	garbage.Len = len(garbage.Data)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.pcap")
+	writePcap(t, path, []pcap.Frame{frames[0], good, snapped, garbage, frames[12]})
+	out, err := runDumpArgs(t, path)
+	must(t, err)
+	golden(t, "dump/malformed.txt", out)
+
+	b, err := os.ReadFile(path)
+	must(t, err)
+	must(t, os.WriteFile(path, b[:len(b)-20], 0o644))
+	out, err = runDumpArgs(t, path)
+	if err == nil || !strings.Contains(err.Error(), "frame 5: unexpected EOF") || !strings.HasSuffix(out, "4 frames; 3 RoCE: 1 ICRC ok, 0 ICRC BAD, 2 malformed\n") {
+		t.Errorf("truncated capture: %v\n%q", err, out)
+	}
+	must(t, os.WriteFile(path, []byte("not a capture at all"), 0o644))
+	if _, err := runDumpArgs(t, path); err == nil {
+		t.Error("a text file dumped")
+	}
+}
+
+// TestDumpTapCapture: a capture written by the tap shows each frame's direction.
+func TestDumpTapCapture(t *testing.T) {
+	frames, err := pcap.ReadFile(rxeCapture(t, "ib_read_bw.pcap"))
+	must(t, err)
+	a, b := transport.NewPipe(transport.PipeConfig{Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.11")}}, transport.PipeConfig{})
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "tap.pcapng")
+	tap, err := pcap.NewTap(a, path, pcap.TapOptions{Now: func() time.Time { now = now.Add(time.Millisecond); return now }})
+	must(t, err)
+	for _, i := range []int{70, 71, 72} { // READ requests arrive together
+		_, err := b.Send([][]byte{frames[i].Data})
+		must(t, err)
+	}
+	rx := make([][]byte, 8)
+	n, err := tap.Recv(rx)
+	if n != 3 || err != nil {
+		t.Fatalf("recv %d %v", n, err)
+	}
+	for _, i := range []int{75, 76, 77} { // the responses, one Send each
+		_, err := tap.Send([][]byte{frames[i].Data})
+		must(t, err)
+	}
+	must(t, tap.Close())
+	out, err := runDumpArgs(t, path)
+	must(t, err)
+	golden(t, "dump/tap.txt", out)
+}
+
+// TestDumpBinary: the command through the binary: exit status and output.
+func TestDumpBinary(t *testing.T) {
+	out, err := exec.Command(bin, "dump", "--opcode", "ATOMIC_ACKNOWLEDGE", rxeCapture(t, "ib_atomic_bw.pcap")).CombinedOutput()
+	if err != nil || strings.Count(string(out), "RC_ATOMIC_ACKNOWLEDGE") != 5 {
+		t.Errorf("%v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "dump").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "usage: xroce dump") {
+		t.Errorf("no file: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/testnet"
+	"github.com/xroce/xroce/transport"
+)
+
+func runReplayArgs(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var b bytes.Buffer
+	err := replay(args, &b)
+	return b.String(), err
+}
+
+// TestReplayCaptures: `xroce replay` of the rdma_rxe side answers every request of
+// the captures exactly as rdma_rxe did, with the parameters of the captured perftest
+// or rc_pingpong exchange. In the hostpeer captures the rxe side is the client
+// 10.77.0.12 (10.77.0.1 is a plain-UDP rc_pingpong server); the corrupted frame of
+// hostpeer_bad_icrc.pcap is dropped, as rdma_rxe dropped it, and its retransmission
+// ACKed.
+func TestReplayCaptures(t *testing.T) {
+	for _, c := range []struct {
+		file, as, source string
+		conns            int
+	}{
+		{"ib_write_bw.pcap", "10.77.0.11", "perftest exchange", 2},
+		{"ib_read_bw.pcap", "10.77.0.11", "perftest exchange", 2},
+		{"ib_send_bw.pcap", "10.77.0.11", "perftest exchange", 2},
+		{"ib_atomic_bw.pcap", "10.77.0.11", "perftest exchange", 1},
+		{"ibv_rc_pingpong.pcap", "10.77.0.11", "rc_pingpong exchange", 2},
+		{"hostpeer_bad_icrc.pcap", "10.77.0.12", "rc_pingpong exchange", 1},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			out, err := runReplayArgs(t, rxeCapture(t, c.file), "--as", c.as)
+			if err != nil || !strings.HasSuffix(out, "replay: no differences\n") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if n := strings.Count(out, "("+c.source+", frames "); n != c.conns {
+				t.Errorf("%d connections from the %s, want %d:\n%s", n, c.source, c.conns, out)
+			}
+			if strings.Contains(out, " 0 compared") {
+				t.Errorf("a connection compared nothing:\n%s", out)
+			}
+			if c.file == "hostpeer_bad_icrc.pcap" && !strings.Contains(out, "3 requests fed (1 with a bad ICRC), 1 dropped by the engine for a bad ICRC; 2 responses sent, 2 captured, 2 compared") {
+				t.Errorf("the bad frame:\n%s", out)
+			}
+		})
+	}
+}
+
+// alter writes name's frames, changed by edit, to a temporary capture.
+func alter(t *testing.T, name string, edit func(frames []pcap.Frame) []pcap.Frame) string {
+	t.Helper()
+	frames, err := pcap.ReadFile(rxeCapture(t, name))
+	must(t, err)
+	path := filepath.Join(t.TempDir(), "altered-"+name)
+	writePcap(t, path, edit(frames))
+	return path
+}
+
+// edit changes frame n (1-based) in place and recomputes its ICRC.
+func edit(t *testing.T, frames []pcap.Frame, n int, f func(p *roce.Packet, b []byte)) {
+	t.Helper()
+	fr := &frames[n-1]
+	fr.Data = append([]byte(nil), fr.Data...)
+	var p roce.Packet
+	must(t, p.Decode(fr.Data))
+	f(&p, fr.Data)
+	must(t, roce.FinishFrame(fr.Data))
+}
+
+var diffHead = regexp.MustCompile(`(?m)^  response \d+`)
+
+// TestReplayAlteredCaptures: one READ response byte flipped, or one request PSN
+// skipped, and replay reports exactly that difference and exits non-zero.
+func TestReplayAlteredCaptures(t *testing.T) {
+	t.Run("flipped READ response byte", func(t *testing.T) {
+		var orig byte
+		path := alter(t, "ib_read_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
+			edit(t, frames, 83, func(p *roce.Packet, b []byte) { // READ_RESPONSE_MIDDLE PSN 16152547
+				orig = b[p.PayloadOff+1000]
+				b[p.PayloadOff+1000] = ^orig
+			})
+			return frames
+		})
+		out, err := runReplayArgs(t, path, "--as", "10.77.0.11")
+		if !errors.Is(err, errDifferences) || len(diffHead.FindAllString(out, -1)) != 1 {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		want := fmt.Sprintf("  response 8, sent after request frame 73, captured in frame 83:\n"+
+			"    - sent:     RC_RDMA_READ_RESPONSE_MIDDLE QPN 0x000014 PSN 16152547 payload 1024\n"+
+			"    + captured: RC_RDMA_READ_RESPONSE_MIDDLE QPN 0x000014 PSN 16152547 payload 1024\n"+
+			"    payload byte 1000: sent 0x%02x, captured 0x%02x (1 of 1024 bytes differ)\n", orig, ^orig)
+		if !strings.Contains(out, want) || !strings.HasSuffix(out, "replay: 1 difference\n") {
+			t.Errorf("want\n%s\nin\n%s", want, out)
+		}
+	})
+	t.Run("skipped PSN", func(t *testing.T) {
+		path := alter(t, "ib_send_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
+			return append(frames[:68:68], frames[69:]...) // frame 69: SEND_FIRST PSN 9005482
+		})
+		out, err := runReplayArgs(t, path, "--as", "10.77.0.11")
+		if !errors.Is(err, errDifferences) || len(diffHead.FindAllString(out, -1)) != 1 {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		// Frame numbers after the cut are one lower than in the original capture.
+		want := "  response 3, sent after request frame 69, captured in frame 79:\n" +
+			"    - sent:     RC_ACKNOWLEDGE QPN 0x000016 PSN 9005482 AETH 0x60 NAK PSN sequence error MSN 2\n" +
+			"    + captured: RC_ACKNOWLEDGE QPN 0x000016 PSN 9005484 AETH 0x1f ACK credits=31 MSN 3\n" +
+			"    PSN: sent 9005482, captured 9005484\n" +
+			"    AETH syndrome: sent 0x60 (NAK PSN sequence error), captured 0x1f (ACK credits=31)\n" +
+			"    AETH MSN: sent 2, captured 3\n" +
+			"    the captured requests skip PSN 9005482: frame 69 carries PSN 9005483, after frame 68 with PSN 9005481\n" +
+			"  the engine and the capture parted at response 3: 2 later captured responses not compared\n"
+		if !strings.Contains(out, want) || !strings.HasSuffix(out, "replay: 1 difference\n") {
+			t.Errorf("want\n%s\nin\n%s", want, out)
+		}
+	})
+}
+
+// TestReplayFlags: parameters from flags, and the errors of bad ones.
+func TestReplayFlags(t *testing.T) {
+	wr := rxeCapture(t, "ib_write_bw.pcap")
+	out, err := runReplayArgs(t, wr, "--as", "10.77.0.11", "--qpn", "0x12", "--mtu", "1024")
+	if err != nil || !strings.Contains(out, "replaying 10.77.0.11: 1 connection\n") || !strings.Contains(out, "(flags and perftest exchange, frames 52-110)") {
+		t.Errorf("--qpn: %v\n%s", err, out)
+	}
+	// A wrong PSN from the flags: the first WRITE looks like a duplicate.
+	out, err = runReplayArgs(t, wr, "--as", "10.77.0.11", "--qpn", "0x11", "--psn", "1616768")
+	if !errors.Is(err, errDifferences) || !strings.Contains(out, "first PSN 1616768") {
+		t.Errorf("--psn: %v\n%s", err, out)
+	}
+	// A region of 64 bytes: the second 64-byte WRITE lands outside it.
+	out, err = runReplayArgs(t, wr, "--as", "10.77.0.11", "--qpn", "0x11", "--rkey", "0x28e", "--vaddr", "0x564da7911000", "--len", "64")
+	if !errors.Is(err, errDifferences) || !strings.Contains(out, "NAK remote access error") {
+		t.Errorf("--len: %v\n%s", err, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{wr}, "--as IP is required"},
+		{[]string{wr, "--as", "nope"}, "--as"},
+		{[]string{wr, "--as", "10.0.0.1"}, "no RoCE RC frame to or from 10.0.0.1; the capture's RoCE endpoints are 10.77.0.12, 10.77.0.11"},
+		{[]string{wr, "--as", "10.77.0.11", "--psn", "5"}, "2 connections of 10.77.0.11 in the capture: choose one with --qpn"},
+		{[]string{wr, "--as", "10.77.0.11", "--qpn", "0x99"}, "no RC frame of the capture goes to QPN 0x99"},
+		{[]string{wr, "--as", "10.77.0.11", "--rkey", "1"}, "--rkey and --vaddr go together"},
+		{[]string{wr, "--as", "10.77.0.11", "--mtu", "1000"}, "--mtu 1000"},
+		{[]string{wr, "--as", "10.77.0.11", "--qpn", "0x1000000"}, "--qpn"},
+		{[]string{"/no/such.pcap", "--as", "10.77.0.11"}, "no such file"},
+	} {
+		if _, err := runReplayArgs(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestReplayBinary: the exit status through the binary: 0 without differences, 1
+// with.
+func TestReplayBinary(t *testing.T) {
+	out, err := exec.Command(bin, "replay", rxeCapture(t, "ib_atomic_bw.pcap"), "--as", "10.77.0.11").CombinedOutput()
+	if err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
+	path := alter(t, "ib_write_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
+		edit(t, frames, 28, func(p *roce.Packet, b []byte) { b[p.BTHOff+roce.BTHLen+3] ^= 1 }) // the ACK's MSN: 2 → 3
+		return frames
+	})
+	out, err = exec.Command(bin, "replay", path, "--as", "10.77.0.11").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "    AETH MSN: sent 2, captured 3 (later MSNs that differ by as much are not listed)\n") ||
+		!strings.Contains(string(out), "xroce replay: differences found: 1") {
+		t.Errorf("%v\n%s", err, out)
+	}
+}
+
+// TestReplayRoundTrip: a server recording its traffic with --pcap, against an
+// xroce client, replays with no differences, for each kind of traffic and over
+// both links.
+func TestReplayRoundTrip(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	dir := t.TempDir()
+	for _, link := range []string{"xdp", "udp"} {
+		for _, c := range []struct {
+			cmd  string
+			size int
+		}{{"write_bw", 10000}, {"read_bw", 5000}, {"send_bw", 3000}, {"atomic_bw", 8}, {"write_lat", 64}, {"pingpong", 2500}} {
+			t.Run(link+"/"+c.cmd, func(t *testing.T) {
+				file := filepath.Join(dir, link+"-"+c.cmd+".pcapng")
+				args := []string{c.cmd, "--link", link, "-s", fmt.Sprint(c.size), "-n", "300"}
+				pair(t, n, append(args, "-d", n.IfB, "--pcap", file), append(args, "-d", n.IfA, n.IPB.String()))
+				frames, err := pcap.ReadFile(file)
+				must(t, err)
+				var rx, tx int
+				for _, f := range frames {
+					switch f.Dir {
+					case pcap.DirRX:
+						rx++
+					case pcap.DirTX:
+						tx++
+					}
+				}
+				if rx == 0 || tx == 0 || rx+tx != len(frames) {
+					t.Fatalf("%d frames: %d rx, %d tx", len(frames), rx, tx)
+				}
+				out, err := exec.Command(bin, "replay", file, "--as", n.IPB.String()).CombinedOutput()
+				if err != nil || !strings.HasSuffix(string(out), "replay: no differences\n") || !strings.Contains(string(out), "replaying 10.79.0.2: 1 connection") {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				if m := regexp.MustCompile(`(\d+) compared`).FindStringSubmatch(string(out)); m == nil || m[1] == "0" {
+					t.Errorf("nothing compared:\n%s", out)
+				}
+				if c.cmd == "write_bw" && link == "xdp" {
+					// The dump of the recording: every frame with a good ICRC.
+					d, err := exec.Command(bin, "dump", file).CombinedOutput()
+					if err != nil || !strings.Contains(string(d), fmt.Sprintf("%d RoCE: %d ICRC ok, 0 ICRC BAD", len(frames), len(frames))) {
+						t.Errorf("dump: %v\n%s", err, lastLine(string(d)))
+					}
+				}
+				os.Remove(file)
+			})
+		}
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndex(s, "\n")+1:]
+}
+
+// TestPcapFlags: the --pcap flags' checks, and no tap without --pcap.
+func TestPcapFlags(t *testing.T) {
+	for _, c := range []struct {
+		o    pcapOptions
+		want string
+	}{
+		{pcapOptions{snaplen: 100}, "need --pcap FILE"},
+		{pcapOptions{path: "x", snaplen: -1}, "--pcap-snaplen -1"},
+		{pcapOptions{path: "x", rotateSize: "12Q"}, "--pcap-rotate-size"},
+		{pcapOptions{path: "x", rotateSize: "0"}, "--pcap-rotate-size"},
+		{pcapOptions{path: "x", rotateFiles: 3}, "needs --pcap-rotate-size"},
+		{pcapOptions{path: "x", rotateSize: "99999999999G"}, "--pcap-rotate-size"},
+	} {
+		if _, err := c.o.tapOptions(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+	o, err := pcapOptions{path: "r.pcap", rotateSize: "10M", rotateFiles: 2, snaplen: 128}.tapOptions()
+	if err != nil || o.RotateSize != 10<<20 || o.Format != pcap.PCAP || o.Snaplen != 128 || o.RotateFiles != 2 {
+		t.Errorf("%+v %v", o, err)
+	}
+	if n, err := parseSize("512K"); n != 512<<10 || err != nil {
+		t.Errorf("512K: %d %v", n, err)
+	}
+	// Without --pcap the link is handed over as it is: nothing between it and the
+	// engine.
+	a, _ := transport.NewPipe(transport.PipeConfig{}, transport.PipeConfig{})
+	if l, tap, err := withTap(a, "", pcap.TapOptions{}); l != transport.Link(a) || tap != nil || err != nil {
+		t.Errorf("without --pcap: %T %v %v", l, tap, err)
+	}
+	if l, tap, err := withTap(a, "/no/such/dir/x.pcapng", pcap.TapOptions{}); l != transport.Link(a) || tap != nil || err == nil || !strings.Contains(err.Error(), "--pcap") {
+		t.Errorf("unwritable --pcap: %T %v %v", l, tap, err)
+	}
+	out, err := exec.Command(bin, "write_bw", "-d", "lo", "--pcap-rotate-files", "2").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "need --pcap FILE") {
+		t.Errorf("%v\n%s", err, out)
+	}
+}

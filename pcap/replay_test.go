@@ -1,0 +1,309 @@
+package pcap_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+var (
+	rxeServer = netip.MustParseAddr("10.77.0.11")
+	rxeClient = netip.MustParseAddr("10.77.0.12")
+)
+
+func readCapture(t *testing.T, name string) []pcap.Frame {
+	t.Helper()
+	frames, err := pcap.ReadFile(capture(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return frames
+}
+
+func report(t *testing.T, r *pcap.Report) string {
+	t.Helper()
+	var b bytes.Buffer
+	must(t, r.Write(&b))
+	return b.String()
+}
+
+// TestReplayRxeCaptures: the engine, in rdma_rxe's place, answers every request of
+// the captures as rdma_rxe did, with the parameters inferred from the RoCE frames
+// (cmd/xroce's tests replay them with the TCP exchanges' parameters).
+func TestReplayRxeCaptures(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		as   netip.Addr
+	}{
+		{"ib_write_bw.pcap", rxeServer}, {"ib_read_bw.pcap", rxeServer}, {"ib_send_bw.pcap", rxeServer},
+		{"ib_atomic_bw.pcap", rxeServer}, {"ibv_rc_pingpong.pcap", rxeServer}, {"ibv_rc_pingpong.pcap", rxeClient},
+		{"ib_write_lat.pcap", rxeServer}, {"ib_write_lat.pcap", rxeClient}, {"ib_write_bw_rdmacm.pcap", rxeServer},
+		{"ib_write_bw_tclass106.pcap", rxeServer},
+		{"hostpeer_rc_pingpong.pcap", rxeClient}, {"hostpeer_rc_pingpong_s2500.pcap", rxeClient}, {"hostpeer_bad_icrc.pcap", rxeClient},
+	} {
+		t.Run(c.file+"/"+c.as.String(), func(t *testing.T) {
+			r, err := pcap.Replay(readCapture(t, c.file), pcap.ReplayConfig{As: c.as})
+			must(t, err)
+			out := report(t, r)
+			if r.Differences() != 0 || !strings.HasSuffix(out, "replay: no differences\n") {
+				t.Fatalf("differences:\n%s", out)
+			}
+			for i, cr := range r.Conns {
+				if cr.Compared == 0 || cr.Compared != cr.Captured || cr.Sent != cr.Captured {
+					t.Errorf("connection %d: %d compared, %d sent, %d captured", i+1, cr.Compared, cr.Sent, cr.Captured)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayBadICRC: the corrupted frame of hostpeer_bad_icrc.pcap is fed, the
+// engine drops it as rdma_rxe did (no answer), and the retransmission is ACKed.
+func TestReplayBadICRC(t *testing.T) {
+	r, err := pcap.Replay(readCapture(t, "hostpeer_bad_icrc.pcap"), pcap.ReplayConfig{As: rxeClient})
+	must(t, err)
+	if len(r.Conns) != 1 {
+		t.Fatalf("%d connections", len(r.Conns))
+	}
+	c := r.Conns[0]
+	if c.Fed != 3 || c.BadICRC != 1 || c.DroppedICRC != 1 || c.Compared != 2 || r.Differences() != 0 {
+		t.Fatalf("%+v\n%s", c, report(t, r))
+	}
+	if c.Conn.QPN != 0x23 || c.Conn.PeerQPN != 0xabc || c.Conn.Peer != netip.MustParseAddr("10.77.0.1") || c.Conn.PSN != 2549261 {
+		t.Errorf("inferred %+v", c.Conn)
+	}
+}
+
+// reencode applies edit to frame n (1-based) of frames and recomputes its ICRC.
+func reencode(t *testing.T, frames []pcap.Frame, n int, edit func(p *roce.Packet, data []byte)) {
+	t.Helper()
+	f := &frames[n-1]
+	f.Data = append([]byte(nil), f.Data...)
+	var p roce.Packet
+	must(t, p.Decode(f.Data))
+	edit(&p, f.Data)
+	must(t, roce.FinishFrame(f.Data))
+}
+
+// TestReplayFlippedReadByte: a READ response whose payload byte was changed differs
+// from what the engine returns: exactly that byte is reported. ib_read_bw's second
+// run reads the same 2500 bytes five times, so the memory contents come from the
+// four unaltered responses.
+func TestReplayFlippedReadByte(t *testing.T) {
+	frames := readCapture(t, "ib_read_bw.pcap")
+	var orig byte
+	reencode(t, frames, 80, func(p *roce.Packet, data []byte) { // RDMA_READ_RESPONSE_MIDDLE, PSN 16152544
+		if p.BTH.Opcode != roce.RC_RDMA_READ_RESPONSE_MIDDLE {
+			t.Fatalf("frame 80 is %v", p.BTH.Opcode)
+		}
+		orig = data[p.PayloadOff+517]
+		data[p.PayloadOff+517] ^= 0x40
+	})
+	r, err := pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer})
+	must(t, err)
+	out := report(t, r)
+	if r.Differences() != 1 || len(r.Conns[1].Diffs) != 1 {
+		t.Fatalf("want exactly one difference:\n%s", out)
+	}
+	d := r.Conns[1].Diffs[0]
+	if d.Frame != 80 || len(d.Fields) != 1 || d.Fields[0].Field != "payload byte 517" ||
+		d.Fields[0].Sent != fmt.Sprintf("0x%02x", orig) || !strings.HasPrefix(d.Fields[0].Captured, fmt.Sprintf("0x%02x (1 of 1024 bytes differ)", orig^0x40)) {
+		t.Errorf("difference %+v\n%s", d, out)
+	}
+	if r.Conns[1].NotCompared != 0 || r.Conns[1].Compared != 15 {
+		t.Errorf("a payload difference must not stop the comparison:\n%s", out)
+	}
+}
+
+// TestReplaySkippedPSN: a request PSN missing from the capture (the frame is cut
+// out, or every later request renumbered) makes the engine NAK with a PSN sequence
+// error where rdma_rxe ACKed: one difference, naming the skipped PSN, after which
+// the comparison stops.
+func TestReplaySkippedPSN(t *testing.T) {
+	check := func(t *testing.T, frames []pcap.Frame, frame int) {
+		r, err := pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer})
+		must(t, err)
+		out := report(t, r)
+		if r.Differences() != 1 || len(r.Conns[1].Diffs) != 1 {
+			t.Fatalf("want exactly one difference:\n%s", out)
+		}
+		d := r.Conns[1].Diffs[0]
+		if !strings.Contains(d.Sent, "PSN 4052737 AETH 0x60 NAK PSN sequence error") || d.Frame != 87 ||
+			!strings.Contains(d.Note, fmt.Sprintf("the captured requests skip PSN 4052737: frame %d carries PSN 4052738, after frame 74 with PSN 4052736", frame)) {
+			t.Errorf("difference %+v\n%s", d, out)
+		}
+		if r.Conns[1].NotCompared != 3 || !strings.Contains(out, "parted at response 2: 3 later captured responses not compared") {
+			t.Errorf("\n%s", out)
+		}
+	}
+	t.Run("cut", func(t *testing.T) {
+		frames := readCapture(t, "ib_write_bw.pcap")
+		frames = append(frames[:74:74], frames[75:]...) // frame 75: RDMA_WRITE_MIDDLE PSN 4052737
+		check(t, frames, 76)
+	})
+	t.Run("renumbered", func(t *testing.T) {
+		frames := readCapture(t, "ib_write_bw.pcap")
+		for n := 75; n <= 85; n++ { // the client's requests after PSN 4052736
+			reencode(t, frames, n, func(p *roce.Packet, data []byte) {
+				psn := roce.PSNNext(p.BTH.PSN)
+				data[p.BTHOff+9], data[p.BTHOff+10], data[p.BTHOff+11] = byte(psn>>16), byte(psn>>8), byte(psn)
+			})
+		}
+		check(t, frames, 75)
+	})
+}
+
+// TestReplayTapRoundTrip: traffic between two engines recorded by a Tap on the
+// server replays with no differences, the ACKs coalesced over each Recv batch
+// included; without the batches (the same frames as a classic pcap would carry
+// them) the coalescing cannot be reproduced.
+func TestReplayTapRoundTrip(t *testing.T) {
+	path := t.TempDir() + "/srv.pcapng"
+	tapped(t, path, pcap.TapOptions{}, func(e *engines) {
+		e.post(transport.WR_RDMA_WRITE, 4096, 64)
+		e.post(transport.WR_RDMA_READ, 2500, 32)
+		e.post(transport.WR_SEND, 3000, 48)
+		e.post(transport.WR_ATOMIC_FETCH_AND_ADD, 8, 40)
+		e.post(transport.WR_RDMA_WRITE, 64, 100)
+	})
+	frames, err := pcap.ReadFile(path)
+	must(t, err)
+	r, err := pcap.Replay(frames, pcap.ReplayConfig{As: srvAddr})
+	must(t, err)
+	out := report(t, r)
+	if r.Differences() != 0 || len(r.Conns) != 1 || r.Conns[0].Compared < 100 {
+		t.Fatalf("\n%s", out)
+	}
+	for i := range frames {
+		frames[i].Dir = pcap.DirUnknown
+	}
+	r, err = pcap.Replay(frames, pcap.ReplayConfig{As: srvAddr})
+	must(t, err)
+	if r.Differences() == 0 {
+		t.Errorf("replayed one frame at a time, the coalesced ACKs still matched: the test does not exercise the batches")
+	}
+}
+
+// TestReplayParameters: given parameters win over inference; a region with a
+// length makes requests beyond it fail as on the real responder.
+func TestReplayParameters(t *testing.T) {
+	frames := readCapture(t, "ib_write_bw.pcap")
+	conns := pcap.InferConns(frames, rxeServer)
+	if len(conns) != 2 || conns[0].QPN != 0x11 || conns[0].PeerQPN != 0x11 || conns[0].PSN != 1616767 || conns[1].From != 71 {
+		t.Fatalf("inferred %+v", conns)
+	}
+	// A wrong expected PSN: everything is a duplicate, answered by an ACK of PSN-1.
+	c := conns[:1:1]
+	c[0].PSN = 1616769
+	r, err := pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer, Conns: c})
+	must(t, err)
+	if r.Differences() != 1 || !strings.Contains(r.Conns[0].Diffs[0].Sent, "PSN 1616768 AETH 0x1f ACK credits=31 MSN 0") {
+		t.Errorf("\n%s", report(t, r))
+	}
+	// The region ends after the first 64 bytes: the second WRITE gets a remote
+	// access error.
+	c[0].PSN = 1616767
+	c[0].Regions = []pcap.Region{{RKey: 0x28e, VA: 0x564da7911000, Len: 64}}
+	r, err = pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer, Conns: c})
+	must(t, err)
+	out := report(t, r)
+	if r.Differences() != 1 || !strings.Contains(r.Conns[0].Diffs[0].Sent, "NAK remote access error") {
+		t.Errorf("\n%s", out)
+	}
+}
+
+// TestReplayBadInput: wrong endpoints and impossible parameters are errors, and
+// corrupted frames never make Replay panic.
+func TestReplayBadInput(t *testing.T) {
+	frames := readCapture(t, "ib_atomic_bw.pcap")
+	if _, err := pcap.Replay(frames, pcap.ReplayConfig{}); err == nil {
+		t.Error("no address accepted")
+	}
+	_, err := pcap.Replay(frames, pcap.ReplayConfig{As: netip.MustParseAddr("10.0.0.9")})
+	if err == nil || !strings.Contains(err.Error(), "endpoints are 10.77.0.12, 10.77.0.11") {
+		t.Errorf("unknown endpoint: %v", err)
+	}
+	if _, err := pcap.Replay(frames[:3], pcap.ReplayConfig{As: rxeServer}); err == nil || !strings.Contains(err.Error(), "no RoCE RC frames") {
+		t.Errorf("no RoCE: %v", err)
+	}
+	base := pcap.InferConns(frames, rxeServer)[0]
+	for _, c := range []struct {
+		edit func(c *pcap.Conn)
+		want string
+	}{
+		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: 0x101c, VA: 1, Len: 1 << 40}} }, "more than"},
+		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: 0x101c, VA: ^uint64(0), Len: 2}} }, "wraps"},
+		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: 0x1c, VA: 0x1000}} }, "not advertised"},
+		{func(c *pcap.Conn) { c.MTU = 9 }, "not an IB MTU"},
+	} {
+		k := base
+		c.edit(&k)
+		r, err := pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer, Conns: []pcap.Conn{k}})
+		must(t, err)
+		if out := report(t, r); !strings.Contains(out, c.want) {
+			t.Errorf("want %q in\n%s", c.want, out)
+		}
+	}
+	// An rkey whose table index is 0 cannot be registered: a clear error.
+	reencodeAll := append([]pcap.Frame(nil), frames...)
+	for n := 20; n <= 24; n++ {
+		reencode(t, reencodeAll, n, func(p *roce.Packet, data []byte) {
+			off := p.BTHOff + roce.BTHLen + 8
+			data[off], data[off+1], data[off+2], data[off+3] = 0, 0, 0, 0x1c
+		})
+	}
+	r, err := pcap.Replay(reencodeAll, pcap.ReplayConfig{As: rxeServer})
+	must(t, err)
+	if out := report(t, r); r.Differences() == 0 || !strings.Contains(out, "index 0 is reserved") {
+		t.Errorf("\n%s", out)
+	}
+	// Every header byte and some payload bytes of a READ request and of a response
+	// flipped in turn.
+	rd := readCapture(t, "ib_read_bw.pcap")
+	for _, n := range []int{71, 76} {
+		for i := 14; i < len(rd[n-1].Data); i++ {
+			if i > 90 && i%61 != 0 {
+				continue
+			}
+			fr := append([]pcap.Frame(nil), rd...)
+			fr[n-1].Data = append([]byte(nil), fr[n-1].Data...)
+			fr[n-1].Data[i] ^= 0xA5
+			_ = roce.FinishFrame(fr[n-1].Data)
+			if _, err := pcap.Replay(fr, pcap.ReplayConfig{As: rxeServer}); err != nil {
+				t.Fatalf("frame %d byte %d: %v", n, i, err)
+			}
+		}
+	}
+}
+
+// FuzzReplay replays the second run of ib_read_bw.pcap (frames 60-110) with a
+// byte of a frame changed.
+func FuzzReplay(f *testing.F) {
+	frames, err := pcap.ReadFile(capture(nil, "ib_read_bw.pcap"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	frames = frames[59:]
+	f.Add(uint8(11), uint16(50), byte(0xFF), true)  // the first READ request's RETH
+	f.Add(uint8(17), uint16(60), byte(0x01), false) // a READ response, ICRC left bad
+	f.Add(uint8(12), uint16(45), byte(0x80), true)  // a READ request's PSN
+	f.Fuzz(func(t *testing.T, frame uint8, off uint16, x byte, fix bool) {
+		fr := append([]pcap.Frame(nil), frames...)
+		n := int(frame) % len(fr)
+		d := append([]byte(nil), fr[n].Data...)
+		d[int(off)%len(d)] ^= x
+		if fix {
+			_ = roce.FinishFrame(d)
+		}
+		fr[n].Data = d
+		if r, err := pcap.Replay(fr, pcap.ReplayConfig{As: rxeServer}); err == nil {
+			_ = r.Write(&bytes.Buffer{})
+		}
+	})
+}
