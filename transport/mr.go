@@ -57,7 +57,8 @@ func (mr *MemoryRegion) Access() Access { return mr.access }
 // mrTable maps the 24-bit index of an lkey or rkey to its region. It is guarded by
 // the device lock.
 type mrTable struct {
-	regions []*MemoryRegion // index → region (nil when free); index 0 is never used
+	regions []*MemoryRegion       // index → region (nil when free); index 0 is never used
+	chosen  map[int]*MemoryRegion // regions registered with a chosen key beyond regions
 	keyGen  uint8
 }
 
@@ -113,28 +114,29 @@ func (pd *ProtectionDomain) RegMRWith(buf []byte, access Access, opts MROptions)
 	t := &pd.dev.mrs
 	idx := 0
 	if opts.Key != 0 {
+		// A chosen key (replays) may name any index: those regions live in a map,
+		// so a large or corrupt key does not grow the table.
 		idx = int(opts.Key >> 8)
-		for len(t.regions) <= idx {
-			t.regions = append(t.regions, nil)
-		}
-		if idx == 0 || t.regions[idx] != nil {
+		if idx == 0 || idx < len(t.regions) && t.regions[idx] != nil || t.chosen[idx] != nil {
 			return nil, ErrKeyInUse
 		}
 	}
 	for i := 1; idx == 0 && i < len(t.regions); i++ {
-		if t.regions[i] == nil {
+		if t.regions[i] == nil && t.chosen[i] == nil {
 			idx = i
 		}
 	}
-	if idx == 0 {
+	for idx == 0 {
 		if len(t.regions) == 0 {
 			t.regions = append(t.regions, nil)
 		}
 		if len(t.regions) >= 1<<24 {
 			return nil, fmt.Errorf("transport: memory region table full")
 		}
-		idx = len(t.regions)
 		t.regions = append(t.regions, nil)
+		if i := len(t.regions) - 1; t.chosen[i] == nil {
+			idx = i
+		}
 	}
 	t.keyGen++
 	key := uint32(idx)<<8 | uint32(t.keyGen)
@@ -149,7 +151,14 @@ func (pd *ProtectionDomain) RegMRWith(buf []byte, access Access, opts MROptions)
 	if access&(AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic) != 0 {
 		mr.rkey = key
 	}
-	t.regions[idx] = mr
+	if opts.Key == 0 {
+		t.regions[idx] = mr
+	} else {
+		if t.chosen == nil {
+			t.chosen = map[int]*MemoryRegion{}
+		}
+		t.chosen[idx] = mr
+	}
 	return mr, nil
 }
 
@@ -162,7 +171,11 @@ func (mr *MemoryRegion) Dereg() error {
 		return ErrMRInvalid
 	}
 	mr.valid = false
-	t.regions[mr.lkey>>8] = nil
+	if idx := int(mr.lkey >> 8); t.chosen[idx] == mr {
+		delete(t.chosen, idx)
+	} else {
+		t.regions[idx] = nil
+	}
 	return nil
 }
 
@@ -170,10 +183,16 @@ func (mr *MemoryRegion) Dereg() error {
 // belongs to pd.
 func (t *mrTable) lookup(key uint32, pd *ProtectionDomain) *MemoryRegion {
 	idx := int(key >> 8)
-	if idx <= 0 || idx >= len(t.regions) {
+	if idx <= 0 {
 		return nil
 	}
-	mr := t.regions[idx]
+	var mr *MemoryRegion
+	if idx < len(t.regions) {
+		mr = t.regions[idx]
+	}
+	if mr == nil && t.chosen != nil {
+		mr = t.chosen[idx]
+	}
 	if mr == nil || mr.lkey != key || mr.pd != pd {
 		return nil
 	}

@@ -118,3 +118,33 @@ func TestPostErrors(t *testing.T) {
 		t.Errorf("state %v after a local protection error", s)
 	}
 }
+
+// TestChosenKeys: regions registered with a chosen key and IOVA (as replays do), even
+// a key whose index is huge, work next to ordinary ones, and a taken key is refused.
+func TestChosenKeys(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	a, b := p.a, p.b
+	buf := make([]byte, 4096)
+	mr, err := b.pd.RegMRWith(buf, transport.AccessLocalWrite|transport.AccessRemoteWrite,
+		transport.MROptions{IOVA: 0x10000, HasIOVA: true, Key: 0xfffffe01})
+	must(t, err)
+	if mr.RKey() != 0xfffffe01 || mr.Addr() != 0x10000 {
+		t.Fatalf("keys %#x addr %#x", mr.RKey(), mr.Addr())
+	}
+	if _, err := b.pd.RegMRWith(make([]byte, 8), transport.AccessLocalWrite, transport.MROptions{Key: 0xfffffe77}); err != transport.ErrKeyInUse {
+		t.Errorf("same index again: %v", err)
+	}
+	other, err := b.pd.RegMR(make([]byte, 64), transport.AccessLocalWrite|transport.AccessRemoteWrite)
+	must(t, err)
+	fill(a.buf[:100], 6)
+	must(t, postSend(a,
+		transport.SendWR{WRID: 1, Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, 100), RemoteAddr: 0x10000 + 200, RKey: 0xfffffe01},
+		transport.SendWR{WRID: 2, Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, 64), Flags: transport.SendSignaled, RemoteAddr: other.Addr(), RKey: other.RKey()}))
+	wcs := p.waitWCs(a, 1, time.Second)
+	checkWC(t, wcs[0], 2, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, -1)
+	checkBytes(t, "chosen-key region", buf[200:300], a.buf[:100])
+	must(t, mr.Dereg())
+	if _, err := b.pd.RegMRWith(buf, transport.AccessLocalWrite, transport.MROptions{Key: 0xfffffe02}); err != nil {
+		t.Errorf("index free again after Dereg: %v", err)
+	}
+}
