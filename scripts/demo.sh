@@ -16,6 +16,7 @@ cleanup() {
 	[ -n "$srv" ] && kill "$srv" 2>/dev/null || true
 	ip netns del "$A" 2>/dev/null || true
 	ip netns del "$B" 2>/dev/null || true
+	rm -f "/tmp/xroce-demo-server.$id" "${cap:-}"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -30,7 +31,8 @@ ip -n "$A" link set "$VA" up
 ip -n "$B" link set "$VB" up
 
 echo "== namespaces $A (10.99.0.1) and $B (10.99.0.2), veth $VA <-> $VB, AF_XDP in native mode"
-ip netns exec "$B" "$bin" write_bw -d "$VB" --verify -n 2000 > "/tmp/xroce-demo-server.$id" 2>&1 &
+cap="/tmp/xroce-demo.$id.pcapng"
+ip netns exec "$B" "$bin" write_bw -d "$VB" --verify -n 2000 --pcap "$cap" > "/tmp/xroce-demo-server.$id" 2>&1 &
 srv=$!
 for _ in $(seq 50); do
 	grep -q "Waiting for client" "/tmp/xroce-demo-server.$id" 2>/dev/null && break
@@ -38,10 +40,13 @@ for _ in $(seq 50); do
 done
 echo "== client (xroce write_bw -d $VA --verify -n 2000 10.99.0.2):"
 ip netns exec "$A" "$bin" write_bw -d "$VA" --verify -n 2000 10.99.0.2
-wait "$srv"
-status=$?
+status=0
+wait "$srv" || status=$?
+
 srv=
-echo "== server (xroce write_bw -d $VB --verify -n 2000):"
+echo "== server (xroce write_bw -d $VB --verify -n 2000 --pcap $cap):"
 sed -n '/#bytes/,$p' "/tmp/xroce-demo-server.$id"
-rm -f "/tmp/xroce-demo-server.$id"
-exit $status
+[ "$status" = 0 ] || exit "$status"
+echo "== the server's recording: $("$bin" dump "$cap" | tail -n 1)"
+echo "== replayed into a fresh engine as 10.99.0.2 (xroce replay $cap --as 10.99.0.2):"
+"$bin" replay "$cap" --as 10.99.0.2 | tail -n 2
