@@ -133,6 +133,12 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		return r
 	}
 	time.Sleep(300 * time.Millisecond)
+	if err := applyFault(lab, c.fault); err != nil {
+		r.err = err.Error()
+		_ = dump.Process.Kill()
+		_ = dump.Wait()
+		return r
+	}
 	var xout, gout string
 	var xerr, gerr error
 	var grc int
@@ -161,6 +167,7 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	time.Sleep(200 * time.Millisecond)
 	_ = dump.Process.Signal(syscall.SIGINT)
 	_ = dump.Wait()
+	faultErr := removeFault(lab, c.fault)
 	var ok1, ok2 bool
 	r.xroce, ok1 = figure(c.tool, xout)
 	r.rxe, ok2 = figure(c.tool, gout)
@@ -171,6 +178,8 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		r.err = fmt.Sprintf("rxe: rc %d %v: %s\nxroce: %s", grc, gerr, tail(gout, 600), tail(xout, 600))
 	case !ok1 || !ok2:
 		r.err = fmt.Sprintf("no result table: xroce:\n%s\nrxe:\n%s", tail(xout, 600), tail(gout, 600))
+	case faultErr != nil:
+		r.err = faultErr.Error()
 	default:
 		r.pass = true
 	}
@@ -184,6 +193,45 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		r.capture = capFile
 	}
 	return r
+}
+
+// applyFault injects the cell's fault on the bridge (this kernel has no netem, and
+// AF_XDP bypasses qdiscs on its own interfaces, so faults live on the bridge):
+// "loss2" drops 2 % of UDP/4791 frames at random (nftables, bridge family, forward
+// hook); "tbf" limits the guest's bridge port to 50 Mbit/s, below what xroce sends,
+// like a 10G-to-1G bottleneck.
+func applyFault(lab *Lab, fault string) error {
+	nft := func(args ...string) error {
+		return sh(append([]string{"ip", "netns", "exec", lab.NS, "nft"}, args...)...)
+	}
+	switch fault {
+	case "loss2":
+		if err := nft("add", "table", "bridge", "chaos"); err != nil {
+			return err
+		}
+		if err := nft("add", "chain", "bridge", "chaos", "fw", "{ type filter hook forward priority 0; }"); err != nil {
+			return err
+		}
+		return nft("add", "rule", "bridge", "chaos", "fw", "udp", "dport", "4791", "numgen", "random", "mod", "100", "<", "2", "counter", "drop")
+	case "tbf":
+		return sh("ip", "netns", "exec", lab.NS, "tc", "qdisc", "add", "dev", "tap0", "root", "tbf", "rate", "50mbit", "burst", "32k", "latency", "10ms")
+	}
+	return nil
+}
+
+// removeFault removes the fault and checks it acted: the loss rule dropped frames.
+func removeFault(lab *Lab, fault string) error {
+	switch fault {
+	case "loss2":
+		out, _ := exec.Command("ip", "netns", "exec", lab.NS, "nft", "list", "chain", "bridge", "chaos", "fw").Output()
+		_ = sh("ip", "netns", "exec", lab.NS, "nft", "delete", "table", "bridge", "chaos")
+		if m := regexp.MustCompile(`counter packets (\d+)`).FindSubmatch(out); m == nil || string(m[1]) == "0" {
+			return fmt.Errorf("the loss rule dropped nothing:\n%s", out)
+		}
+	case "tbf":
+		_ = sh("ip", "netns", "exec", lab.NS, "tc", "qdisc", "del", "dev", "tap0", "root")
+	}
+	return nil
 }
 
 // checkCapture decodes every frame xroce sent with xroce's own decoder (ICRC
@@ -246,6 +294,10 @@ func matrix(full bool) []cell {
 		add(cell{tool: "pingpong", size: 4096, mtu: mtu, link: "xdp"})
 	}
 	add(cell{tool: "write_bw", size: 65536, mtu: 1500, link: "udp"})
+	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+		cells = append(cells, cell{tool: tool, size: 1 << 20, xroceClient: true, mtu: 1500, link: "xdp", fault: "loss2"})
+	}
+	cells = append(cells, cell{tool: "write_bw", size: 1 << 20, xroceClient: true, mtu: 1500, link: "xdp", fault: "tbf"})
 	return cells
 }
 
