@@ -2,6 +2,7 @@ package xdp_test
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/xroce/xroce/bpf"
@@ -35,17 +36,7 @@ func TestAFXDPTransfer(t *testing.T) {
 				if la.Mode() != mode {
 					t.Fatalf("attached in %v mode", la.Mode())
 				}
-				a, b := newEndpoint(t, la, 16<<20+4096), newEndpoint(t, lb, 16<<20+4096)
-				connect(t, a, b, n.ipB, c.pathMTU)
-				connect(t, b, a, n.ipA, c.pathMTU)
-				stop := run(t, a, b)
-				defer stop()
-				for i, size := range transferSizes {
-					for j, op := range []string{"SEND", "WRITE", "READ"} {
-						transfer(t, a, b, op, size, byte(3*i+j))
-					}
-				}
-				t.Logf("A %v", nonzero(a.dev.Counters().Map()))
+				transferAll(t, la, lb, n.ipA, n.ipB, c.pathMTU, transferSizes)
 			})
 		}
 	}
@@ -69,17 +60,7 @@ func TestUDPLinkTransfer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer lb.Close()
-			a, b := newEndpoint(t, la, 16<<20+4096), newEndpoint(t, lb, 16<<20+4096)
-			connect(t, a, b, n.ipB, c.pathMTU)
-			connect(t, b, a, n.ipA, c.pathMTU)
-			stop := run(t, a, b)
-			defer stop()
-			for i, size := range transferSizes {
-				for j, op := range []string{"SEND", "WRITE", "READ"} {
-					transfer(t, a, b, op, size, byte(3*i+j))
-				}
-			}
-			t.Logf("A %v", nonzero(a.dev.Counters().Map()))
+			transferAll(t, la, lb, n.ipA, n.ipB, c.pathMTU, transferSizes)
 		})
 	}
 }
@@ -107,19 +88,28 @@ func TestIPv6Transfer(t *testing.T) {
 			}
 			defer la.Close()
 			defer lb.Close()
-			a, b := newEndpoint(t, la, 4<<20), newEndpoint(t, lb, 4<<20)
-			connect(t, a, b, n.ip6B, roce.MTU1024)
-			connect(t, b, a, n.ip6A, roce.MTU1024)
-			stop := run(t, a, b)
-			defer stop()
-			for i, size := range []int{1, 1025, 65536, 1 << 20} {
-				for j, op := range []string{"SEND", "WRITE", "READ"} {
-					transfer(t, a, b, op, size, byte(3*i+j))
-				}
-			}
+			a, b := transferAll(t, la, lb, n.ip6A, n.ip6B, roce.MTU1024, []int{1, 1025, 65536, 1 << 20})
 			if c := a.dev.Counters().Get(transport.CntRcvdICRCErr) + b.dev.Counters().Get(transport.CntRcvdICRCErr); c != 0 {
 				t.Errorf("%d ICRC errors over IPv6", c)
 			}
 		})
 	}
+}
+
+// transferAll connects an engine on each link and moves every size with SEND, WRITE
+// and READ, checking the data; it returns the endpoints for further checks.
+func transferAll(t *testing.T, la, lb transport.Link, ipA, ipB netip.Addr, mtu roce.MTU, sizes []int) (*endpoint, *endpoint) {
+	t.Helper()
+	a, b := newEndpoint(t, la, 2*sizes[len(sizes)-1]+4096), newEndpoint(t, lb, 2*sizes[len(sizes)-1]+4096)
+	connect(t, a, b, ipB, mtu)
+	connect(t, b, a, ipA, mtu)
+	stop := run(t, a, b)
+	defer stop()
+	for i, size := range sizes {
+		for j, op := range []string{"SEND", "WRITE", "READ"} {
+			transfer(t, a, b, op, size, byte(3*i+j))
+		}
+	}
+	t.Logf("A %v", nonzero(a.dev.Counters().Map()))
+	return a, b
 }
