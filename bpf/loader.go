@@ -8,6 +8,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -137,6 +138,9 @@ func attachError(ifindex int, m Mode, err error) error {
 				}
 				p.Close()
 			}
+		}
+		if strings.HasPrefix(prog, `"xroce_redirect"`) {
+			return fmt.Errorf("bpf: %s: %w: another xroce process is using %s (its program %s); one interface serves one xroce at a time: stop the other one or use another interface", name, ErrBusy, name, prog)
 		}
 		return fmt.Errorf("bpf: %s: %w: program %s; detach it first (ip link set dev %s xdp off): %v", name, ErrBusy, prog, name, err)
 	case errors.Is(err, unix.ERANGE) || errors.Is(err, unix.EINVAL) && mtu > 1500:

@@ -87,7 +87,7 @@ func GIDTableFromInterface(name string) (GIDTable, error) {
 	}
 	mac, err := MACFromHardwareAddr(link.Attrs().HardwareAddr)
 	if err != nil {
-		return nil, fmt.Errorf("roce: interface %q: %w", name, err)
+		return nil, fmt.Errorf("roce: interface %q has no Ethernet address, so no RoCE GIDs", name)
 	}
 	list, err := netlink.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,6 +126,9 @@ func newQueue(ifindex, q int) (qu *queue, err error) {
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, fmt.Errorf("%w: %v", bpf.ErrPermission, err)
+		}
+		if strings.Contains(err.Error(), "device or resource busy") { // asavie/xdp formats the errno
+			return nil, fmt.Errorf("another AF_XDP socket (another xroce?) is bound to this queue: %v", err)
 		}
 		return nil, err
 	}

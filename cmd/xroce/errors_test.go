@@ -3,7 +3,9 @@ package main
 import (
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/xroce/xroce/test/testnet"
 )
@@ -38,6 +40,31 @@ func TestErrorMessages(t *testing.T) {
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", "xnoaddr0", "up")
 	out, err = runIn(n.NsA, "write_bw", "-d", "xnoaddr0", "--link", "udp")
 	wantErr(t, "no address", out, err, "has no IP address", "ip addr add")
+
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"write_bw", "-d", n.IfA, "--tclass", "999"}, []string{"--tclass 999: the traffic class is 0..255"}},
+		{[]string{"write_bw", "-d", n.IfA, "-x", "-7"}, []string{"-x -7: GID indexes start at 0"}},
+		{[]string{"write_bw", "-d", n.IfA, "-p", "70000"}, []string{"-p 70000: TCP ports are 1..65535"}},
+		{[]string{"gids", "-d", "lo"}, []string{`interface "lo" has no Ethernet address`}},
+	} {
+		out, err := runIn(n.NsA, c.args...)
+		wantErr(t, strings.Join(c.args, " "), out, err, c.want...)
+	}
+
+	// A second xroce on the same interface is told what is going on.
+	busy := exec.Command("ip", "netns", "exec", n.NsA, "timeout", "20", bin, "write_bw", "-d", n.IfA)
+	var bb strings.Builder
+	busy.Stdout, busy.Stderr = &bb, &bb
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100 && !strings.Contains(bb.String(), "Waiting for client"); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-p", "18600")
+	wantErr(t, "interface in use", out, err, "another xroce process is using "+n.IfA)
+	_ = busy.Process.Signal(syscall.SIGTERM) // timeout passes it on to xroce
+	_ = busy.Wait()
 
 	out, err = runIn(n.NsA, "write_bw", "-d", "nosuch0")
 	wantErr(t, "no interface", out, err, `interface "nosuch0"`, "no such network interface")

@@ -101,6 +101,12 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 		return nil, fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
 	case o.iters <= 0 || o.txDepth <= 0:
 		return nil, fmt.Errorf("-n and -t must be positive")
+	case o.tclass < 0 || o.tclass > 255:
+		return nil, fmt.Errorf("--tclass %d: the traffic class is 0..255", o.tclass)
+	case o.gidIndex < -1:
+		return nil, fmt.Errorf("-x %d: GID indexes start at 0", o.gidIndex)
+	case o.port <= 0 || o.port > 65535:
+		return nil, fmt.Errorf("-p %d: TCP ports are 1..65535", o.port)
 	case o.qpTimeout < 0 || o.qpTimeout > 31:
 		return nil, fmt.Errorf("-u %d: the QP timeout is 0..31", o.qpTimeout)
 	case o.inline < 0 || o.inline > transport.MaxInline:
@@ -386,7 +392,7 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := c.cq.Wait(ctx); err != nil {
-		return 0, fmt.Errorf("no completion for %v: the peer is not answering; check the GID index (-x), the path MTU (-m) and that UDP port 4791 is open", limit)
+		return 0, fmt.Errorf("no completion for %v: the peer is not answering; check that both sides were given the same -n and -s, the GID index (-x), the path MTU (-m), and that UDP port 4791 is open", limit)
 	}
 	return c.cq.Poll(wcs), nil
 }
@@ -441,7 +447,9 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 			}
 		}
 		done += n
-		if done-winDone >= window {
+		// The peak is the best rate over windows of completions that last at least a
+		// millisecond: a burst of completions polled at once is not a rate.
+		if done-winDone >= window && time.Since(winStart) >= time.Millisecond {
 			now := time.Now()
 			if r := float64(done-winDone) / now.Sub(winStart).Seconds(); r > peak {
 				peak = r
@@ -684,7 +692,7 @@ func (c *conn) verifyAfter() error {
 		}
 		return fmt.Errorf("verify: %d bytes differ from byte %d", n, i)
 	}
-	fmt.Fprintf(c.o.out, " Data verified: %d bytes\n", n)
+	fmt.Fprintf(c.o.out, " Data verified: the %d bytes of the last message\n", n)
 	return nil
 }
 

@@ -48,6 +48,10 @@ func pingpong(args []string, w io.Writer) error {
 		return fmt.Errorf("-m %d: %v", *mtu, err)
 	case *ibPort != 1:
 		return fmt.Errorf("-i %d: xroce devices have port 1 only", *ibPort)
+	case *port <= 0 || *port > 65535:
+		return fmt.Errorf("-p %d: TCP ports are 1..65535", *port)
+	case lo.gidIndex < -1:
+		return fmt.Errorf("-g %d: GID indexes start at 0", lo.gidIndex)
 	case *size <= 0 || *iters <= 0 || *rxDepth <= 0:
 		return fmt.Errorf("-s, -n and -r must be positive")
 	case fs.NArg() > 1:
