@@ -51,7 +51,7 @@ func pairRaw(t *testing.T, n *testnet.Net, srvArgs, cliArgs []string) (srv, cli 
 		t.Fatal(err)
 	}
 	// Wait for the server's TCP listener.
-	for i := 0; i < 100 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(cliArgs[0], "pingpong"); i++ {
+	for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(cliArgs[0], "pingpong"); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if strings.Contains(cliArgs[0], "pingpong") {

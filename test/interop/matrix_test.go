@@ -156,7 +156,7 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 			r.err = err.Error()
 			return r
 		}
-		for i := 0; i < 200 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(sb.String(), "xroce"); i++ {
+		for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(sb.String(), "xroce"); i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(300 * time.Millisecond)
