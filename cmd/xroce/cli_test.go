@@ -54,8 +54,10 @@ func pairRaw(t *testing.T, n *testnet.Net, srvArgs, cliArgs []string) (srv, cli 
 	for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(cliArgs[0], "pingpong"); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if strings.Contains(cliArgs[0], "pingpong") {
-		time.Sleep(500 * time.Millisecond)
+	if strings.Contains(cliArgs[0], "pingpong") { // rc_pingpong's server prints nothing: watch for its socket
+		for i := 0; i < 500 && !listening(n.NsB, 18515); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	client := exec.Command("ip", append([]string{"netns", "exec", n.NsA, "timeout", "60", bin}, cliArgs...)...)
 	out, cliErr := client.CombinedOutput()
@@ -182,4 +184,16 @@ func TestDurationProgress(t *testing.T) {
 			t.Errorf("line %q", m[0])
 		}
 	}
+}
+
+// listening reports whether a TCP socket listens on port in the namespace.
+func listening(ns string, port int) bool {
+	out, _ := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/tcp", "/proc/net/tcp6").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 3 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) && f[3] == "0A" {
+			return true
+		}
+	}
+	return false
 }
