@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/xroce/xroce/test/captures"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,13 +15,7 @@ import (
 	"github.com/xroce/xroce/pcap"
 )
 
-func capture(t *testing.T, name string) string {
-	dir := os.Getenv("XROCE_PCAPS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "pcaps")
-	}
-	return filepath.Join(dir, "rxe", name)
-}
+func capture(t testing.TB, name string) string { return captures.Path(t, name) }
 
 func TestReadFile(t *testing.T) {
 	frames, err := pcap.ReadFile(capture(t, "ib_write_bw.pcap"))
@@ -104,7 +98,7 @@ func TestReadRefusesBadInput(t *testing.T) {
 // FuzzRead: no input makes Read panic; what it returns is consistent.
 func FuzzRead(f *testing.F) {
 	for _, name := range []string{"hostpeer_bad_icrc.pcap", "ib_atomic_bw.pcap"} {
-		b, err := os.ReadFile(capture(nil, name))
+		b, err := os.ReadFile(capture(f, name))
 		if err != nil {
 			f.Fatal(err)
 		}

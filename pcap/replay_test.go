@@ -285,7 +285,7 @@ func TestReplayBadInput(t *testing.T) {
 // FuzzReplay replays the second run of ib_read_bw.pcap (frames 60-110) with a
 // byte of a frame changed.
 func FuzzReplay(f *testing.F) {
-	frames, err := pcap.ReadFile(capture(nil, "ib_read_bw.pcap"))
+	frames, err := pcap.ReadFile(capture(f, "ib_read_bw.pcap"))
 	if err != nil {
 		f.Fatal(err)
 	}

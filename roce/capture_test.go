@@ -3,7 +3,7 @@ package roce_test
 import (
 	"bytes"
 	"errors"
-	"os"
+	"github.com/xroce/xroce/test/captures"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,18 +12,7 @@ import (
 	"github.com/xroce/xroce/roce"
 )
 
-// pcapDir returns the directory of the shared rdma_rxe captures: $XROCE_PCAPS, or
-// ../shared/pcaps beside the checkout. The captures are required test inputs.
-func pcapDir(t testing.TB) string {
-	dir := os.Getenv("XROCE_PCAPS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "pcaps") // package dir → checkout → beside it
-	}
-	if _, err := os.Stat(filepath.Join(dir, "rxe")); err != nil {
-		t.Fatalf("rdma_rxe captures not found (%v): set XROCE_PCAPS to shared/pcaps", err)
-	}
-	return dir
-}
+func pcapDir(t testing.TB) string { return captures.Dir(t) }
 
 func captureFiles(t testing.TB, sub string) []string {
 	files, err := filepath.Glob(filepath.Join(pcapDir(t), sub, "*.pcap"))

@@ -3,9 +3,8 @@ package transport_test
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/xroce/xroce/test/captures"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,17 +18,7 @@ import (
 // what it answers must equal what rdma_rxe answered: opcode, PSN, destination QPN,
 // AETH syndrome and MSN, atomic result and payload.
 
-func capturePath(t *testing.T, name string) string {
-	dir := os.Getenv("XROCE_PCAPS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "pcaps")
-	}
-	p := filepath.Join(dir, "rxe", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("capture %s not found (%v): set XROCE_PCAPS to shared/pcaps", name, err)
-	}
-	return p
-}
+func capturePath(t *testing.T, name string) string { return captures.Path(t, name) }
 
 type capFrame struct {
 	time time.Time

@@ -8,7 +8,6 @@ import (
 	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/transport"
-	"github.com/xroce/xroce/xdp"
 )
 
 // TestLossThroughBridge: A and B are joined through a bridge in a third namespace
@@ -22,16 +21,7 @@ func TestLossThroughBridge(t *testing.T) {
 	sh(t, "ip", "netns", "exec", n.nsBr, "nft", "add", "chain", "bridge", "chaos", "fw", "{ type filter hook forward priority 0; }")
 	sh(t, "ip", "netns", "exec", n.nsBr, "nft", "add", "rule", "bridge", "chaos", "fw", "udp", "dport", "4791",
 		"numgen", "random", "mod", "100", "<", "2", "counter", "drop")
-	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Close()
-	lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: bpf.ModeNative, Netns: nsPath(n.nsB)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lb.Close()
+	la, lb := openXDP(t, n, bpf.ModeNative)
 	a, b := newEndpoint(t, la, 16<<20+4096), newEndpoint(t, lb, 16<<20+4096)
 	connect(t, a, b, n.ipB, roce.MTU1024)
 	connect(t, b, a, n.ipA, roce.MTU1024)

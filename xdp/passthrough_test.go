@@ -44,16 +44,7 @@ func inNS(t testing.TB, ns string, f func()) {
 // socket bound to UDP 4791 sees none of the engine's traffic).
 func TestOtherTrafficPasses(t *testing.T) {
 	n := newTestNet(t, 1500, false)
-	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Close()
-	lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: bpf.ModeNative, Netns: nsPath(n.nsB)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lb.Close()
+	la, lb := openXDP(t, n, bpf.ModeNative)
 	for _, ns := range []string{n.nsA, n.nsB} {
 		inNS(t, ns, func() {
 			ifn := n.ifA

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/test/testnet"
 	"github.com/xroce/xroce/transport"
+	"github.com/xroce/xroce/xdp"
 )
 
 // testNet is a testnet.Net with this package's field names.
@@ -195,4 +197,20 @@ func transfer(t testing.TB, a, b *endpoint, op string, n int, seed byte) {
 	if string(dst) != string(src) {
 		t.Fatalf("%s of %d bytes: data differs", op, n)
 	}
+}
+
+// openXDP opens an AF_XDP link on each end of n in mode; they close with the test.
+func openXDP(t testing.TB, n *testNet, mode bpf.Mode) (*xdp.Link, *xdp.Link) {
+	t.Helper()
+	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: mode, Netns: nsPath(n.nsA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { la.Close() })
+	lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: mode, Netns: nsPath(n.nsB)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lb.Close() })
+	return la, lb
 }

@@ -144,33 +144,31 @@ func (l *UDPLink) Send(frames [][]byte) (int, error) {
 	return len(frames), nil
 }
 
+// cmsg4 and cmsg6 build the control messages that choose a datagram's source
+// address (IP_PKTINFO / IPV6_PKTINFO) and its TOS / traffic class.
 func cmsg4(src [4]byte, tos uint8) []byte {
 	info := unix.Inet4Pktinfo{Spec_dst: src}
-	b := make([]byte, unix.CmsgSpace(unix.SizeofInet4Pktinfo)+unix.CmsgSpace(4))
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
-	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
-	h.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
-	*(*unix.Inet4Pktinfo)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = info
-	o := unix.CmsgSpace(unix.SizeofInet4Pktinfo)
-	h = (*unix.Cmsghdr)(unsafe.Pointer(&b[o]))
-	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
-	h.SetLen(unix.CmsgLen(4))
-	binary.NativeEndian.PutUint32(b[o+unix.CmsgLen(0):], uint32(tos))
-	return b
+	return pktinfoCmsg(unix.IPPROTO_IP, unix.IP_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&info)), unix.SizeofInet4Pktinfo), unix.IP_TOS, tos)
 }
 
 func cmsg6(src [16]byte, tclass uint8) []byte {
 	info := unix.Inet6Pktinfo{Addr: src}
-	b := make([]byte, unix.CmsgSpace(unix.SizeofInet6Pktinfo)+unix.CmsgSpace(4))
+	return pktinfoCmsg(unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&info)), unix.SizeofInet6Pktinfo), unix.IPV6_TCLASS, tclass)
+}
+
+// pktinfoCmsg lays out two control messages of one level: the packet-info structure
+// and a 4-byte class value.
+func pktinfoCmsg(level, infoType int, info []byte, classType int, class uint8) []byte {
+	b := make([]byte, unix.CmsgSpace(len(info))+unix.CmsgSpace(4))
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
-	h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_PKTINFO
-	h.SetLen(unix.CmsgLen(unix.SizeofInet6Pktinfo))
-	*(*unix.Inet6Pktinfo)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = info
-	o := unix.CmsgSpace(unix.SizeofInet6Pktinfo)
+	h.Level, h.Type = int32(level), int32(infoType)
+	h.SetLen(unix.CmsgLen(len(info)))
+	copy(b[unix.CmsgLen(0):], info)
+	o := unix.CmsgSpace(len(info))
 	h = (*unix.Cmsghdr)(unsafe.Pointer(&b[o]))
-	h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+	h.Level, h.Type = int32(level), int32(classType)
 	h.SetLen(unix.CmsgLen(4))
-	binary.NativeEndian.PutUint32(b[o+unix.CmsgLen(0):], uint32(tclass))
+	binary.NativeEndian.PutUint32(b[o+unix.CmsgLen(0):], uint32(class))
 	return b
 }
 

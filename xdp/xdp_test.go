@@ -23,16 +23,7 @@ func TestAFXDPTransfer(t *testing.T) {
 		}{{1500, roce.MTU1024}, {3000, roce.MTU2048}} {
 			t.Run(fmt.Sprintf("%v/pmtu%d", mode, c.pathMTU.Bytes()), func(t *testing.T) {
 				n := newTestNet(t, c.mtu, false)
-				la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: mode, Netns: nsPath(n.nsA)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer la.Close()
-				lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: mode, Netns: nsPath(n.nsB)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer lb.Close()
+				la, lb := openXDP(t, n, mode)
 				if la.Mode() != mode {
 					t.Fatalf("attached in %v mode", la.Mode())
 				}

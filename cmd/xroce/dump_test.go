@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"flag"
+	"github.com/xroce/xroce/test/captures"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,23 +23,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// pcapsDir is where the rdma_rxe captures are: XROCE_PCAPS, or ../shared/pcaps
-// beside the repository.
-func pcapsDir() string {
-	if d := os.Getenv("XROCE_PCAPS"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "..", "..", "shared", "pcaps")
-}
-
-func rxeCapture(t *testing.T, name string) string {
-	t.Helper()
-	p := filepath.Join(pcapsDir(), "rxe", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("capture %s not found (%v): set XROCE_PCAPS to shared/pcaps", name, err)
-	}
-	return p
-}
+func rxeCapture(t *testing.T, name string) string { return captures.Path(t, name) }
 
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
@@ -87,10 +72,10 @@ func runDumpArgs(t *testing.T, args ...string) (string, error) {
 // TestDumpGolden: every rdma_rxe capture, one line per RoCE frame, each with ICRC
 // ok except the corrupted frame of hostpeer_bad_icrc.pcap.
 func TestDumpGolden(t *testing.T) {
-	names, err := filepath.Glob(filepath.Join(pcapsDir(), "rxe", "*.pcap"))
+	names, err := filepath.Glob(filepath.Join(captures.Dir(t), "rxe", "*.pcap"))
 	must(t, err)
 	if len(names) < 11 {
-		t.Fatalf("%d captures in %s: set XROCE_PCAPS to shared/pcaps", len(names), pcapsDir())
+		t.Fatalf("%d captures in %s: set XROCE_PCAPS to shared/pcaps", len(names), captures.Dir(t))
 	}
 	for _, path := range names {
 		name := filepath.Base(path)

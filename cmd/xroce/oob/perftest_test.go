@@ -2,9 +2,8 @@ package oob
 
 import (
 	"bytes"
+	"github.com/xroce/xroce/test/captures"
 	"net"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,11 +31,7 @@ func exchange(t *testing.T, file string) []message {
 // RoCE frame, i.e. before the test runs.
 func exchangeAndTest(t *testing.T, file string) ([]message, int) {
 	t.Helper()
-	dir := os.Getenv("XROCE_PCAPS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "..", "shared", "pcaps")
-	}
-	frames, err := pcap.ReadFile(filepath.Join(dir, "rxe", file))
+	frames, err := pcap.ReadFile(captures.Path(t, file))
 	if err != nil {
 		t.Fatal(err)
 	}
