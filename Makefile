@@ -6,13 +6,22 @@ GO       ?= go
 FUZZTIME ?= 50000x
 BENCHTIME ?= 1s
 
-.PHONY: build test fuzz bench generate lint clean demo bin/xroce interop interop-quick
+.PHONY: build test fuzz bench generate lint clean demo bin/xroce interop interop-quick verbs
 
 build: bin/xroce
 	$(GO) build ./...
 
+# The default build is pure Go: no cgo, no shared library (cmd/xroce's tests assert it).
 bin/xroce:
-	$(GO) build -o bin/xroce ./cmd/xroce
+	CGO_ENABLED=0 $(GO) build -o bin/xroce ./cmd/xroce
+
+# bin/xroce-verbs: xroce with the libibverbs provider (--provider verbs; package
+# transport/verbs, cgo), for HCAs and rdma_rxe; needs Debian's libibverbs-dev.
+verbs:
+	@test -e /usr/include/infiniband/verbs.h || { echo "make verbs needs libibverbs-dev: apt-get install -y libibverbs-dev"; exit 1; }
+	CGO_ENABLED=1 $(GO) build -tags verbs -o bin/xroce-verbs ./cmd/xroce
+	CGO_ENABLED=1 $(GO) vet -tags verbs ./transport/verbs/ ./cmd/xroce/
+	CGO_ENABLED=1 $(GO) tool staticcheck -tags verbs ./transport/verbs/ ./cmd/xroce/
 
 # Two namespaces, a veth pair, xroce write_bw server and client over AF_XDP with
 # data verification; needs root.

@@ -88,7 +88,7 @@ type WorkCompletion struct {
 	WRID    uint64
 	Status  WCStatus
 	Opcode  WCOpcode
-	ByteLen uint32 // bytes received (receive completions, RDMA READ, atomics: 8)
+	ByteLen uint32 // receive completions: bytes received; send completions: the request's length (atomics: 8), as rdma_rxe reports
 	ImmData uint32 // immediate data, valid when HasImm
 	HasImm  bool   // IBV_WC_WITH_IMM
 	QPN     uint32 // the local QP

@@ -206,10 +206,11 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 	if w.signaled || status != WC_SUCCESS {
 		wc := WorkCompletion{WRID: w.wr.WRID, Status: status, Opcode: w.wr.Opcode.wcOpcode(), QPN: qp.qpn}
 		if status == WC_SUCCESS {
-			switch {
-			case w.wr.Opcode == WR_RDMA_READ:
-				wc.ByteLen = uint32(w.length)
-			case w.wr.Opcode.isAtomic():
+			// rdma_rxe reports the work request's length for every send-side
+			// completion (rxe_comp.c make_send_cqe: byte_len = wqe->dma.length), not
+			// only for READ and atomics as the spec requires; do as it does.
+			wc.ByteLen = uint32(w.length)
+			if w.wr.Opcode.isAtomic() {
 				wc.ByteLen = 8
 			}
 		}

@@ -16,23 +16,35 @@ import (
 
 // linkOptions are the flags that choose and open the link.
 type linkOptions struct {
-	dev      string // -d: the network interface
+	provider string // engine (default) or verbs
+	dev      string // -d: the network interface (engine) or RDMA device (verbs)
 	link     string // xdp or udp
 	xdpMode  string
 	gidIndex int // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
 	pcap     pcapOptions
 }
 
-// env is an opened device running its engine.
+// env is an opened provider: xroce's engine running on its link, or an RDMA
+// device through libibverbs; gid is the GID the tool uses.
 type env struct {
-	link transport.Link
-	dev  *transport.Device
+	prov provider
 	gid  roce.GIDEntry
 	stop func()
 }
 
-// openEnv opens the link and the device and starts the engine.
+// openEnv opens the provider -- for the engine: the link and the device, and starts
+// the engine.
 func openEnv(o linkOptions) (*env, error) {
+	switch o.provider {
+	case "verbs":
+		if o.dev == "" {
+			return nil, fmt.Errorf("no device: give the RDMA device with -d (e.g. -d rxe0 or -d mlx5_0; ibv_devices lists them)")
+		}
+		return openVerbs(o)
+	case "engine", "":
+	default:
+		return nil, fmt.Errorf("--provider %q: want engine (xroce's own) or verbs (libibverbs)", o.provider)
+	}
 	if o.dev == "" {
 		return nil, fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
 	}
@@ -94,7 +106,7 @@ func openEnv(o linkOptions) (*env, error) {
 			fmt.Fprintf(os.Stderr, "xroce: --pcap: %v\n", tap.Err())
 		}
 	}
-	return &env{link: link, dev: dev, gid: gid, stop: stop}, nil
+	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: stop}, nil
 }
 
 // withTap wraps link in a pcap.Tap recording to path, or returns link itself when
@@ -111,8 +123,9 @@ func withTap(link transport.Link, path string, opts pcap.TapOptions) (transport.
 	return tap, tap, nil
 }
 
-// pickGID returns the GID at index, or the default: the first IPv4-mapped GID, else
-// the first non-link-local IPv6 one. Errors list the table.
+// pickGID returns the GID at index, or the default: the first RoCEv2 IPv4-mapped
+// GID, else the first non-link-local RoCEv2 IPv6 one (mlx5 lists a RoCEv1 entry
+// before each RoCEv2 one). Errors list the table.
 func pickGID(t roce.GIDTable, index int, ifname string) (roce.GIDEntry, error) {
 	if index >= 0 {
 		e, err := t.Entry(index)
@@ -124,10 +137,13 @@ func pickGID(t roce.GIDTable, index int, ifname string) (roce.GIDEntry, error) {
 	for _, want4 := range []bool{true, false} {
 		for _, e := range t {
 			a := e.GID.Addr()
-			if a.Is4() == want4 && !a.IsLinkLocalUnicast() {
+			if e.Version == roce.RoCEv2 && e.GID != (roce.GID{}) && a.Is4() == want4 && !a.IsLinkLocalUnicast() {
 				return e, nil
 			}
 		}
+	}
+	if len(t) == 0 {
+		return roce.GIDEntry{}, fmt.Errorf("%s has no GIDs: its netdev needs an IP address", ifname)
 	}
 	return roce.GIDEntry{}, fmt.Errorf("%s has no IP address, so no usable RoCEv2 GID (only the link-local %s): add one, e.g. ip addr add 10.0.0.1/24 dev %s", ifname, t[0].GID, ifname)
 }
@@ -154,7 +170,7 @@ func checkPeerGID(t roce.GIDTable, local roce.GIDEntry, peer roce.GID) error {
 	}
 	hint := ""
 	for _, e := range t {
-		if e.GID.IsIPv4Mapped() == p4 && !e.GID.Addr().IsLinkLocalUnicast() {
+		if e.Version == roce.RoCEv2 && e.GID.IsIPv4Mapped() == p4 && !e.GID.Addr().IsLinkLocalUnicast() {
 			hint = fmt.Sprintf("; use -x %d here", e.Index)
 			break
 		}

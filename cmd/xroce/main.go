@@ -21,18 +21,19 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"write_bw":  {"RDMA WRITE bandwidth (perftest ib_write_bw)", runPerf},
-	"read_bw":   {"RDMA READ bandwidth (perftest ib_read_bw)", runPerf},
-	"send_bw":   {"SEND bandwidth (perftest ib_send_bw)", runPerf},
-	"atomic_bw": {"atomic FETCH_AND_ADD / CMP_AND_SWP rate (perftest ib_atomic_bw)", runPerf},
-	"write_lat": {"RDMA WRITE latency (perftest ib_write_lat)", runPerf},
-	"read_lat":  {"RDMA READ latency (perftest ib_read_lat)", runPerf},
-	"send_lat":  {"SEND latency (perftest ib_send_lat)", runPerf},
-	"pingpong":  {"SEND ping-pong (ibv_rc_pingpong)", runPingpong},
-	"gids":      {"GID table of an interface (show_gids)", runGids},
-	"devinfo":   {"device attributes of an interface (ibv_devinfo)", runDevinfo},
-	"dump":      {"print the RoCE frames of a capture with ICRC verdicts (like tcpdump -v)", runDump},
-	"replay":    {"emulate one endpoint of a capture and compare its answers (replay FILE --as IP)", runReplay},
+	"write_bw":   {"RDMA WRITE bandwidth (perftest ib_write_bw)", runPerf},
+	"read_bw":    {"RDMA READ bandwidth (perftest ib_read_bw)", runPerf},
+	"send_bw":    {"SEND bandwidth (perftest ib_send_bw)", runPerf},
+	"atomic_bw":  {"atomic FETCH_AND_ADD / CMP_AND_SWP rate (perftest ib_atomic_bw)", runPerf},
+	"write_lat":  {"RDMA WRITE latency (perftest ib_write_lat)", runPerf},
+	"read_lat":   {"RDMA READ latency (perftest ib_read_lat)", runPerf},
+	"send_lat":   {"SEND latency (perftest ib_send_lat)", runPerf},
+	"pingpong":   {"SEND ping-pong (ibv_rc_pingpong)", runPingpong},
+	"crosscheck": {"the cross-check workload: seeded WRITE, READ, SEND and atomics, checked against a model", runCrosscheck},
+	"gids":       {"GID table of an interface (show_gids)", runGids},
+	"devinfo":    {"device attributes of an interface (ibv_devinfo)", runDevinfo},
+	"dump":       {"print the RoCE frames of a capture with ICRC verdicts (like tcpdump -v)", runDump},
+	"replay":     {"emulate one endpoint of a capture and compare its answers (replay FILE --as IP)", runReplay},
 }
 
 func usage() {

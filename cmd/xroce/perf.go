@@ -56,7 +56,7 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	if name == "atomic_bw" {
 		defSize = 8
 	}
-	fs.StringVarP(&o.dev, "ib-dev", "d", "", "network interface to run on (perftest: the IB device)")
+	fs.StringVarP(&o.dev, "ib-dev", "d", "", "network interface to run on; with --provider verbs, the RDMA device (rxe0, mlx5_0)")
 	fs.IntVarP(&o.ibPort, "ib-port", "i", 1, "port number (xroce devices have port 1)")
 	fs.IntVarP(&o.gidIndex, "gid-index", "x", -1, "GID index (default: the interface's first IPv4 GID)")
 	fs.IntVarP(&o.size, "size", "s", defSize, "message size in bytes")
@@ -74,6 +74,7 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
 	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", 14, "local ACK timeout: 4.096 µs × 2^u")
 	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
+	addProviderFlag(fs, &o.linkOptions)
 	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
 	fs.StringVar(&o.xdpMode, "xdp-mode", "native", "XDP attach mode: native, generic or auto")
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
@@ -170,10 +171,9 @@ type conn struct {
 	o      *perfOptions
 	env    *env
 	client bool
-	pd     *transport.ProtectionDomain
-	cq     *transport.CompletionQueue
-	qp     *transport.QueuePair
-	mr     *transport.MemoryRegion
+	cq     compQueue
+	qp     queuePair
+	mr     memRegion
 	buf    []byte
 	half   int // the receive half of buf starts here (latency tests)
 	local  oob.Dest
@@ -255,29 +255,27 @@ func (c *conn) ourMTU() roce.MTU {
 		m, _ := roce.MTUFromBytes(c.o.mtu)
 		return m
 	}
-	m := roce.MTUFromNetdev(c.env.link.MTU())
-	if l, ok := c.env.link.(transport.PathMTULimiter); ok {
-		limit, _ := l.MaxPathMTU()
-		m = roce.MinMTU(m, limit)
-	}
-	return m
+	return c.env.prov.MaxMTU()
 }
 
 // setup creates the PD, buffer, MR, CQ and QP (in INIT), and our key message.
 func (c *conn) setup() error {
-	dev := c.env.dev
-	c.pd = dev.AllocPD()
+	prov := c.env.prov
 	c.half = max(c.o.size, 4096) // perftest's BUFF_SIZE with a 4096-byte cycle buffer
-	c.buf = make([]byte, 2*c.half)
 	var err error
-	c.mr, err = c.pd.RegMR(c.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead|transport.AccessRemoteAtomic)
+	if c.buf, err = prov.Alloc(2 * c.half); err != nil {
+		return err
+	}
+	c.mr, err = prov.RegMR(c.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead|transport.AccessRemoteAtomic)
 	if err != nil {
 		return err
 	}
 	depth := c.o.txDepth
-	c.cq = dev.CreateCQ(4 * (depth + 512))
-	c.qp, err = c.pd.CreateQP(transport.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq,
-		Cap: transport.QPCap{MaxSendWR: depth, MaxRecvWR: 512, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: c.o.inline}})
+	if c.cq, err = prov.CreateCQ(4 * (depth + 512)); err != nil {
+		return err
+	}
+	c.qp, err = prov.CreateQP(c.cq, c.cq, transport.QPCap{MaxSendWR: depth, MaxRecvWR: 512, MaxSendSGE: 1, MaxRecvSGE: 1,
+		MaxInlineData: c.o.inline})
 	if err != nil {
 		return err
 	}
@@ -311,7 +309,7 @@ func (c *conn) setup() error {
 // connect moves the QP to RTR and RTS towards the peer (between the handshake and
 // the barriers), after checking the GIDs are of one kind.
 func (c *conn) connect(remote oob.Dest, mtu roce.MTU) error {
-	if err := checkPeerGID(c.env.dev.GIDTable(), c.env.gid, remote.GID); err != nil {
+	if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote.GID); err != nil {
 		return err
 	}
 	c.mtu = mtu

@@ -33,6 +33,7 @@ func pingpong(args []string, w io.Writer) error {
 	iters := fs.IntP("iters", "n", 1000, "exchanges")
 	fs.IntP("sl", "l", 0, "service level (no meaning on RoCE; accepted)")
 	fs.BoolP("events", "e", false, "sleep on CQ events (accepted; xroce always can)")
+	addProviderFlag(fs, &lo)
 	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp or udp")
 	fs.StringVar(&lo.xdpMode, "xdp-mode", "native", "XDP attach mode")
 	addPcapFlags(fs, &lo.pcap)
@@ -63,15 +64,20 @@ func pingpong(args []string, w io.Writer) error {
 		return err
 	}
 	defer e.stop()
-	dev := e.dev
-	pd := dev.AllocPD()
-	buf := make([]byte, 2**size)
-	mr, err := pd.RegMR(buf, transport.AccessLocalWrite)
+	prov := e.prov
+	buf, err := prov.Alloc(2 * *size)
 	if err != nil {
 		return err
 	}
-	cq := dev.CreateCQ(*rxDepth + 8)
-	qp, err := pd.CreateQP(transport.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: *rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	mr, err := prov.RegMR(buf, transport.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	cq, err := prov.CreateCQ(*rxDepth + 8)
+	if err != nil {
+		return err
+	}
+	qp, err := prov.CreateQP(cq, cq, transport.QPCap{MaxSendWR: 1, MaxRecvWR: *rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		return err
 	}
@@ -98,7 +104,7 @@ func pingpong(args []string, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", remote.LID, remote.QPN, remote.PSN, remote.GID)
-	if err := checkPeerGID(dev.GIDTable(), e.gid, remote.GID); err != nil {
+	if err := checkPeerGID(prov.GIDTable(), e.gid, remote.GID); err != nil {
 		return err
 	}
 	if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: pm, DestQPN: remote.QPN, RQPSN: remote.PSN,

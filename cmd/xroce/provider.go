@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// provider is what the tools' workloads run on: xroce's pure-Go engine over a link
+// (the default), or libibverbs on an HCA or rdma_rxe (--provider verbs, in a build
+// with the verbs tag). One protection domain per provider.
+type provider interface {
+	GIDTable() roce.GIDTable
+	// MaxMTU is the largest path MTU the port carries.
+	MaxMTU() roce.MTU
+	// Alloc returns n zeroed bytes that RegMR can register.
+	Alloc(n int) ([]byte, error)
+	RegMR(buf []byte, access transport.Access) (memRegion, error)
+	CreateCQ(depth int) (compQueue, error)
+	CreateQP(send, recv compQueue, cap transport.QPCap) (queuePair, error)
+}
+
+type memRegion interface {
+	Addr() uint64
+	LKey() uint32
+	RKey() uint32
+}
+
+type compQueue interface {
+	Poll(wcs []transport.WorkCompletion) int
+	Wait(ctx context.Context) error
+}
+
+type queuePair interface {
+	QPN() uint32
+	Modify(attr transport.QPAttr, mask transport.QPAttrMask) error
+	PostSend(wrs ...transport.SendWR) (int, error)
+	PostRecv(wrs ...transport.RecvWR) (int, error)
+}
+
+// engine is the pure-Go provider: a transport.Device on a link.
+type engine struct {
+	link transport.Link
+	dev  *transport.Device
+	pd   *transport.ProtectionDomain
+}
+
+func (e *engine) GIDTable() roce.GIDTable { return e.dev.GIDTable() }
+
+func (e *engine) MaxMTU() roce.MTU {
+	m := roce.MTUFromNetdev(e.link.MTU())
+	if l, ok := e.link.(transport.PathMTULimiter); ok {
+		limit, _ := l.MaxPathMTU()
+		m = roce.MinMTU(m, limit)
+	}
+	return m
+}
+
+func (e *engine) Alloc(n int) ([]byte, error) { return make([]byte, n), nil }
+
+func (e *engine) RegMR(buf []byte, access transport.Access) (memRegion, error) {
+	return e.pd.RegMR(buf, access)
+}
+
+func (e *engine) CreateCQ(depth int) (compQueue, error) { return e.dev.CreateCQ(depth), nil }
+
+func (e *engine) CreateQP(send, recv compQueue, cap transport.QPCap) (queuePair, error) {
+	s, ok1 := send.(*transport.CompletionQueue)
+	r, ok2 := recv.(*transport.CompletionQueue)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("engine: CQs from another provider")
+	}
+	return e.pd.CreateQP(transport.QPInitAttr{SendCQ: s, RecvCQ: r, Cap: cap})
+}
+
+// addProviderFlag adds --provider.
+func addProviderFlag(fs *pflag.FlagSet, o *linkOptions) {
+	help := "engine: xroce's pure-Go engine on -d's interface; verbs: libibverbs on the RDMA device -d (an HCA or rdma_rxe)"
+	if !verbsBuilt {
+		help += " (not in this build: make verbs)"
+	}
+	fs.StringVar(&o.provider, "provider", "engine", help)
+}
