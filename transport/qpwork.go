@@ -213,6 +213,12 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 			if w.wr.Opcode.isAtomic() {
 				wc.ByteLen = 8
 			}
+			// Both rdma_rxe and mlx5 flag a *_WITH_IMM request's completion
+			// IBV_WC_WITH_IMM; its imm_data is undefined (rxe until 6.x leaves 0,
+			// later rxe copies the request's): report the request's.
+			if w.wr.Opcode == WR_SEND_WITH_IMM || w.wr.Opcode == WR_RDMA_WRITE_WITH_IMM {
+				wc.HasImm, wc.ImmData = true, w.wr.ImmData
+			}
 		}
 		qp.init.SendCQ.push(wc)
 	}

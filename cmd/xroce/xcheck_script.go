@@ -115,7 +115,7 @@ func xcheckModel() (cli, srv []byte, cliWCs, srvWCs []transport.WorkCompletion) 
 			wc.Opcode = transport.WC_RDMA_WRITE
 			copy(srv[o.remote:o.remote+o.length], cli[o.local:])
 		case transport.WR_RDMA_WRITE_WITH_IMM:
-			wc.Opcode = transport.WC_RDMA_WRITE
+			wc.Opcode, wc.HasImm, wc.ImmData = transport.WC_RDMA_WRITE, true, o.wr.ImmData
 			copy(srv[o.remote:o.remote+o.length], cli[o.local:])
 			srvWCs = append(srvWCs, transport.WorkCompletion{WRID: uint64(o.recv), Status: transport.WC_SUCCESS,
 				Opcode: transport.WC_RECV_RDMA_WITH_IMM, ByteLen: uint32(o.length), ImmData: o.wr.ImmData, HasImm: true})
@@ -124,6 +124,7 @@ func xcheckModel() (cli, srv []byte, cliWCs, srvWCs []transport.WorkCompletion) 
 			copy(cli[o.local:o.local+o.length], srv[o.remote:])
 		case transport.WR_SEND, transport.WR_SEND_WITH_IMM:
 			wc.Opcode = transport.WC_SEND
+			wc.HasImm, wc.ImmData = o.wr.Opcode == transport.WR_SEND_WITH_IMM, o.wr.ImmData
 			copy(srv[o.recvOff:o.recvOff+o.length], cli[o.local:])
 			r := transport.WorkCompletion{WRID: uint64(o.recv), Status: transport.WC_SUCCESS, Opcode: transport.WC_RECV, ByteLen: uint32(o.length)}
 			if o.wr.Opcode == transport.WR_SEND_WITH_IMM {

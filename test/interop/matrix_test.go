@@ -25,6 +25,10 @@ type cell struct {
 	mtu         int  // netdev MTU of every interface
 	link        string
 	fault       string // "", "loss2", "tbf"
+	// verbs: the guest side is xroce itself built with the verbs tag, running on
+	// rdma_rxe through libibverbs (--provider verbs), instead of perftest: for
+	// the cross-check and for --verify data verification on both sides.
+	verbs bool
 }
 
 func (c cell) String() string {
@@ -33,8 +37,17 @@ func (c cell) String() string {
 		dir = "xroce→rxe"
 	}
 	s := fmt.Sprintf("%s %dB %s mtu%d %s", c.tool, c.size, dir, c.mtu, c.link)
+	if c.tool == "crosscheck" {
+		s = fmt.Sprintf("%s %s mtu%d %s", c.tool, dir, c.mtu, c.link)
+	}
 	if c.fault != "" {
 		s += " " + c.fault
+	}
+	if c.verbs {
+		s += " verbs"
+		if c.tool != "crosscheck" {
+			s += "+verify"
+		}
 	}
 	return s
 }
@@ -54,17 +67,23 @@ type result struct {
 	err         string
 	capture     string
 	xroceFrames int
+	xout, gout  string // each side's output
 }
 
 var (
 	bwRe  = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	latRe = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	ppRe  = regexp.MustCompile(`(?m)= ([\d.]+) usec/iter`)
+	xcRe  = regexp.MustCompile(`(?m)^crosscheck \w+: (\d+) completions and \d+ bytes of memory match the model$`)
 )
 
 // figure extracts the BW average (MB/s), t_typical (µs) or usec/iter from output.
 func figure(tool, out string) (string, bool) {
 	switch {
+	case tool == "crosscheck":
+		if m := xcRe.FindStringSubmatch(out); m != nil {
+			return m[1] + " WCs as modelled", true
+		}
 	case tool == "pingpong":
 		if m := ppRe.FindStringSubmatch(out); m != nil {
 			return m[1] + " usec/iter", true
@@ -84,10 +103,12 @@ func figure(tool, out string) (string, bool) {
 // rxeCommand is the guest side's command line.
 func (c cell) rxeCommand(server bool, xroceIP string) string {
 	var cmd string
-	switch c.tool {
-	case "pingpong":
+	switch {
+	case c.verbs:
+		cmd = "/tmp/xroce-verbs " + strings.Join(c.toolArgs(), " ") + " --provider verbs -d rxe0 -x 1"
+	case c.tool == "pingpong":
 		cmd = fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g 1 -n %d -s %d -m %d", c.iters(), c.size, min(c.mtu-80, 2048)&^1023)
-	case "atomic_bw":
+	case c.tool == "atomic_bw":
 		cmd = fmt.Sprintf("ib_atomic_bw -d rxe0 -x 1 -F -n %d", c.iters())
 	default:
 		cmd = fmt.Sprintf("ib_%s -d rxe0 -x 1 -F -s %d -n %d", c.tool, c.size, c.iters())
@@ -98,14 +119,26 @@ func (c cell) rxeCommand(server bool, xroceIP string) string {
 	return cmd
 }
 
+// toolArgs are the arguments of an xroce tool (either side) for the cell.
+func (c cell) toolArgs() []string {
+	switch c.tool {
+	case "crosscheck":
+		return []string{c.tool}
+	case "pingpong":
+		return []string{c.tool, "-n", fmt.Sprint(c.iters()), "-s", fmt.Sprint(c.size), "-m", fmt.Sprint(min(c.mtu-80, 2048) &^ 1023)}
+	case "atomic_bw":
+		return []string{c.tool, "-n", fmt.Sprint(c.iters())}
+	}
+	args := []string{c.tool, "-n", fmt.Sprint(c.iters()), "-s", fmt.Sprint(c.size)}
+	if c.verbs {
+		args = append(args, "--verify")
+	}
+	return args
+}
+
 // xroceArgs is xroce's command line.
 func (c cell) xroceArgs(lab *Lab, server bool) []string {
-	args := []string{c.tool, "-d", lab.XIf, "--link", c.link, "-n", fmt.Sprint(c.iters())}
-	if c.tool == "pingpong" {
-		args = append(args, "-s", fmt.Sprint(c.size), "-m", fmt.Sprint(min(c.mtu-80, 2048)&^1023))
-	} else if c.tool != "atomic_bw" {
-		args = append(args, "-s", fmt.Sprint(c.size))
-	}
+	args := append(c.toolArgs(), "-d", lab.XIf, "--link", c.link)
 	if !server {
 		args = append(args, lab.GuestIP.String())
 	}
@@ -117,8 +150,26 @@ func xroceBin(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/xroce").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/xroce")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building xroce: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// verbsBin builds xroce with the verbs provider (cgo, libibverbs-dev) for the
+// guest: the host is Debian 12 like the guest, so the guest's libibverbs, libnl and
+// libc (already in its initramfs for perftest) are what it links against.
+func verbsBin(t *testing.T) string {
+	bin, err := filepath.Abs("../../bin/xroce-verbs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-tags", "verbs", "-o", bin, "../../cmd/xroce")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building xroce with the verbs provider (make verbs; needs libibverbs-dev): %v\n%s", err, out)
 	}
 	return bin
 }
@@ -180,9 +231,14 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		r.err = fmt.Sprintf("no result table: xroce:\n%s\nrxe:\n%s", tail(xout, 600), tail(gout, 600))
 	case faultErr != nil:
 		r.err = faultErr.Error()
+	case c.verbs && c.tool != "crosscheck" && !strings.Contains(c.verifier(xout, gout), "Data verified"):
+		r.err = fmt.Sprintf("no data verification on the receiving side: xroce:\n%s\nguest:\n%s", tail(xout, 600), tail(gout, 600))
+	case c.tool == "crosscheck" && !xcRe.MatchString(gout):
+		r.err = fmt.Sprintf("the guest's cross-check did not match the model:\n%s", tail(gout, 600))
 	default:
 		r.pass = true
 	}
+	r.xout, r.gout = xout, gout
 	if err := checkCapture(capFile, lab, &r); err != nil {
 		r.pass = false
 		r.err += " capture: " + err.Error()
@@ -193,6 +249,16 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		r.capture = capFile
 	}
 	return r
+}
+
+// verifier is the output of the side that checks the data with --verify: the
+// receiver of WRITE and SEND, the reader of READ.
+func (c cell) verifier(xout, gout string) string {
+	xroceServer := !c.xroceClient
+	if (c.tool == "read_bw") == xroceServer {
+		return gout
+	}
+	return xout
 }
 
 // applyFault injects the cell's fault on the bridge (this kernel has no netem, and
@@ -255,9 +321,12 @@ func checkCapture(file string, lab *Lab, r *result) error {
 			return fmt.Errorf("frame %d from xroce: %v", f.Index, err)
 		}
 	}
-	// Payloads are perftest buffers: keep Wireshark's payload heuristics (RPC over
-	// RDMA, IDP) from misreading them; the headers are what must be well formed.
-	filter := fmt.Sprintf("ip.src == %s && (_ws.malformed || _ws.expert.severity >= 8388608)", lab.XIP)
+	// Payloads are perftest buffers or seeded patterns: keep Wireshark's payload
+	// heuristics (RPC over RDMA, IDP) from misreading them, and leave out frames it
+	// dissected past the InfiniBand headers (a SEND payload whose first bytes look
+	// like an EtherType is "EtherType encapsulated" to it, which has no switch); the
+	// headers are what must be well formed.
+	filter := fmt.Sprintf(`ip.src == %s && (_ws.malformed || _ws.expert.severity >= 8388608) && !(frame.protocols matches "infiniband:")`, lab.XIP)
 	out, err := exec.Command("tshark", "-r", file, "--disable-protocol", "rpcordma", "--disable-protocol", "idp",
 		"-Y", filter, "-T", "fields", "-e", "frame.number").Output()
 	if err != nil {
@@ -281,7 +350,17 @@ func matrix(full bool) []cell {
 		add(cell{tool: "write_bw", size: 64, mtu: 1500, link: "xdp"})
 		add(cell{tool: "write_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
 		add(cell{tool: "read_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
+		add(cell{tool: "crosscheck", mtu: 1500, link: "xdp", verbs: true})
 		return cells
+	}
+	// The cross-check and data verification against rdma_rxe through libibverbs.
+	for _, mtu := range []int{1500, 3000} {
+		add(cell{tool: "crosscheck", mtu: mtu, link: "xdp", verbs: true})
+	}
+	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+		for _, size := range []int{1025, 1 << 20} {
+			add(cell{tool: tool, size: size, mtu: 1500, link: "xdp", verbs: true})
+		}
 	}
 	for _, mtu := range []int{1500, 3000} {
 		for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
@@ -315,6 +394,7 @@ func TestMatrix(t *testing.T) {
 	}
 	t.Logf("guest image ready in %v (downloaded: %v)", img.Prepared.Round(time.Millisecond), img.Downloaded)
 	bin := xroceBin(t)
+	var guestBin string // xroce with the verbs provider, for cells with verbs
 	keep, err := filepath.Abs("captures")
 	if err != nil {
 		t.Fatal(err)
@@ -342,6 +422,12 @@ func TestMatrix(t *testing.T) {
 		cells = keepCells
 	}
 	for _, c := range cells {
+		if c.verbs && guestBin == "" {
+			guestBin = verbsBin(t)
+		}
+	}
+	xchecks := map[string]map[bool]string{} // role → xroce client? → its wc and mem lines
+	for _, c := range cells {
 		mu.Lock()
 		lab := labs[c.mtu]
 		if lab == nil {
@@ -350,6 +436,17 @@ func TestMatrix(t *testing.T) {
 			}
 			labs[c.mtu] = lab
 			t.Logf("guest with MTU %d booted in %v", c.mtu, lab.Booted.Round(time.Millisecond))
+			if guestBin != "" {
+				if err := copyFile(guestBin, filepath.Join(lab.Share, "xroce-verbs")); err != nil {
+					t.Fatal(err)
+				}
+				// It loads libibverbs and lists the devices: naming a missing one
+				// must say which there are.
+				out, _, err := lab.Guest("cp /share/xroce-verbs /tmp/ && /tmp/xroce-verbs write_bw --provider verbs -d nosuch0")(60 * time.Second)
+				if err != nil || !strings.Contains(out, `no such RDMA device "nosuch0"; devices here: rxe0`) {
+					t.Fatalf("xroce-verbs in the guest: %v\n%s", err, out)
+				}
+			}
 		}
 		mu.Unlock()
 		r := runCell(t, lab, bin, c, keep)
@@ -367,9 +464,13 @@ func TestMatrix(t *testing.T) {
 			}
 			t.Errorf("%v: %s (capture kept: %s)", c, r.err, r.capture)
 		}
+		if c.tool == "crosscheck" && r.pass {
+			recordXcheck(xchecks, c, r)
+		}
 		results = append(results, r)
 		t.Logf("%-4s %-40s xroce %-18s rxe %-18s (%d xroce frames ICRC-checked)", status, c, r.xroce, r.rxe, r.xroceFrames)
 	}
+	compareXchecks(t, xchecks)
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| cell | result | xroce | rdma_rxe |\n| --- | --- | --- | --- |\n")
 	for _, r := range results {
@@ -382,4 +483,52 @@ func TestMatrix(t *testing.T) {
 	fmt.Fprintf(&b, "\n%d cells in %v, %s\n", len(results), time.Since(start).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
 	t.Log(b.String())
 	_ = os.WriteFile(filepath.Join(keep, "table-"+mode+".md"), []byte(b.String()), 0o644)
+}
+
+var xcLine = regexp.MustCompile(`(?m)^(wc|mem) (client|server) .*$`)
+
+// recordXcheck keeps each side's completion and memory lines of a cross-check
+// cell, by role and by which side (xroce's engine or libibverbs on rdma_rxe) had it.
+func recordXcheck(m map[string]map[bool]string, c cell, r result) {
+	for _, out := range []struct {
+		s      string
+		engine bool
+	}{{r.xout, true}, {r.gout, false}} {
+		lines := xcLine.FindAllString(out.s, -1)
+		if len(lines) == 0 {
+			continue
+		}
+		role := strings.Fields(lines[0])[1] + fmt.Sprintf(" mtu%d", c.mtu)
+		if m[role] == nil {
+			m[role] = map[bool]string{}
+		}
+		m[role][out.engine] = strings.Join(lines, "\n")
+	}
+}
+
+// compareXchecks asserts that each role of the cross-check, played once by the
+// engine and once through libibverbs on rdma_rxe, reported identical completions
+// (status, opcode, byte_len, imm, in order) and identical memory.
+func compareXchecks(t *testing.T, m map[string]map[bool]string) {
+	for role, by := range m {
+		e, v := by[true], by[false]
+		if e == "" || v == "" {
+			t.Logf("cross-check %s: only one provider ran this role", role)
+			continue
+		}
+		if e != v {
+			el, vl := strings.Split(e, "\n"), strings.Split(v, "\n")
+			for i := range min(len(el), len(vl)) {
+				if el[i] != vl[i] {
+					t.Errorf("cross-check %s: the engine and rdma_rxe differ at line %d:\n engine: %s\n rxe:    %s", role, i, el[i], vl[i])
+					break
+				}
+			}
+			if len(el) != len(vl) {
+				t.Errorf("cross-check %s: %d lines from the engine, %d from rdma_rxe", role, len(el), len(vl))
+			}
+			continue
+		}
+		t.Logf("cross-check %s: engine and rdma_rxe agree on %d lines (completions and memory)", role, strings.Count(e, "\n")+1)
+	}
 }
