@@ -35,6 +35,7 @@ type perfOptions struct {
 	reportGbits bool
 	runInf      bool
 	verify      bool
+	counters    bool
 	inline      int
 	qpTimeout   int
 	conn        string
@@ -78,6 +79,7 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
 	fs.StringVar(&o.xdpMode, "xdp-mode", "native", "XDP attach mode: native, generic or auto")
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
+	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 	addPcapFlags(fs, &o.pcap)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -191,6 +193,10 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 		return err
 	}
 	defer e.stop()
+	if o.counters {
+		before := e.prov.Counters()
+		defer func() { printCounters(o.out, providerName(o.provider), before, e.prov.Counters()) }()
+	}
 	c := &conn{t: t, o: o, env: e, client: o.server != ""}
 	if err := c.setup(); err != nil {
 		return err

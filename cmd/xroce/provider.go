@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"sort"
 
 	"github.com/spf13/pflag"
 
@@ -22,6 +24,9 @@ type provider interface {
 	RegMR(buf []byte, access transport.Access) (memRegion, error)
 	CreateCQ(depth int) (compQueue, error)
 	CreateQP(send, recv compQueue, cap transport.QPCap) (queuePair, error)
+	// Counters are the device's event counters by name: the engine's (rdma_rxe's
+	// hw_counters names), or the RDMA device's sysfs hw_counters.
+	Counters() map[string]uint64
 }
 
 type memRegion interface {
@@ -60,6 +65,8 @@ func (e *engine) MaxMTU() roce.MTU {
 	return m
 }
 
+func (e *engine) Counters() map[string]uint64 { return e.dev.Counters().Map() }
+
 func (e *engine) Alloc(n int) ([]byte, error) { return make([]byte, n), nil }
 
 func (e *engine) RegMR(buf []byte, access transport.Access) (memRegion, error) {
@@ -84,4 +91,25 @@ func addProviderFlag(fs *pflag.FlagSet, o *linkOptions) {
 		help += " (not in this build: make verbs)"
 	}
 	fs.StringVar(&o.provider, "provider", "engine", help)
+}
+
+// printCounters prints the counters that moved since before, sorted by name, as
+// rdma statistic does; nothing moved prints a line saying so.
+func printCounters(w io.Writer, label string, before, after map[string]uint64) {
+	var names []string
+	for n, v := range after {
+		if v != before[n] {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, " Counters (%s):", label)
+	if len(names) == 0 {
+		fmt.Fprintf(w, " none moved\n")
+		return
+	}
+	fmt.Fprintln(w)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-24s %d\n", n, after[n]-before[n])
+	}
 }

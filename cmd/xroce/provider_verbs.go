@@ -27,6 +27,8 @@ type hca struct {
 func (h *hca) GIDTable() roce.GIDTable { return h.dev.GIDTable() }
 func (h *hca) MaxMTU() roce.MTU        { return h.dev.ActiveMTU() }
 
+func (h *hca) Counters() map[string]uint64 { return h.dev.HWCounters() }
+
 func (h *hca) Alloc(n int) ([]byte, error) {
 	b, err := verbs.Alloc(n)
 	if err == nil {

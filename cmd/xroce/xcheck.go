@@ -32,6 +32,7 @@ func crosscheck(args []string, w io.Writer) error {
 	fs.IntVarP(&lo.gidIndex, "gid-index", "x", -1, "GID index (default: the first RoCEv2 IPv4 GID)")
 	port := fs.IntP("port", "p", oob.DefaultPort, "TCP port of the exchange")
 	mtu := fs.IntP("mtu", "m", 0, "path MTU (default: the largest the port carries)")
+	counters := fs.Bool("counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 	addProviderFlag(fs, &lo)
 	fs.StringVar(&lo.link, "link", "xdp", "datapath of the engine: xdp or udp")
 	fs.StringVar(&lo.xdpMode, "xdp-mode", "native", "XDP attach mode")
@@ -51,6 +52,10 @@ func crosscheck(args []string, w io.Writer) error {
 		return err
 	}
 	defer e.stop()
+	if *counters {
+		before := e.prov.Counters()
+		defer func() { printCounters(w, providerName(lo.provider), before, e.prov.Counters()) }()
+	}
 	ourMTU := e.prov.MaxMTU()
 	if *mtu != 0 {
 		if ourMTU, err = roce.MTUFromBytes(*mtu); err != nil {

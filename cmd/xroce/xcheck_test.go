@@ -16,8 +16,8 @@ func TestCrosscheckEngine(t *testing.T) {
 	for _, c := range []struct{ link, mtu string }{{"xdp", "256"}, {"xdp", "0"}, {"udp", "1024"}} {
 		t.Run(c.link+"/"+c.mtu, func(t *testing.T) {
 			n := testnet.New(t, testnet.Options{})
-			srv, cli := pair(t, n, []string{"crosscheck", "--link", c.link, "-d", n.IfB, "-m", c.mtu},
-				[]string{"crosscheck", "--link", c.link, "-d", n.IfA, "-m", c.mtu, n.IPB.String()})
+			srv, cli := pair(t, n, []string{"crosscheck", "--counters", "--link", c.link, "-d", n.IfB, "-m", c.mtu},
+				[]string{"crosscheck", "--counters", "--link", c.link, "-d", n.IfA, "-m", c.mtu, n.IPB.String()})
 			ops, recvs := xcheckScript()
 			for who, out := range map[string]string{"server": srv, "client": cli} {
 				want := len(ops)
@@ -41,6 +41,10 @@ func TestCrosscheckEngine(t *testing.T) {
 				if !strings.Contains(cli+srv, line+"\n") {
 					t.Errorf("no line %q in\n%s\n%s", line, cli, srv)
 				}
+			}
+			// --counters: 17 WRITEs, 16 READs and 17 WRITE_WITH_IMMs each way.
+			if !strings.Contains(cli, "\n  rdma_sends               50\n") || !strings.Contains(srv, "\n  rdma_recvs               50\n") {
+				t.Errorf("counters:\n%s\n%s", cli, srv)
 			}
 		})
 	}

@@ -12,7 +12,10 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -126,4 +129,24 @@ func (d *Device) Close() error {
 		return fmt.Errorf("verbs: ibv_close_device: %v", syscall.Errno(rc))
 	}
 	return nil
+}
+
+// HWCounters reads port 1's hardware counters from sysfs
+// (/sys/class/infiniband/NAME/ports/1/hw_counters/*: rdma_rxe's rxe_hw_counters.c
+// names, or mlx5's: out_of_sequence, packet_seq_err, local_ack_timeout_err,
+// roce_adp_retrans, duplicate_request, ...). A device without them gives an empty map.
+func (d *Device) HWCounters() map[string]uint64 {
+	m := map[string]uint64{}
+	dir := filepath.Join("/sys/class/infiniband", d.name, "ports/1/hw_counters")
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			m[e.Name()] = v
+		}
+	}
+	return m
 }
