@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/pcap"
@@ -21,6 +22,7 @@ type linkOptions struct {
 	link     string // xdp or udp
 	xdpMode  string
 	gidIndex int // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
+	busyPoll time.Duration
 	pcap     pcapOptions
 }
 
@@ -81,7 +83,11 @@ func openEnv(o linkOptions) (*env, error) {
 		link.Close()
 		return nil, err
 	}
-	dev, err := transport.Open(link, transport.Options{})
+	bp := o.busyPoll
+	if bp <= 0 {
+		bp = -1 // --busy-poll 0: never
+	}
+	dev, err := transport.Open(link, transport.Options{BusyPoll: bp})
 	if err != nil {
 		link.Close()
 		return nil, err

@@ -33,7 +33,7 @@ func pingpong(args []string, w io.Writer) error {
 	iters := fs.IntP("iters", "n", 1000, "exchanges")
 	fs.IntP("sl", "l", 0, "service level (no meaning on RoCE; accepted)")
 	fs.BoolP("events", "e", false, "sleep on CQ events (accepted; xroce always can)")
-	addProviderFlag(fs, &lo)
+	addProviderFlags(fs, &lo)
 	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp or udp")
 	fs.StringVar(&lo.xdpMode, "xdp-mode", "native", "XDP attach mode")
 	addPcapFlags(fs, &lo.pcap)

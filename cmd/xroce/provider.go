@@ -84,13 +84,14 @@ func (e *engine) CreateQP(send, recv compQueue, cap transport.QPCap) (queuePair,
 	return e.pd.CreateQP(transport.QPInitAttr{SendCQ: s, RecvCQ: r, Cap: cap})
 }
 
-// addProviderFlag adds --provider.
-func addProviderFlag(fs *pflag.FlagSet, o *linkOptions) {
+// addProviderFlags adds --provider and the engine's --busy-poll.
+func addProviderFlags(fs *pflag.FlagSet, o *linkOptions) {
 	help := "engine: xroce's pure-Go engine on -d's interface; verbs: libibverbs on the RDMA device -d (an HCA or rdma_rxe)"
 	if !verbsBuilt {
 		help += " (not in this build: make verbs)"
 	}
 	fs.StringVar(&o.provider, "provider", "engine", help)
+	fs.DurationVar(&o.busyPoll, "busy-poll", transport.DefaultBusyPoll, "engine: keep polling the link this long after the last frame before sleeping (0: never)")
 }
 
 // printCounters prints the counters that moved since before, sorted by name, as

@@ -33,7 +33,7 @@ func crosscheck(args []string, w io.Writer) error {
 	port := fs.IntP("port", "p", oob.DefaultPort, "TCP port of the exchange")
 	mtu := fs.IntP("mtu", "m", 0, "path MTU (default: the largest the port carries)")
 	counters := fs.Bool("counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
-	addProviderFlag(fs, &lo)
+	addProviderFlags(fs, &lo)
 	fs.StringVar(&lo.link, "link", "xdp", "datapath of the engine: xdp or udp")
 	fs.StringVar(&lo.xdpMode, "xdp-mode", "native", "XDP attach mode")
 	addPcapFlags(fs, &lo.pcap)
