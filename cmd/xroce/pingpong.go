@@ -99,23 +99,24 @@ func pingpong(args []string, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", local.LID, local.QPN, local.PSN, local.GID)
-	remote, err := oob.PingpongExchange(nc, client, local, 60*time.Second)
-	if err != nil {
-		return err
+	connect := func(remote oob.PingpongDest) error {
+		fmt.Fprintf(w, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", remote.LID, remote.QPN, remote.PSN, remote.GID)
+		if err := checkPeerGID(prov.GIDTable(), e.gid, remote.GID); err != nil {
+			return err
+		}
+		if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: pm, DestQPN: remote.QPN, RQPSN: remote.PSN,
+			MaxDestRdAtomic: 1, MinRNRTimer: 12, AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: e.gid.Index}},
+			transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+				transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
+			return err
+		}
+		// rc_pingpong's defaults: timeout 14, retry_cnt 7, rnr_retry 7.
+		return qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+			transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC)
 	}
-	fmt.Fprintf(w, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", remote.LID, remote.QPN, remote.PSN, remote.GID)
-	if err := checkPeerGID(prov.GIDTable(), e.gid, remote.GID); err != nil {
-		return err
-	}
-	if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: pm, DestQPN: remote.QPN, RQPSN: remote.PSN,
-		MaxDestRdAtomic: 1, MinRNRTimer: 12, AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: e.gid.Index}},
-		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
-		return err
-	}
-	// rc_pingpong's defaults: timeout 14, retry_cnt 7, rnr_retry 7.
-	if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
-		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC); err != nil {
+	// The server connects before it answers, so its QP is ready when the client's
+	// first SEND arrives (rc_pingpong's pp_server_exch_dest).
+	if _, err := oob.PingpongExchange(nc, client, local, 60*time.Second, connect); err != nil {
 		return err
 	}
 	send := transport.SendWR{WRID: 1 << 40, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,

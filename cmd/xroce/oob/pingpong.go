@@ -55,12 +55,50 @@ func ParsePingpong(b []byte) (PingpongDest, error) {
 
 // PingpongExchange sends local and returns the peer's message, as rc_pingpong's
 // pp_client_exch_dest and pp_server_exch_dest do: the client writes its message,
-// reads the server's and writes "done"; the server reads, answers, and reads the
-// "done". All of it happens before the test; the connection is then closed.
-func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.Duration) (PingpongDest, error) {
+// reads the server's and writes "done"; the server reads the client's, connects,
+// answers, and reads the "done". connect (may be nil) brings the QP to RTS toward
+// the peer: the server calls it before it answers, as pp_server_exch_dest calls
+// pp_connect_ctx before writing, so the server's QP is ready before the client can
+// send; the client calls it after the exchange. The connection is then closed.
+func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.Duration, connect func(PingpongDest) error) (PingpongDest, error) {
 	defer c.Close()
+	if connect == nil {
+		connect = func(PingpongDest) error { return nil }
+	}
 	s := &Session{conn: c, client: client, timeout: timeout}
-	in, err := s.xchg(local.Marshal(), pingpongMsgLen)
+	write := func(b []byte) error {
+		s.deadline()
+		if _, err := c.Write(b); err != nil {
+			return s.ioErr("writing", err)
+		}
+		return nil
+	}
+	read := func(n int) ([]byte, error) {
+		s.deadline()
+		b := make([]byte, n)
+		if _, err := io.ReadFull(c, b); err != nil {
+			return nil, s.ioErr("reading", err)
+		}
+		return b, nil
+	}
+	if client {
+		if err := write(local.Marshal()); err != nil {
+			return PingpongDest{}, err
+		}
+		in, err := read(pingpongMsgLen)
+		if err != nil {
+			return PingpongDest{}, err
+		}
+		peer, err := ParsePingpong(in)
+		if err != nil {
+			return PingpongDest{}, err
+		}
+		if err := write([]byte("done\x00")); err != nil {
+			return PingpongDest{}, err
+		}
+		return peer, connect(peer)
+	}
+	in, err := read(pingpongMsgLen)
 	if err != nil {
 		return PingpongDest{}, err
 	}
@@ -68,16 +106,15 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 	if err != nil {
 		return PingpongDest{}, err
 	}
-	s.deadline()
-	if client {
-		if _, err := c.Write([]byte("done\x00")); err != nil {
-			return PingpongDest{}, s.ioErr("writing", err)
-		}
-		return peer, nil
+	if err := connect(peer); err != nil {
+		return PingpongDest{}, err
 	}
-	b := make([]byte, 5)
-	if _, err := io.ReadFull(c, b); err != nil {
-		return PingpongDest{}, s.ioErr("reading", err)
+	if err := write(local.Marshal()); err != nil {
+		return PingpongDest{}, err
+	}
+	b, err := read(5)
+	if err != nil {
+		return PingpongDest{}, err
 	}
 	if string(b) != "done\x00" {
 		return PingpongDest{}, fmt.Errorf("oob: rc_pingpong client sent %q, not \"done\"", b)

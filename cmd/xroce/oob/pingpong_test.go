@@ -57,7 +57,17 @@ func TestPingpongAgainstCapture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		peer, err := PingpongExchange(conn, client, ours, 5*time.Second)
+		// rc_pingpong's server connects before it answers; its client after the
+		// exchange (after writing "done").
+		var connected PingpongDest
+		wc := &writeCounter{Conn: conn}
+		peer, err := PingpongExchange(wc, client, ours, 5*time.Second, func(d PingpongDest) error {
+			connected = d
+			if want := map[bool]int{true: 2, false: 0}[client]; wc.writes != want {
+				t.Errorf("client=%v: connect after %d writes, want %d", client, wc.writes, want)
+			}
+			return nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,9 +79,23 @@ func TestPingpongAgainstCapture(t *testing.T) {
 		if !client {
 			wantQPN = 0x19 // the captured client's QPN is also 0x19 (separate guests)
 		}
+		if connected != peer {
+			t.Errorf("client=%v: connected to %+v, the exchange returned %+v", client, connected, peer)
+		}
 		if peer.QPN != wantQPN {
 			t.Errorf("client=%v: peer %+v", client, peer)
 		}
 		ln.Close()
 	}
+}
+
+// writeCounter counts the writes on a connection.
+type writeCounter struct {
+	net.Conn
+	writes int
+}
+
+func (w *writeCounter) Write(b []byte) (int, error) {
+	w.writes++
+	return w.Conn.Write(b)
 }
