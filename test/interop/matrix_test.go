@@ -481,6 +481,10 @@ func TestMatrix(t *testing.T) {
 		fmt.Fprintf(&b, "| %v | %s | %s | %s |\n", r.cell, status, r.xroce, r.rxe)
 	}
 	fmt.Fprintf(&b, "\n%d cells in %v, %s\n", len(results), time.Since(start).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
+	// The limit the matrix works around (the PMTU 4096 cells with netdev MTU
+	// 9000): the AF_XDP link carries path MTUs up to 2048, so 3000 stands in.
+	fmt.Fprintf(&b, "Path MTU 4096 (netdev MTU 9000) not run: xroce's AF_XDP link carries path MTUs up to %d "+
+		"(multi-buffer AF_XDP is not implemented; docs/afxdp.md); the mtu3000 cells run path MTU 2048 instead.\n", roce.MTU2048.Bytes())
 	t.Log(b.String())
 	_ = os.WriteFile(filepath.Join(keep, "table-"+mode+".md"), []byte(b.String()), 0o644)
 }
