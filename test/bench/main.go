@@ -141,20 +141,25 @@ func run() int {
 			if ctx.Err() != nil {
 				break
 			}
-			t0 := time.Now()
-			r, err := m.run(ctx, b, pass)
-			took := time.Since(t0).Seconds()
-			if ctx.Err() != nil {
+			// A failed run is reported and tried once more.
+			for try := 1; try <= 2 && ctx.Err() == nil; try++ {
+				t0 := time.Now()
+				r, err := m.run(ctx, b, pass)
+				took := time.Since(t0).Seconds()
+				if ctx.Err() != nil {
+					break
+				}
+				if err != nil {
+					errs[m.key] = append(errs[m.key], err)
+					first, _, _ := strings.Cut(err.Error(), "\n")
+					fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: FAILED (%.1f s): %s\n", pass, *passes, i+1, len(b.plan), m.label, took, first)
+					time.Sleep(500 * time.Millisecond)
+					continue
+				}
+				all[m.key] = append(all[m.key], r)
+				fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: %s (%.1f s)\n", pass, *passes, i+1, len(b.plan), m.label, brief(r), took)
 				break
 			}
-			if err != nil {
-				errs[m.key] = append(errs[m.key], err)
-				first, _, _ := strings.Cut(err.Error(), "\n")
-				fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: FAILED (%.1f s): %s\n", pass, *passes, i+1, len(b.plan), m.label, took, first)
-				continue
-			}
-			all[m.key] = append(all[m.key], r)
-			fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: %s (%.1f s)\n", pass, *passes, i+1, len(b.plan), m.label, brief(r), took)
 		}
 		if ctx.Err() == nil {
 			done = pass

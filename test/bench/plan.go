@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,7 +168,9 @@ func (b *bench) xroce(ctx context.Context, key string, pass int, args []string) 
 		for i, s := range []*side{&cli, &srv} {
 			f := filepath.Join(b.profileDir, fmt.Sprintf("%s-%s-pass%d.pprof", base, sideNames[i], pass))
 			s.env = append(s.env, "XROCE_CPUPROFILE="+f)
-			b.profiles[key] = append(b.profiles[key], profileFile{side: i, path: f})
+			if pf := (profileFile{side: i, path: f}); !slices.Contains(b.profiles[key], pf) { // a retried run writes the same file
+				b.profiles[key] = append(b.profiles[key], pf)
+			}
 		}
 	}
 	return b.runPair(ctx, srv, cli, serverReady, pairLimit)

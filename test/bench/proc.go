@@ -75,7 +75,8 @@ func (p *proc) wait(limit time.Duration) (cpuTime, error) {
 		return cpuTime{}, fmt.Errorf("still running after %v, killed:\n%s", limit, p.out.String())
 	}
 	if p.err != nil {
-		return cpuTime{}, fmt.Errorf("%v:\n%s", p.err, p.out.String())
+		out := p.out.String()
+		return cpuTime{}, fmt.Errorf("%v: %s\n%s", p.err, lastLine(out), out)
 	}
 	st := p.cmd.ProcessState
 	return cpuTime{User: st.UserTime(), Sys: st.SystemTime()}, nil
@@ -140,4 +141,10 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// lastLine returns the last non-empty line of s: a failed command's error.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -104,7 +104,7 @@ func tables(r results, plan []measurement, passes int) []table {
 	}
 
 	cpu := table{title: "CPU per run: user and system seconds of each side's process (" + med + ")",
-		header: []string{"measurement", "passes", "A user", "A sys", "B user", "B sys"}}
+		header: []string{"measurement", "runs ok / tried", "A user", "A sys", "B user", "B sys"}}
 	for _, m := range plan {
 		s := r[m.key]
 		row := []string{m.label, fmt.Sprintf("%d/%d", s.passes, s.passes+s.failed)}
@@ -135,7 +135,7 @@ func failures(r results, plan []measurement) []string {
 	for _, m := range plan {
 		if s := r[m.key]; s.err != nil {
 			first, _, _ := strings.Cut(s.err.Error(), "\n")
-			out = append(out, fmt.Sprintf("%s: failed %d of %d passes: %s", m.label, s.failed, s.passes+s.failed, first))
+			out = append(out, fmt.Sprintf("%s: %d of %d runs failed (a failed run is tried once more); the last error: %s", m.label, s.failed, s.passes+s.failed, first))
 		}
 	}
 	return out

@@ -9,8 +9,8 @@ import (
 type summary struct {
 	fig    map[string]float64
 	cpu    [2]cpuTime
-	passes int // passes that succeeded
-	failed int
+	passes int // runs that succeeded
+	failed int // runs that failed (each failure is tried once more)
 	note   string
 	err    error // the last failure, if any
 }
