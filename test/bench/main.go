@@ -198,7 +198,7 @@ func run() int {
 
 	profiles := ""
 	if b.profileDir != "" {
-		profiles = fmt.Sprintf("CPU profiles of the run of %s (`make bench PROFILE=1`), kept in %s.\n\n", date, b.profileDir) + b.profileTops(res)
+		profiles = fmt.Sprintf("CPU profiles of the run of %s (`make bench PROFILE=1`), kept in %s.\n\n", date, *profile) + b.profileTops(res)
 		fmt.Print(profiles)
 	}
 	status := 0

@@ -25,16 +25,17 @@ const (
 // sizes are the message sizes of the goodput sweep, in bytes.
 var sizes = []int{64, 1 << 10, 4 << 10, 64 << 10, 1 << 20, 8 << 20}
 
-// itersXDP is each bandwidth test's -n over AF_XDP: about 0.6–0.9 s each on the
-// 2-core development VM. The UDP link is 2–8 times slower, so it runs a quarter.
-var itersXDP = map[int]int{64: 100000, 1 << 10: 100000, 4 << 10: 50000, 64 << 10: 4096, 1 << 20: 256, 8 << 20: 32}
+// itersXDP is each bandwidth test's -n over AF_XDP: about 1–1.5 s each on the
+// 2-core development VM when it is otherwise idle. The UDP link is 2–8 times slower,
+// so it runs a quarter.
+var itersXDP = map[int]int{64: 150000, 1 << 10: 150000, 4 << 10: 75000, 64 << 10: 6144, 1 << 20: 384, 8 << 20: 48}
 
 const (
 	latSize      = 64    // bytes of write_lat and read_lat, and of the raw ping-pong payload
 	writeLatN    = 2000  // write_lat iterations
 	readLatN     = 5000  // read_lat iterations
 	rttN         = 10000 // raw ping-pong round trips
-	rawFor       = time.Second
+	rawFor       = 1500 * time.Millisecond
 	tcpFor       = time.Second
 	sweepPMTU    = 1024 // the path MTU of the sweep (a 1500-byte Ethernet link's)
 	netdevMTU    = 3000 // the veth's MTU: carries PMTU 2048 frames too
