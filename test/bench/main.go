@@ -172,6 +172,10 @@ func run() int {
 	if ctx.Err() != nil {
 		fmt.Fprintf(os.Stderr, "== the %v budget ran out during pass %d: reporting what was measured\n", *budget, done+1)
 	}
+	passNote, shown := fmt.Sprintf("%d passes", done), done
+	if ctx.Err() != nil {
+		passNote, shown = fmt.Sprintf("%d passes and part of another, cut short by the %v budget", done, *budget), done+1
+	}
 
 	res := results{}
 	for _, m := range b.plan {
@@ -180,9 +184,9 @@ func run() int {
 	wall := time.Since(began).Round(time.Second)
 	date := time.Now().Format("2006-01-02 15:04 MST")
 	var report strings.Builder
-	fmt.Fprintf(&report, "Run of %s on %s: %d passes (each figure is the median over them), %v of measuring.\n\n",
-		date, machine(), done, wall)
-	for _, t := range tables(res, b.plan, done) {
+	fmt.Fprintf(&report, "Run of %s on %s: %s (each figure is the median over them), %v of measuring.\n\n",
+		date, machine(), passNote, wall)
+	for _, t := range tables(res, b.plan, shown) {
 		report.WriteString(t.markdown())
 		report.WriteString("\n")
 	}
@@ -205,7 +209,7 @@ func run() int {
 	if *out != "" {
 		png := filepath.Join(*out, "bench.png")
 		title := fmt.Sprintf("xroce goodput, veth between two namespaces, PMTU %d (%s)", sweepPMTU, time.Now().Format("2006-01-02"))
-		if err := plotGoodput(res, done, title, png); err != nil {
+		if err := plotGoodput(res, shown, title, png); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: plot: %v\n", err)
 			status = 1
 		} else {
