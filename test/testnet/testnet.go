@@ -2,7 +2,7 @@
 // B, joined by a veth pair, or by two veth pairs and a bridge in a third namespace
 // (where faults can be injected with nftables). Every name carries a random suffix
 // so tests can run in parallel, and everything is removed when the test ends, even
-// when it fails. Needs root and iproute2.
+// when it fails (Create serves programs that are not tests). Needs root and iproute2.
 package testnet
 
 import (
@@ -47,8 +47,19 @@ func Path(ns string) string { return "/var/run/netns/" + ns }
 // New creates the network; t.Cleanup removes it.
 func New(t testing.TB, o Options) *Net {
 	t.Helper()
+	n, remove, err := Create(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+	return n
+}
+
+// Create creates the network for a program that is not a test (test/bench) and
+// returns the function that removes it. On error it removes what it had made.
+func Create(o Options) (n *Net, remove func(), err error) {
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatal("iproute2's ip is required")
+		return nil, nil, fmt.Errorf("iproute2's ip is required")
 	}
 	if o.MTU == 0 {
 		o.MTU = 1500
@@ -59,7 +70,7 @@ func New(t testing.TB, o Options) *Net {
 	var r [3]byte
 	_, _ = rand.Read(r[:])
 	id := hex.EncodeToString(r[:])
-	n := &Net{NsA: "xr" + id + "a", NsB: "xr" + id + "b", IfA: "xa" + id, IfB: "xb" + id,
+	n = &Net{NsA: "xr" + id + "a", NsB: "xr" + id + "b", IfA: "xa" + id, IfB: "xb" + id,
 		IPA: netip.MustParseAddr("10.79.0.1"), IPB: netip.MustParseAddr("10.79.0.2"),
 		IP6A: netip.MustParseAddr("fd00:79::1"), IP6B: netip.MustParseAddr("fd00:79::2")}
 	nss := []string{n.NsA, n.NsB}
@@ -67,33 +78,44 @@ func New(t testing.TB, o Options) *Net {
 		n.NsBr = "xr" + id + "m"
 		nss = append(nss, n.NsBr)
 	}
-	t.Cleanup(func() {
+	remove = func() {
 		for _, ns := range nss {
 			_ = exec.Command("ip", "netns", "del", ns).Run()
 		}
-	})
+	}
+	defer func() {
+		if err != nil {
+			remove()
+		}
+	}()
+	var cmds [][]string
 	for _, ns := range nss {
-		Sh(t, "ip", "netns", "add", ns)
-		Sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
+		cmds = append(cmds, []string{"ip", "netns", "add", ns}, []string{"ip", "-n", ns, "link", "set", "lo", "up"})
 	}
 	m := fmt.Sprint(o.MTU)
 	if !o.Bridge {
 		q := fmt.Sprint(o.Queues)
-		Sh(t, "ip", "link", "add", n.IfA, "netns", n.NsA, "mtu", m, "numtxqueues", q, "numrxqueues", q, "type", "veth",
-			"peer", "name", n.IfB, "netns", n.NsB, "mtu", m, "numtxqueues", q, "numrxqueues", q)
+		cmds = append(cmds, []string{"ip", "link", "add", n.IfA, "netns", n.NsA, "mtu", m, "numtxqueues", q, "numrxqueues", q, "type", "veth",
+			"peer", "name", n.IfB, "netns", n.NsB, "mtu", m, "numtxqueues", q, "numrxqueues", q})
 	} else {
-		Sh(t, "ip", "-n", n.NsBr, "link", "add", "br0", "mtu", m, "type", "bridge")
+		cmds = append(cmds, []string{"ip", "-n", n.NsBr, "link", "add", "br0", "mtu", m, "type", "bridge"})
 		for _, s := range []struct{ ns, ifn, port string }{{n.NsA, n.IfA, "pa" + id}, {n.NsB, n.IfB, "pb" + id}} {
-			Sh(t, "ip", "link", "add", s.ifn, "netns", s.ns, "mtu", m, "type", "veth", "peer", "name", s.port, "netns", n.NsBr, "mtu", m)
-			Sh(t, "ip", "-n", n.NsBr, "link", "set", s.port, "master", "br0", "up")
+			cmds = append(cmds, []string{"ip", "link", "add", s.ifn, "netns", s.ns, "mtu", m, "type", "veth", "peer", "name", s.port, "netns", n.NsBr, "mtu", m},
+				[]string{"ip", "-n", n.NsBr, "link", "set", s.port, "master", "br0", "up"})
 		}
-		Sh(t, "ip", "-n", n.NsBr, "link", "set", "br0", "up")
+		cmds = append(cmds, []string{"ip", "-n", n.NsBr, "link", "set", "br0", "up"})
 	}
-	Sh(t, "ip", "-n", n.NsA, "addr", "add", n.IPA.String()+"/24", "dev", n.IfA)
-	Sh(t, "ip", "-n", n.NsB, "addr", "add", n.IPB.String()+"/24", "dev", n.IfB)
-	Sh(t, "ip", "-n", n.NsA, "addr", "add", n.IP6A.String()+"/64", "dev", n.IfA, "nodad")
-	Sh(t, "ip", "-n", n.NsB, "addr", "add", n.IP6B.String()+"/64", "dev", n.IfB, "nodad")
-	Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "up")
-	Sh(t, "ip", "-n", n.NsB, "link", "set", n.IfB, "up")
-	return n
+	cmds = append(cmds,
+		[]string{"ip", "-n", n.NsA, "addr", "add", n.IPA.String() + "/24", "dev", n.IfA},
+		[]string{"ip", "-n", n.NsB, "addr", "add", n.IPB.String() + "/24", "dev", n.IfB},
+		[]string{"ip", "-n", n.NsA, "addr", "add", n.IP6A.String() + "/64", "dev", n.IfA, "nodad"},
+		[]string{"ip", "-n", n.NsB, "addr", "add", n.IP6B.String() + "/64", "dev", n.IfB, "nodad"},
+		[]string{"ip", "-n", n.NsA, "link", "set", n.IfA, "up"},
+		[]string{"ip", "-n", n.NsB, "link", "set", n.IfB, "up"})
+	for _, c := range cmds {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			return nil, nil, fmt.Errorf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	return n, remove, nil
 }

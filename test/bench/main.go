@@ -1,0 +1,254 @@
+// Command bench is `make bench`. On a veth pair between two network namespaces it
+// creates (and removes on exit, on failure and on Ctrl-C), it measures in one run:
+//
+//   - the raw AF_XDP ceiling: frames/s one way with no protocol work, for the frame of
+//     a 64 B RDMA WRITE and the frames of path MTU 1024 and 2048 (4096 is beyond the
+//     AF_XDP link), and the ping-pong round trip of one frame through xdp.Link;
+//   - xroce engine to engine over AF_XDP: WRITE, READ and SEND goodput from 64 B to
+//     8 MiB, the 64 B message rates, write_lat and read_lat p50 and p99;
+//   - the same over the kernel UDP link (--link udp);
+//   - a TCP stream over the same veth.
+//
+// Every side is its own process under `ip netns exec` (bin/xroce, or this program
+// re-executed as one of its raw-* and tcp-* helpers), so the user and system CPU time
+// of each side come from its rusage. Each figure is the median of three passes. It
+// prints the tables, the ratios xroce / raw ceiling with the targets met or missed,
+// writes the goodput plot (docs/bench.png) and the results part of docs/bench.md;
+// with -profile it keeps every xroce process's CPU profile and writes `go tool pprof
+// -top` of the measurements behind missed targets into docs/bench.md. Needs root.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// bench is one run of the whole plan.
+type bench struct {
+	net        *testnet.Net
+	xroceBin   string // absolute path of the xroce binary
+	self       string // this program, for its helpers
+	goBin      string
+	profileDir string // empty: no profiles
+	profiles   map[string][]profileFile
+	plan       []measurement
+}
+
+var helpers = map[string]func([]string) error{
+	"raw-tx": rawTx, "raw-rx": rawRx, "raw-ping": rawPing, "raw-pong": rawPong, "tcp-tx": tcpTx, "tcp-rx": tcpRx,
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		if h, ok := helpers[os.Args[1]]; ok {
+			if err := h(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	xroceBin := flag.String("xroce", "bin/xroce", "the xroce binary to measure")
+	out := flag.String("out", "docs", "directory for bench.png and bench.md (empty: write neither)")
+	profile := flag.String("profile", "", "keep a CPU profile of every xroce process in this directory, and write the top entries behind missed targets to bench.md")
+	passes := flag.Int("passes", 3, "passes over every measurement; each figure is the median over them")
+	budget := flag.Duration("budget", 9*time.Minute+20*time.Second, "start no pass that would end after this, and kill everything when it is up")
+	scale := flag.Float64("scale", 1, "multiply every iteration count and duration by this (0.1 for a quick try)")
+	goBin := flag.String("go", "go", "the go command, for go tool pprof")
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and attaches XDP programs (sudo make bench)")
+		return 1
+	}
+	b := &bench{goBin: *goBin, profiles: map[string][]profileFile{}, plan: buildPlan(*scale)}
+	var err error
+	if b.xroceBin, err = filepath.Abs(*xroceBin); err == nil {
+		_, err = os.Stat(b.xroceBin)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: the xroce binary: %v (make bin/xroce)\n", err)
+		return 1
+	}
+	if b.self, err = os.Executable(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	if *profile != "" {
+		if b.profileDir, err = filepath.Abs(*profile); err == nil {
+			err = os.MkdirAll(b.profileDir, 0o755)
+		}
+		if err == nil {
+			err = clearProfiles(b.profileDir)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -profile: %v\n", err)
+			return 1
+		}
+	}
+
+	began := time.Now()
+	deadline := began.Add(*budget)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	var interrupted atomic.Bool
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; ok {
+			interrupted.Store(true)
+			cancel()
+		}
+	}()
+
+	n, remove, err := testnet.Create(testnet.Options{MTU: netdevMTU})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	defer remove()
+	b.net = n
+	fmt.Fprintf(os.Stderr, "== namespaces %s and %s, veth %s <-> %s, MTU %d; %d measurements a pass, %d passes\n",
+		n.NsA, n.NsB, n.IfA, n.IfB, netdevMTU, len(b.plan), *passes)
+
+	all := map[string][]result{}
+	errs := map[string][]error{}
+	done := 0
+	for pass := 1; pass <= *passes && ctx.Err() == nil; pass++ {
+		if pass > 1 {
+			per := time.Since(began) / time.Duration(pass-1)
+			if time.Now().Add(per + per/5).After(deadline) {
+				fmt.Fprintf(os.Stderr, "== stopping after %d passes: one more (about %v) would end past the %v budget\n", pass-1, per.Round(time.Second), *budget)
+				break
+			}
+		}
+		for i, m := range b.plan {
+			if ctx.Err() != nil {
+				break
+			}
+			// A failed run is reported and tried once more.
+			for try := 1; try <= 2 && ctx.Err() == nil; try++ {
+				t0 := time.Now()
+				r, err := m.run(ctx, b, pass)
+				took := time.Since(t0).Seconds()
+				if ctx.Err() != nil {
+					break
+				}
+				if err != nil {
+					errs[m.key] = append(errs[m.key], err)
+					first, _, _ := strings.Cut(err.Error(), "\n")
+					fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: FAILED (%.1f s): %s\n", pass, *passes, i+1, len(b.plan), m.label, took, first)
+					time.Sleep(500 * time.Millisecond)
+					continue
+				}
+				all[m.key] = append(all[m.key], r)
+				fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: %s (%.1f s)\n", pass, *passes, i+1, len(b.plan), m.label, brief(r), took)
+				break
+			}
+		}
+		if ctx.Err() == nil {
+			done = pass
+		}
+	}
+	if interrupted.Load() {
+		fmt.Fprintln(os.Stderr, "== interrupted: removing the namespaces")
+		return 130
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(os.Stderr, "== the %v budget ran out during pass %d: reporting what was measured\n", *budget, done+1)
+	}
+	passNote, shown := fmt.Sprintf("%d passes", done), done
+	if ctx.Err() != nil {
+		passNote, shown = fmt.Sprintf("%d passes and part of another, cut short by the %v budget", done, *budget), done+1
+	}
+
+	res := results{}
+	for _, m := range b.plan {
+		res[m.key] = summarize(all[m.key], errs[m.key])
+	}
+	wall := time.Since(began).Round(time.Second)
+	date := time.Now().Format("2006-01-02 15:04 MST")
+	var report strings.Builder
+	fmt.Fprintf(&report, "Run of %s on %s: %s (each figure is the median over them), %v of measuring.\n\n",
+		date, machine(), passNote, wall)
+	for _, t := range tables(res, b.plan, shown) {
+		report.WriteString(t.markdown())
+		report.WriteString("\n")
+	}
+	fails := failures(res, b.plan)
+	if len(fails) > 0 {
+		report.WriteString("**Failures**\n\n")
+		for _, f := range fails {
+			fmt.Fprintf(&report, "- %s\n", f)
+		}
+		report.WriteString("\n")
+	}
+	fmt.Print(report.String())
+
+	profiles := ""
+	if b.profileDir != "" {
+		profiles = fmt.Sprintf("CPU profiles of the run of %s (`make bench PROFILE=1`), kept in %s.\n\n", date, *profile) + b.profileTops(res)
+		fmt.Print(profiles)
+	}
+	status := 0
+	if *out != "" {
+		png := filepath.Join(*out, "bench.png")
+		title := fmt.Sprintf("xroce goodput, veth between two namespaces, PMTU %d (%s)", sweepPMTU, time.Now().Format("2006-01-02"))
+		if err := plotGoodput(res, shown, title, png); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: plot: %v\n", err)
+			status = 1
+		} else {
+			fmt.Fprintf(os.Stderr, "== wrote %s\n", png)
+		}
+		md := filepath.Join(*out, "bench.md")
+		if err := updateDoc(md, report.String(), profiles); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			status = 1
+		} else {
+			fmt.Fprintf(os.Stderr, "== wrote %s\n", md)
+		}
+	}
+	for _, m := range b.plan {
+		if res[m.key].passes == 0 {
+			status = 1 // a measurement with no result at all
+		}
+	}
+	return status
+}
+
+// brief prints a result's figures for the progress lines.
+func brief(r result) string {
+	keys := make([]string, 0, len(r.fig))
+	for k := range r.fig {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		v := r.fig[k]
+		switch k {
+		case figGoodput, figPayload:
+			parts = append(parts, fmt.Sprintf("%s %s MiB/s", k, mibs(v)))
+		case figP50, figP99:
+			parts = append(parts, fmt.Sprintf("%s %s", k, usecs(v)))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %s/s", k, kpps(v)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

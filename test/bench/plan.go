@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// Figures a measurement produces, and their units.
+const (
+	figPPS     = "pps"     // frames per second received, one way
+	figSentPPS = "sentpps" // frames per second the raw sender handed to its link
+	figPayload = "payload" // payload bytes per second (frames/s × payload per frame)
+	figGoodput = "goodput" // message bytes per second delivered
+	figMsgRate = "msgrate" // messages per second
+	figP50     = "p50"     // median latency, seconds
+	figP99     = "p99"     // 99th percentile latency, seconds
+)
+
+// sizes are the message sizes of the goodput sweep, in bytes.
+var sizes = []int{64, 1 << 10, 4 << 10, 64 << 10, 1 << 20, 8 << 20}
+
+// itersXDP is each bandwidth test's -n over AF_XDP: about 1–1.5 s each on the
+// 2-core development VM when it is otherwise idle. The UDP link is 2–8 times slower,
+// so it runs a quarter.
+var itersXDP = map[int]int{64: 150000, 1 << 10: 150000, 4 << 10: 75000, 64 << 10: 6144, 1 << 20: 384, 8 << 20: 48}
+
+const (
+	latSize      = 64    // bytes of write_lat and read_lat, and of the raw ping-pong payload
+	writeLatN    = 2000  // write_lat iterations
+	readLatN     = 5000  // read_lat iterations
+	rttN         = 10000 // raw ping-pong round trips
+	rawFor       = 1500 * time.Millisecond
+	tcpFor       = time.Second
+	sweepPMTU    = 1024 // the path MTU of the sweep (a 1500-byte Ethernet link's)
+	netdevMTU    = 3000 // the veth's MTU: carries PMTU 2048 frames too
+	tcpPort      = 5201
+	pairLimit    = 120 * time.Second // one measurement, both processes
+	serverReady  = "Waiting for client"
+	helperReady  = "ready"
+	rawStopAfter = 300 * time.Millisecond
+)
+
+// result is what one pass of one measurement produced.
+type result struct {
+	fig  map[string]float64 // by the fig* names, in their units
+	cpu  [2]cpuTime         // [0] side A (client, sender, pinger), [1] side B (server, receiver)
+	note string
+}
+
+// measurement is one line of the plan.
+type measurement struct {
+	key   string // stable name, e.g. "xdp write 65536"
+	label string // for the tables
+	run   func(ctx context.Context, b *bench, pass int) (result, error)
+}
+
+// buildPlan lists every measurement of one pass, in the order they run.
+func buildPlan(scale float64) []measurement {
+	var p []measurement
+	rawSizes := []struct {
+		key     string
+		payload int
+		only    bool
+		label   string
+	}{
+		{"raw pps 64", latSize, true, fmt.Sprintf("raw one way, %d-byte frames (a 64 B RDMA WRITE ONLY)", rawFrameLen(latSize, true))},
+		{"raw pps 1024", 1024, false, fmt.Sprintf("raw one way, PMTU 1024 (%d-byte RDMA WRITE MIDDLE frames)", rawFrameLen(1024, false))},
+		{"raw pps 2048", 2048, false, fmt.Sprintf("raw one way, PMTU 2048 (%d-byte RDMA WRITE MIDDLE frames)", rawFrameLen(2048, false))},
+	}
+	for _, r := range rawSizes {
+		p = append(p, measurement{r.key, r.label, func(ctx context.Context, b *bench, pass int) (result, error) {
+			return b.rawPPS(ctx, r.payload, r.only, scaleDur(rawFor, scale))
+		}})
+	}
+	for _, spin := range []bool{false, true} {
+		key, label := "raw rtt ppoll", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, sleeping in ppoll", rawFrameLen(latSize, true))
+		if spin {
+			key, label = "raw rtt spin", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, busy poll", rawFrameLen(latSize, true))
+		}
+		p = append(p, measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
+			return b.rawRTT(ctx, spin, scaleN(rttN, scale))
+		}})
+	}
+	for _, link := range []string{"xdp", "udp"} {
+		for _, op := range []string{"write", "read", "send"} {
+			for _, size := range sizes {
+				n := itersXDP[size]
+				if link == "udp" {
+					n /= 4
+				}
+				p = append(p, xroceBW(link, op, size, sweepPMTU, scaleN(n, scale)))
+			}
+		}
+		if link == "xdp" {
+			p = append(p, xroceBW(link, "write", 64<<10, 2048, scaleN(itersXDP[64<<10], scale)))
+		}
+		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale)), xroceLat(link, "read_lat", scaleN(readLatN, scale)))
+	}
+	for _, size := range sizes {
+		p = append(p, measurement{fmt.Sprintf("tcp %d", size), fmt.Sprintf("TCP stream, %s writes", sizeName(size)),
+			func(ctx context.Context, b *bench, pass int) (result, error) {
+				return b.tcp(ctx, size, scaleDur(tcpFor, scale))
+			}})
+	}
+	return p
+}
+
+// bwKey names an xroce bandwidth measurement: "xdp write 65536", with " pmtu2048"
+// when the path MTU is not the sweep's.
+func bwKey(link, op string, size, pmtu int) string {
+	k := fmt.Sprintf("%s %s %d", link, op, size)
+	if pmtu != sweepPMTU {
+		k += fmt.Sprintf(" pmtu%d", pmtu)
+	}
+	return k
+}
+
+func xroceBW(link, op string, size, pmtu, iters int) measurement {
+	key := bwKey(link, op, size, pmtu)
+	label := fmt.Sprintf("xroce %s %s %s, PMTU %d, -n %d", link, strings.ToUpper(op), sizeName(size), pmtu, iters)
+	return measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
+		args := []string{op + "_bw", "--link", link, "-s", fmt.Sprint(size), "-n", fmt.Sprint(iters), "-m", fmt.Sprint(pmtu)}
+		out, err := b.xroce(ctx, key, pass, args)
+		if err != nil {
+			return result{}, err
+		}
+		r, err := parseBW(out.client)
+		if err != nil {
+			return result{}, err
+		}
+		if r.size != size || r.iters != iters {
+			return result{}, fmt.Errorf("client reports %d iterations of %d bytes, want %d of %d", r.iters, r.size, iters, size)
+		}
+		g := r.avgMiBs * (1 << 20)
+		return result{fig: map[string]float64{figGoodput: g, figMsgRate: g / float64(size)}, cpu: out.cpu}, nil
+	}}
+}
+
+func xroceLat(link, test string, iters int) measurement {
+	key := link + " " + test
+	label := fmt.Sprintf("xroce %s %s %d B, PMTU %d, -n %d", link, test, latSize, sweepPMTU, iters)
+	return measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
+		args := []string{test, "--link", link, "-s", fmt.Sprint(latSize), "-n", fmt.Sprint(iters), "-m", fmt.Sprint(sweepPMTU)}
+		out, err := b.xroce(ctx, key, pass, args)
+		if err != nil {
+			return result{}, err
+		}
+		r, err := parseLat(out.client)
+		if err != nil {
+			return result{}, err
+		}
+		return result{fig: map[string]float64{figP50: r.p50, figP99: r.p99}, cpu: out.cpu}, nil
+	}}
+}
+
+// xroce runs one xroce test: the server in namespace B, the client in A, each with
+// its CPU profile when profiling.
+func (b *bench) xroce(ctx context.Context, key string, pass int, args []string) (pairOut, error) {
+	srv := side{args: append([]string{b.xroceBin}, append(args, "-d", b.net.IfB)...)}
+	cli := side{args: append([]string{b.xroceBin}, append(args, "-d", b.net.IfA, b.net.IPB.String())...)}
+	if b.profileDir != "" {
+		base := strings.ReplaceAll(key, " ", "-")
+		for i, s := range []*side{&cli, &srv} {
+			f := filepath.Join(b.profileDir, fmt.Sprintf("%s-%s-pass%d.pprof", base, sideNames[i], pass))
+			s.env = append(s.env, "XROCE_CPUPROFILE="+f)
+			if pf := (profileFile{side: i, path: f}); !slices.Contains(b.profiles[key], pf) { // a retried run writes the same file
+				b.profiles[key] = append(b.profiles[key], pf)
+			}
+		}
+	}
+	return b.runPair(ctx, srv, cli, serverReady, pairLimit)
+}
+
+// sideNames names the two processes of an xroce test.
+var sideNames = [2]string{"client", "server"}
+
+// rawPPS measures the raw one-way frame rate: raw-rx in B counts what raw-tx in A
+// sends for d.
+func (b *bench) rawPPS(ctx context.Context, payload int, only bool, d time.Duration) (result, error) {
+	flen := rawFrameLen(payload, only)
+	rx := side{args: []string{b.self, "raw-rx", "-d", b.net.IfB, "-len", fmt.Sprint(flen), "-idle", rawStopAfter.String()}}
+	tx := side{args: []string{b.self, "raw-tx", "-d", b.net.IfA, "-dst", b.net.IPB.String(), "-payload", fmt.Sprint(payload),
+		fmt.Sprintf("-only=%v", only), "-for", d.String()}}
+	out, err := b.runPair(ctx, rx, tx, helperReady, pairLimit)
+	if err != nil {
+		return result{}, err
+	}
+	rkv, err := parseResult(out.server)
+	if err != nil {
+		return result{}, err
+	}
+	tkv, err := parseResult(out.client)
+	if err != nil {
+		return result{}, err
+	}
+	pps, err := floats(rkv, "pps")
+	if err != nil {
+		return result{}, err
+	}
+	sent, err := floats(tkv, "sent", "seconds", "frame")
+	if err != nil {
+		return result{}, err
+	}
+	if int(sent[2]) != flen {
+		return result{}, fmt.Errorf("raw-tx sent %v-byte frames, raw-rx counted %d-byte ones", sent[2], flen)
+	}
+	return result{fig: map[string]float64{figPPS: pps[0], figPayload: pps[0] * float64(payload), figSentPPS: sent[0] / sent[1]},
+		cpu: out.cpu, note: fmt.Sprintf("path MTU 4096: not supported by the AF_XDP link (it carries PMTU ≤ %s): %s", tkv["maxpmtu"], tkv["reason"])}, nil
+}
+
+// rawRTT measures the raw ping-pong round trip: raw-ping in A, raw-pong in B.
+func (b *bench) rawRTT(ctx context.Context, spin bool, n int) (result, error) {
+	s := fmt.Sprintf("-spin=%v", spin)
+	pong := side{args: []string{b.self, "raw-pong", "-d", b.net.IfB, "-dst", b.net.IPA.String(), "-payload", fmt.Sprint(latSize), s}}
+	ping := side{args: []string{b.self, "raw-ping", "-d", b.net.IfA, "-dst", b.net.IPB.String(), "-payload", fmt.Sprint(latSize), s, "-n", fmt.Sprint(n)}}
+	out, err := b.runPair(ctx, pong, ping, helperReady, pairLimit)
+	if err != nil {
+		return result{}, err
+	}
+	kv, err := parseResult(out.client)
+	if err != nil {
+		return result{}, err
+	}
+	v, err := floats(kv, "p50", "p99")
+	if err != nil {
+		return result{}, err
+	}
+	return result{fig: map[string]float64{figP50: v[0], figP99: v[1]}, cpu: out.cpu}, nil
+}
+
+// tcp measures a TCP stream of size-byte writes for d: tcp-rx in B, tcp-tx in A.
+func (b *bench) tcp(ctx context.Context, size int, d time.Duration) (result, error) {
+	rx := side{args: []string{b.self, "tcp-rx", "-port", fmt.Sprint(tcpPort)}}
+	tx := side{args: []string{b.self, "tcp-tx", "-dst", b.net.IPB.String(), "-port", fmt.Sprint(tcpPort), "-size", fmt.Sprint(size), "-for", d.String()}}
+	out, err := b.runPair(ctx, rx, tx, helperReady, pairLimit)
+	if err != nil {
+		return result{}, err
+	}
+	kv, err := parseResult(out.server)
+	if err != nil {
+		return result{}, err
+	}
+	g, err := floats(kv, "goodput")
+	if err != nil {
+		return result{}, err
+	}
+	return result{fig: map[string]float64{figGoodput: g[0], figMsgRate: g[0] / float64(size)}, cpu: out.cpu}, nil
+}
+
+// rawFrameLen is the length in bytes of the raw helpers' frame (IPv4, no VLAN).
+func rawFrameLen(payload int, only bool) int {
+	p := roce.Packet{BTH: roce.BTH{Opcode: roce.RC_RDMA_WRITE_MIDDLE}, Payload: make([]byte, payload)}
+	if only {
+		p.BTH.Opcode = roce.RC_RDMA_WRITE_ONLY
+	}
+	return p.Len()
+}
+
+// sizeName prints a message size as 64 B, 4 KiB, 8 MiB.
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func scaleN(n int, scale float64) int { return max(1, int(float64(n)*scale)) }
+
+func scaleDur(d time.Duration, scale float64) time.Duration {
+	return max(100*time.Millisecond, time.Duration(float64(d)*scale))
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// table is one table of the report, rendered as Markdown (readable as text too).
+type table struct {
+	title  string
+	header []string
+	rows   [][]string
+	notes  []string
+}
+
+func (t table) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s**\n\n", t.title)
+	fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(t.header, " | "), strings.Repeat(" --- |", len(t.header)))
+	for _, r := range t.rows {
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(r, " | "))
+	}
+	for _, n := range t.notes {
+		fmt.Fprintf(&b, "\n%s\n", n)
+	}
+	return b.String()
+}
+
+const na = "n/a"
+
+func mibs(bytesPerSec float64) string { return fmt.Sprintf("%.1f", bytesPerSec/(1<<20)) }
+func kpps(perSec float64) string      { return fmt.Sprintf("%.0f k", perSec/1e3) }
+func usecs(sec float64) string        { return fmt.Sprintf("%.1f µs", sec*1e6) }
+func secs(d time.Duration) string     { return fmt.Sprintf("%.2f", d.Seconds()) }
+
+// fmtFig formats one figure of a measurement, or n/a.
+func (r results) fmtFig(key, fig string, f func(float64) string) string {
+	v, ok := r.get(key, fig)
+	if !ok {
+		return na
+	}
+	return f(v)
+}
+
+// tables builds the report's tables from the medians.
+func tables(r results, plan []measurement, passes int) []table {
+	med := fmt.Sprintf("median of %d", passes)
+	raw := table{title: "Raw AF_XDP ceiling: no engine, no protocol work (" + med + ")",
+		header: []string{"measurement", "result"}}
+	for _, k := range []string{"raw pps 64", "raw pps 1024", "raw pps 2048"} {
+		pps, payload := r.fmtFig(k, figPPS, kpps), r.fmtFig(k, figPayload, mibs)
+		raw.rows = append(raw.rows, []string{labelOf(plan, k), fmt.Sprintf("%sframes/s, %s MiB/s of payload (sender: %sframes/s)", pps, payload, r.fmtFig(k, figSentPPS, kpps))})
+	}
+	note := "path MTU 4096: not supported by the AF_XDP link"
+	if s := r["raw pps 1024"]; s.note != "" {
+		note = s.note
+	}
+	raw.rows = append(raw.rows, []string{"raw one way, PMTU 4096", "not measured: " + note})
+	for _, k := range []string{"raw rtt ppoll", "raw rtt spin"} {
+		raw.rows = append(raw.rows, []string{labelOf(plan, k), fmt.Sprintf("p50 %s, p99 %s", r.fmtFig(k, figP50, usecs), r.fmtFig(k, figP99, usecs))})
+	}
+
+	good := table{title: fmt.Sprintf("Goodput against message size, MiB/s (PMTU %d; %s)", sweepPMTU, med),
+		header: []string{"size", "WRITE xdp", "READ xdp", "SEND xdp", "WRITE udp", "READ udp", "SEND udp", "TCP"}}
+	for _, size := range sizes {
+		row := []string{sizeName(size)}
+		for _, link := range []string{"xdp", "udp"} {
+			for _, op := range []string{"write", "read", "send"} {
+				row = append(row, r.fmtFig(bwKey(link, op, size, sweepPMTU), figGoodput, mibs))
+			}
+		}
+		good.rows = append(good.rows, append(row, r.fmtFig(fmt.Sprintf("tcp %d", size), figGoodput, mibs)))
+	}
+	good.notes = append(good.notes, fmt.Sprintf("Raw AF_XDP payload rate: %s MiB/s at PMTU 1024, %s MiB/s at PMTU 2048. xroce WRITE 64 KiB at PMTU 2048 over AF_XDP: %s MiB/s. xdp = AF_XDP link, udp = kernel UDP link (`--link udp`); TCP = one Go TCP stream, one Write per message.",
+		r.fmtFig("raw pps 1024", figPayload, mibs), r.fmtFig("raw pps 2048", figPayload, mibs), r.fmtFig(bwKey("xdp", "write", 64<<10, 2048), figGoodput, mibs)))
+
+	lat := table{title: fmt.Sprintf("64 B message rate and latency (%s)", med),
+		header: []string{"link", "WRITE msg/s", "READ msg/s", "SEND msg/s", "write_lat p50", "write_lat p99", "read_lat p50", "read_lat p99"}}
+	for _, link := range []string{"xdp", "udp"} {
+		row := []string{link}
+		for _, op := range []string{"write", "read", "send"} {
+			row = append(row, r.fmtFig(bwKey(link, op, 64, sweepPMTU), figMsgRate, kpps))
+		}
+		for _, t := range []string{"write_lat", "read_lat"} {
+			row = append(row, r.fmtFig(link+" "+t, figP50, usecs), r.fmtFig(link+" "+t, figP99, usecs))
+		}
+		lat.rows = append(lat.rows, row)
+	}
+	lat.rows = append(lat.rows, []string{"TCP", r.fmtFig("tcp 64", figMsgRate, kpps) + " (64 B writes)", "", "", "", "", "", ""})
+	lat.notes = append(lat.notes, "write_lat is half a WRITE round trip (perftest's convention); read_lat is a whole READ round trip.")
+
+	rat := table{title: "Ratios xroce / reference, and the targets", header: []string{"ratio", "value", "target", "verdict"}}
+	for _, q := range ratios() {
+		v, ok := q.value(r)
+		s := na
+		if ok {
+			s = fmt.Sprintf("%.2f", v)
+		}
+		rat.rows = append(rat.rows, []string{q.name, s, q.targetText(), q.verdict(r)})
+		if q.judgedBy != "" {
+			rat.notes = append(rat.notes, "The write_lat target: "+q.judgedBy+".")
+		}
+	}
+
+	cpu := table{title: "CPU per run: user and system seconds of each side's process (" + med + ")",
+		header: []string{"measurement", "runs ok / tried", "A user", "A sys", "B user", "B sys"}}
+	for _, m := range plan {
+		s := r[m.key]
+		row := []string{m.label, fmt.Sprintf("%d/%d", s.passes, s.passes+s.failed)}
+		if s.passes == 0 {
+			row = append(row, na, na, na, na)
+		} else {
+			row = append(row, secs(s.cpu[0].User), secs(s.cpu[0].Sys), secs(s.cpu[1].User), secs(s.cpu[1].Sys))
+		}
+		cpu.rows = append(cpu.rows, row)
+	}
+	cpu.notes = append(cpu.notes, "A is the client / sender / pinger (namespace A), B the server / receiver / ponger (namespace B). Each is one process from exec to exit (xroce's includes opening the link and the out-of-band exchange); the kernel's softirq work on veth is charged to whichever process it interrupts.")
+	return []table{raw, good, lat, rat, cpu}
+}
+
+func labelOf(plan []measurement, key string) string {
+	for _, m := range plan {
+		if m.key == key {
+			return m.label
+		}
+	}
+	return key
+}
+
+// failures lists the measurements that failed in some pass, with the last error's
+// first line.
+func failures(r results, plan []measurement) []string {
+	var out []string
+	for _, m := range plan {
+		if s := r[m.key]; s.err != nil {
+			first, _, _ := strings.Cut(s.err.Error(), "\n")
+			out = append(out, fmt.Sprintf("%s: %d of %d runs failed (a failed run is tried once more); the last error: %s", m.label, s.failed, s.passes+s.failed, first))
+		}
+	}
+	return out
+}

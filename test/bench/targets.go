@@ -1,0 +1,90 @@
+package main
+
+import "fmt"
+
+// figRef names one figure of one measurement.
+type figRef struct{ key, fig string }
+
+// ratio is a figure of xroce divided by a reference figure. A target of 0 means the
+// ratio is for information.
+type ratio struct {
+	name     string
+	num, den figRef
+	factor   float64 // multiplies num/den (2 compares a half round trip with RTT/2)
+	target   float64
+	atLeast  bool   // met when the ratio ≥ target (else when ≤ target)
+	profile  string // the measurement whose CPU profiles explain a miss
+	judgedBy string // how the comparison is made, when not obvious
+}
+
+func ratios() []ratio {
+	return []ratio{
+		{name: "WRITE 64 KiB goodput / raw payload rate, PMTU 1024 (AF_XDP)",
+			num: figRef{"xdp write 65536", figGoodput}, den: figRef{"raw pps 1024", figPayload}, factor: 1,
+			target: 0.9, atLeast: true, profile: "xdp write 65536"},
+		{name: "WRITE 64 KiB goodput / raw payload rate, PMTU 2048 (AF_XDP)",
+			num: figRef{"xdp write 65536 pmtu2048", figGoodput}, den: figRef{"raw pps 2048", figPayload}, factor: 1,
+			target: 0.9, atLeast: true, profile: "xdp write 65536 pmtu2048"},
+		{name: fmt.Sprintf("64 B WRITE msg rate / raw pps of the same %d-byte frames (AF_XDP)", rawFrameLen(latSize, true)),
+			num: figRef{"xdp write 64", figMsgRate}, den: figRef{"raw pps 64", figPPS}, factor: 1,
+			target: 0.8, atLeast: true, profile: "xdp write 64"},
+		{name: "64 B WRITE msg rate / raw pps of PMTU 1024 frames (AF_XDP)",
+			num: figRef{"xdp write 64", figMsgRate}, den: figRef{"raw pps 1024", figPPS}, factor: 1},
+		{name: "write_lat p50 / raw one-way time (RTT p50 / 2, ppoll) (AF_XDP)",
+			num: figRef{"xdp write_lat", figP50}, den: figRef{"raw rtt ppoll", figP50}, factor: 2,
+			target: 1.5, profile: "xdp write_lat",
+			judgedBy: "write_lat reports half a round trip (perftest's convention), so it is compared with half the raw RTT"},
+		{name: "write_lat p50 / raw RTT p50 (ppoll), as the issue words it (AF_XDP)",
+			num: figRef{"xdp write_lat", figP50}, den: figRef{"raw rtt ppoll", figP50}, factor: 1},
+		{name: "write_lat p50 / raw one-way time (RTT p50 / 2, busy poll) (AF_XDP)",
+			num: figRef{"xdp write_lat", figP50}, den: figRef{"raw rtt spin", figP50}, factor: 2},
+		{name: "read_lat p50 / raw RTT p50 (ppoll) (AF_XDP; read_lat is a round trip)",
+			num: figRef{"xdp read_lat", figP50}, den: figRef{"raw rtt ppoll", figP50}, factor: 1},
+		{name: "READ 8 MiB goodput / READ 1 MiB goodput (AF_XDP)",
+			num: figRef{"xdp read 8388608", figGoodput}, den: figRef{"xdp read 1048576", figGoodput}, factor: 1,
+			target: 0.95, atLeast: true, profile: "xdp read 8388608"},
+		{name: "READ 8 MiB goodput / READ 1 MiB goodput (UDP link)",
+			num: figRef{"udp read 8388608", figGoodput}, den: figRef{"udp read 1048576", figGoodput}, factor: 1},
+		{name: "WRITE 64 KiB goodput over the UDP link / raw AF_XDP payload rate, PMTU 1024",
+			num: figRef{"udp write 65536", figGoodput}, den: figRef{"raw pps 1024", figPayload}, factor: 1},
+		{name: "WRITE 64 KiB goodput (AF_XDP) / TCP stream with 64 KiB writes",
+			num: figRef{"xdp write 65536", figGoodput}, den: figRef{"tcp 65536", figGoodput}, factor: 1},
+		{name: "WRITE 64 KiB goodput (UDP link) / TCP stream with 64 KiB writes",
+			num: figRef{"udp write 65536", figGoodput}, den: figRef{"tcp 65536", figGoodput}, factor: 1},
+	}
+}
+
+// value computes the ratio from the medians; ok is false when a figure is missing.
+func (q ratio) value(r results) (float64, bool) {
+	n, ok1 := r.get(q.num.key, q.num.fig)
+	d, ok2 := r.get(q.den.key, q.den.fig)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	return q.factor * n / d, true
+}
+
+// verdict is "met", "missed", "not measured", or "" for an information ratio.
+func (q ratio) verdict(r results) string {
+	if q.target == 0 {
+		return ""
+	}
+	v, ok := q.value(r)
+	switch {
+	case !ok:
+		return "not measured"
+	case q.atLeast && v >= q.target, !q.atLeast && v <= q.target:
+		return "met"
+	}
+	return "missed"
+}
+
+func (q ratio) targetText() string {
+	if q.target == 0 {
+		return "(information)"
+	}
+	if q.atLeast {
+		return fmt.Sprintf("≥ %.2f", q.target)
+	}
+	return fmt.Sprintf("≤ %.2f", q.target)
+}
