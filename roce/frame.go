@@ -89,6 +89,8 @@ type Packet struct {
 	L3Off, L4Off, BTHOff, PayloadOff, ICRCOff int
 
 	frame []byte // set only when the structure decoded (or encoded) completely
+
+	icrcHdr icrcHeaders // ComputeICRC's scratch
 }
 
 // Frame returns the bytes last decoded or encoded, trimmed to the end of the ICRC, or

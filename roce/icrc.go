@@ -29,36 +29,36 @@ var ipv6First = [16]byte{0x0F, 0x1F, 0x2F, 0x3F, 0x4F, 0x5F, 0x6F, 0x7F, 0x8F, 0
 // l4 = l3+20 (IPv4) or l3+40 (IPv6), BTH at l4+8, and whose ICRC field starts at
 // end. The caller guarantees the offsets are in range. It feeds the frame to the CRC
 // in place, substituting ones for the masked fields, so it never copies or allocates.
-func icrc(f []byte, l3 int, v6 bool, end int) uint32 {
-	t := crc32.IEEETable
-	c := crc32.Update(0, t, ones[:])
-	var bth int
+func icrc(h *icrcHeaders, f []byte, l3 int, v6 bool, end int) uint32 {
+	// The masked headers are gathered into one buffer (h, kept in the Packet so that
+	// nothing is allocated) and the CRC runs over them in one call: a call per
+	// masked piece costs more than the bytes (short updates go byte by byte in
+	// hash/crc32).
+	copy(h[:8], ones[:])
+	n := 8
 	if !v6 {
-		ip := f[l3:]
-		c = crc32.Update(c, t, ip[0:1])   // version, IHL
-		c = crc32.Update(c, t, ones[:1])  // TOS
-		c = crc32.Update(c, t, ip[2:8])   // total length, ID, flags, fragment offset
-		c = crc32.Update(c, t, ones[:1])  // TTL
-		c = crc32.Update(c, t, ip[9:10])  // protocol
-		c = crc32.Update(c, t, ones[:2])  // header checksum
-		c = crc32.Update(c, t, ip[12:26]) // addresses, UDP ports and length
-		bth = l3 + 20 + 8
+		n += copy(h[n:], f[l3:l3+28]) // IPv4 header and UDP header
+		h[8+1] = 0xFF                 // TOS
+		h[8+8] = 0xFF                 // TTL
+		h[8+10], h[8+11] = 0xFF, 0xFF // header checksum
 	} else {
-		ip := f[l3:]
-		c = crc32.Update(c, t, ipv6First[ip[0]>>4:ip[0]>>4+1]) // version; traffic class
-		c = crc32.Update(c, t, ones[:3])                       // traffic class, flow label
-		c = crc32.Update(c, t, ip[4:7])                        // payload length, next header
-		c = crc32.Update(c, t, ones[:1])                       // hop limit
-		c = crc32.Update(c, t, ip[8:46])                       // addresses, UDP ports and length
-		bth = l3 + 40 + 8
+		n += copy(h[n:], f[l3:l3+48])             // IPv6 header and UDP header
+		h[8] = ipv6First[f[l3]>>4]                // version; traffic class
+		h[8+1], h[8+2], h[8+3] = 0xFF, 0xFF, 0xFF // traffic class, flow label
+		h[8+7] = 0xFF                             // hop limit
 	}
-	c = crc32.Update(c, t, ones[:2])        // UDP checksum
-	c = crc32.Update(c, t, f[bth:bth+4])    // opcode, flags, P_Key
-	c = crc32.Update(c, t, ones[:1])        // FECN, BECN, reserved
-	return crc32.Update(c, t, f[bth+5:end]) // rest of BTH, ext headers, payload, pad
+	h[n-2], h[n-1] = 0xFF, 0xFF // UDP checksum
+	bth := l3 + n - 8
+	n += copy(h[n:], f[bth:bth+12])
+	h[n-12+4] = 0xFF // BTH byte 4: FECN, BECN, reserved
+	c := crc32.Update(0, crc32.IEEETable, h[:n])
+	return crc32.Update(c, crc32.IEEETable, f[bth+12:end]) // ext headers, payload, pad
 }
 
-// putICRC writes the ICRC value at f[end:end+4] in wire order (little-endian).
+// icrcHeaders holds the masked headers the ICRC covers: the LRH's stand-in, an IPv6
+// (or IPv4) header, the UDP header and the BTH.
+type icrcHeaders [8 + 40 + 8 + 12]byte
+
 func putICRC(f []byte, end int, v uint32) { binary.LittleEndian.PutUint32(f[end:end+4], v) }
 
 // ComputeICRC returns the ICRC the packet's frame should carry, computed over the
@@ -68,7 +68,7 @@ func (p *Packet) ComputeICRC() uint32 {
 	if p.frame == nil {
 		return 0
 	}
-	return icrc(p.frame, p.L3Off, p.IsIPv6, p.ICRCOff)
+	return icrc(&p.icrcHdr, p.frame, p.L3Off, p.IsIPv6, p.ICRCOff)
 }
 
 // FinishFrame fills in the checksums of a RoCEv2 frame whose headers are otherwise

@@ -419,6 +419,7 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 	}
 	wcs := make([]transport.WorkCompletion, 64)
 	wr := c.wr()
+	batch := make([]transport.SendWR, 0, o.txDepth)
 	posted, done := 0, 0
 	start := time.Now()
 	last, lastDone := start, 0
@@ -430,12 +431,19 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		if !deadline.IsZero() && time.Now().After(deadline) && posted == done {
 			break
 		}
-		for !receiver && posted < iters && posted-done < o.txDepth && (deadline.IsZero() || time.Now().Before(deadline)) {
-			wr.WRID = uint64(posted)
-			if _, err := c.qp.PostSend(wr); err != nil {
+		// Post what the window allows as one list (ibv_post_send's chained list):
+		// one wake of the engine for the batch, not one per work request.
+		batch = batch[:0]
+		for !receiver && posted+len(batch) < iters && posted+len(batch)-done < o.txDepth && (deadline.IsZero() || time.Now().Before(deadline)) {
+			wr.WRID = uint64(posted + len(batch))
+			batch = append(batch, wr)
+		}
+		if len(batch) > 0 {
+			k, err := c.qp.PostSend(batch...)
+			posted += k
+			if err != nil {
 				return res, err
 			}
-			posted++
 		}
 		n, err := c.waitCQ(wcs, 30*time.Second)
 		if err != nil {
