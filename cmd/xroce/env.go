@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/xroce/xroce/bpf"
@@ -23,6 +24,7 @@ type linkOptions struct {
 	xdpMode  string
 	gidIndex int // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
 	busyPoll time.Duration
+	gidFlag  string // the flag that sets gidIndex, for messages: -x, or -g in pingpong
 	pcap     pcapOptions
 }
 
@@ -66,6 +68,9 @@ func openEnv(o linkOptions) (*env, error) {
 			if errors.Is(err, bpf.ErrPermission) {
 				return nil, fmt.Errorf("%v\n(run as root, or use the kernel UDP link: --link udp)", err)
 			}
+			if mode == bpf.ModeNative && errors.Is(err, syscall.EOPNOTSUPP) {
+				return nil, fmt.Errorf("%v\n(%s's driver has no native XDP, as with virtio_net without enough queues, bridges and many cloud NICs: use --xdp-mode auto or generic)", err, o.dev)
+			}
 			return nil, err
 		}
 		link = l
@@ -92,7 +97,7 @@ func openEnv(o linkOptions) (*env, error) {
 		link.Close()
 		return nil, err
 	}
-	gid, err := pickGID(dev.GIDTable(), o.gidIndex, o.dev)
+	gid, err := pickGID(dev.GIDTable(), o.gidIndex, o.dev, o.gidFlag)
 	if err != nil {
 		link.Close()
 		return nil, err
@@ -112,7 +117,7 @@ func openEnv(o linkOptions) (*env, error) {
 			fmt.Fprintf(os.Stderr, "xroce: --pcap: %v\n", tap.Err())
 		}
 	}
-	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: stop}, nil
+	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop)}, nil
 }
 
 // withTap wraps link in a pcap.Tap recording to path, or returns link itself when
@@ -132,11 +137,14 @@ func withTap(link transport.Link, path string, opts pcap.TapOptions) (transport.
 // pickGID returns the GID at index, or the default: the first RoCEv2 IPv4-mapped
 // GID, else the first non-link-local RoCEv2 IPv6 one (mlx5 lists a RoCEv1 entry
 // before each RoCEv2 one). Errors list the table.
-func pickGID(t roce.GIDTable, index int, ifname string) (roce.GIDEntry, error) {
+func pickGID(t roce.GIDTable, index int, ifname, gidFlag string) (roce.GIDEntry, error) {
+	if gidFlag == "" {
+		gidFlag = "-x"
+	}
 	if index >= 0 {
 		e, err := t.Entry(index)
 		if err != nil {
-			return e, fmt.Errorf("GID index %d out of range on %s; its GIDs are:\n%s(use -x with one of these indexes)", index, ifname, gidList(t))
+			return e, fmt.Errorf("GID index %d out of range on %s; its GIDs are:\n%s(use %s with one of these indexes)", index, ifname, gidList(t), gidFlag)
 		}
 		return e, nil
 	}

@@ -35,6 +35,15 @@ func TestErrorMessages(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	out, err := runIn(n.NsA, "write_bw", "-d", n.IfA, "-x", "7")
 	wantErr(t, "GID index out of range", out, err, "GID index 7 out of range", "  1  ::ffff:10.79.0.1", "use -x")
+	out, err = runIn(n.NsA, "pingpong", "-d", n.IfA, "-g", "7")
+	wantErr(t, "pingpong GID index out of range", out, err, "GID index 7 out of range", "use -g with one of these")
+
+	// A device without native XDP (a bridge here; virtio_net and cloud NICs too).
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "add", "xbr0", "type", "bridge")
+	testnet.Sh(t, "ip", "-n", n.NsA, "addr", "add", "10.79.7.1/24", "dev", "xbr0")
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", "xbr0", "up")
+	out, err = runIn(n.NsA, "write_bw", "-d", "xbr0", "--xdp-mode", "native")
+	wantErr(t, "no native XDP", out, err, "in native mode", "operation not supported", "use --xdp-mode auto or generic")
 
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "add", "xnoaddr0", "type", "veth", "peer", "name", "xnoaddr1")
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", "xnoaddr0", "up")

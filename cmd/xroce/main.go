@@ -51,6 +51,7 @@ func usage() {
 
 func main() {
 	defer startCPUProfile()()
+	handleSignals()
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()
 		os.Exit(2)

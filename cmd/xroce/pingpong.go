@@ -22,7 +22,7 @@ func runPingpong(name string, args []string) error { return pingpong(args, os.St
 func pingpong(args []string, w io.Writer) error {
 	fs := pflag.NewFlagSet(name0("pingpong"), pflag.ContinueOnError)
 	fs.SetOutput(w)
-	var lo linkOptions
+	lo := linkOptions{gidFlag: "-g"}
 	port := fs.IntP("port", "p", oob.DefaultPort, "TCP port of the exchange")
 	fs.StringVarP(&lo.dev, "ib-dev", "d", "", "network interface")
 	ibPort := fs.IntP("ib-port", "i", 1, "port (1)")
@@ -55,6 +55,8 @@ func pingpong(args []string, w io.Writer) error {
 		return fmt.Errorf("-g %d: GID indexes start at 0", lo.gidIndex)
 	case *size <= 0 || *iters <= 0 || *rxDepth <= 0:
 		return fmt.Errorf("-s, -n and -r must be positive")
+	case *size > transport.MaxMsgSize/2:
+		return fmt.Errorf("-s %d: at most %d (a send and a receive buffer of that size)", *size, transport.MaxMsgSize/2)
 	case fs.NArg() > 1:
 		return fmt.Errorf("one server address at most")
 	}

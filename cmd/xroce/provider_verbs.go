@@ -101,10 +101,10 @@ func openVerbs(o linkOptions) (*env, error) {
 		return nil, err
 	}
 	h := &hca{dev: dev, pd: pd}
-	gid, err := pickGID(dev.GIDTable(), o.gidIndex, o.dev)
+	gid, err := pickGID(dev.GIDTable(), o.gidIndex, o.dev, o.gidFlag)
 	if err != nil {
 		h.close()
 		return nil, err
 	}
-	return &env{prov: h, gid: gid, stop: h.close}, nil
+	return &env{prov: h, gid: gid, stop: atExit(h.close)}, nil
 }

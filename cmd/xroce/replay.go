@@ -96,7 +96,7 @@ func replay(args []string, w io.Writer) error {
 	if ov.hasRKey != ov.hasVAddr || (ov.length != 0 && !ov.hasRKey) {
 		return fmt.Errorf("--rkey and --vaddr go together (and --len needs them)")
 	}
-	if *rdAtomic < 0 || *rdAtomic > transport.MaxQPRdAtom {
+	if *rdAtomic < 0 || *rdAtomic > transport.MaxQPRdAtom || fs.Changed("max-rd-atomic") && *rdAtomic == 0 {
 		return fmt.Errorf("--max-rd-atomic %d: want 1..%d", *rdAtomic, transport.MaxQPRdAtom)
 	}
 	ov.rdAtomic = *rdAtomic
@@ -125,6 +125,13 @@ func replay(args []string, w io.Writer) error {
 	}
 	if n := rep.Differences(); n > 0 {
 		return fmt.Errorf("%w: %d", errDifferences, n)
+	}
+	compared := 0
+	for _, c := range rep.Conns {
+		compared += c.Compared
+	}
+	if compared == 0 {
+		return fmt.Errorf("nothing compared: %s answered no request of the capture's RC connections (whole frames are needed: a capture cut by a snaplen, e.g. --pcap-snaplen, fails its ICRCs; is --as the responder's address?)", as)
 	}
 	return nil
 }

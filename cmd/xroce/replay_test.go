@@ -160,6 +160,9 @@ func TestReplayFlags(t *testing.T) {
 		{[]string{wr, "--as", "10.77.0.11", "--mtu", "1000"}, "--mtu 1000"},
 		{[]string{wr, "--as", "10.77.0.11", "--qpn", "0x1000000"}, "--qpn"},
 		{[]string{"/no/such.pcap", "--as", "10.77.0.11"}, "no such file"},
+		// The requester of the capture answered nothing: no pass for comparing nothing.
+		{[]string{wr, "--as", "10.77.0.12"}, "nothing compared: 10.77.0.12 answered no request"},
+		{[]string{wr, "--as", "10.77.0.11", "--max-rd-atomic", "0"}, "--max-rd-atomic 0: want 1..128"},
 	} {
 		if _, err := runReplayArgs(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.args, err, c.want)
