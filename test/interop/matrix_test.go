@@ -128,6 +128,17 @@ func figure(tool, out string) (string, bool) {
 	return "", false
 }
 
+// tableRows are the result rows of out.
+func tableRows(out string) string {
+	var rows []string
+	for _, l := range strings.Split(out, "\n") {
+		if bwRe.MatchString(l) || latRe.MatchString(l) {
+			rows = append(rows, l)
+		}
+	}
+	return strings.Join(rows, "\n")
+}
+
 // lastTable is out from the last table row on for a -a cell, whose figure is that
 // of the largest size; out for the others.
 func lastTable(c cell, out string) string {
@@ -491,6 +502,9 @@ func matrix(full bool) []cell {
 	}
 	add(cell{tool: "write_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-q 2"})
 	add(cell{tool: "send_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-q 2"})
+	// The same through libibverbs on rdma_rxe, with --verify of every size and QP.
+	add(cell{tool: "write_bw", mtu: 1500, link: "xdp", verbs: true, flags: "-a"})
+	add(cell{tool: "read_bw", size: 65536, mtu: 1500, link: "xdp", verbs: true, flags: "-q 2"})
 	for _, tool := range []string{"read_lat", "send_lat"} {
 		add(cell{tool: tool, size: 64, mtu: 1500, link: "xdp"})
 	}
@@ -590,6 +604,9 @@ func TestMatrix(t *testing.T) {
 		}
 		results = append(results, r)
 		t.Logf("%-4s %-40s xroce %-18s rxe %-18s (%d xroce frames ICRC-checked)", status, c, r.xroce, r.rxe, r.xroceFrames)
+		if c.flags != "" && r.pass { // both tables, row by row
+			t.Logf("xroce's rows:\n%s\nthe guest's rows:\n%s", tableRows(r.xout), tableRows(r.gout))
+		}
 	}
 	compareXchecks(t, xchecks)
 	var b strings.Builder
