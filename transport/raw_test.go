@@ -449,3 +449,59 @@ func TestRNRThenSequenceNAK(t *testing.T) {
 		t.Fatalf("completions %+v", wcs)
 	}
 }
+
+// TestReadGapSlowResponder: a READ response packet goes missing while the responder
+// still has much of the READ to send (rdma_rxe on a slow host, answering an 8 MiB
+// READ). The rest of the stream keeps coming, out of sequence, for longer than the
+// retransmit timeout; the requester asks again once and waits for the stream to end
+// (the responder answers the new request after it) instead of spending retry_cnt
+// on every timeout and failing with IBV_WC_RETRY_EXC_ERR.
+func TestReadGapSlowResponder(t *testing.T) {
+	r := newRaw(t, 100, 500, pairConfig{retryCnt: 2, timeout: 10}) // 4.2 ms
+	const n = 40
+	src := make([]byte, n*1024)
+	fill(src, 12)
+	must(t, postSend(r.e, transport.SendWR{WRID: 9, Opcode: transport.WR_RDMA_READ, SGList: sge(r.e, 0, len(src)),
+		Flags: transport.SendSignaled, RemoteAddr: 0x5000, RKey: 0x1234}))
+	expect(t, "read request", r.step(), roce.RC_RDMA_READ_REQUEST, 100)
+	resp := func(i int) {
+		op := roce.RC_RDMA_READ_RESPONSE_MIDDLE
+		switch i {
+		case 0:
+			op = roce.RC_RDMA_READ_RESPONSE_FIRST
+		case n - 1:
+			op = roce.RC_RDMA_READ_RESPONSE_LAST
+		}
+		r.send(op, uint32(100+i), func(p *roce.Packet) {
+			p.Payload = src[i*1024 : (i+1)*1024]
+			p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: 1}
+		})
+	}
+	resp(0)
+	resp(1) // 2 is lost
+	resp(3)
+	expect(t, "read asked again from the gap", r.step(), roce.RC_RDMA_READ_REQUEST, 102)
+	// The rest of the first answer: a packet every 2 ms, 72 ms in all, well past
+	// retry_cnt+1 timeouts of 4.2 ms.
+	for i := 4; i < n; i++ {
+		r.clock.Advance(2 * time.Millisecond)
+		resp(i)
+		if out := r.step(); len(out) != 0 {
+			t.Fatalf("after response %d: sent %v while the first answer is still coming", i, summary(out))
+		}
+	}
+	// Then the answer to the request asked again (rdma_rxe starts it with a MIDDLE).
+	for i := 2; i < n; i++ {
+		resp(i)
+	}
+	r.step()
+	wcs := r.wcs()
+	if len(wcs) != 1 {
+		t.Fatalf("completions %+v, counters %v", wcs, r.e.counters())
+	}
+	checkWC(t, wcs[0], 9, transport.WC_SUCCESS, transport.WC_RDMA_READ, len(src))
+	checkBytes(t, "read data", r.e.buf[:len(src)], src)
+	if c := r.e.qp.Counters(); c.Get(transport.CntLocalAckTimeoutErr) != 0 || c.Get(transport.CntImpliedNak) != 1 {
+		t.Errorf("counters %v", r.e.counters())
+	}
+}

@@ -436,6 +436,16 @@ func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
 		return
 	case diff > 0:
 		if r.before(qp, i) {
+			if r.retrying && r.retryPSN == want {
+				// The responder is still streaming the rest of the READ it was
+				// answering when a packet went missing; it answers the request
+				// asked again after that. As rxe_comp.c does (it resets the
+				// retransmit timer whenever it has handled a packet with requests
+				// outstanding), the timer waits for the stream to end before it
+				// spends retry_cnt: a long READ from a slow responder would
+				// otherwise use it all up.
+				r.armTimer(qp)
+			}
 			r.impliedNak(qp, want)
 		}
 		return

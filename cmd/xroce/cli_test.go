@@ -125,6 +125,114 @@ func TestPerftestCommands(t *testing.T) {
 	}
 }
 
+// checkAllTable asserts the output holds a -a table: a row for each size from 2 to
+// 2^23 bytes, in order, each with iters iterations (latency tests: the server's
+// send_lat times iters-1) and positive figures; with verify, the line saying every
+// size was verified. Bandwidth rows must show a message rate, and a bandwidth from
+// 64 bytes up: perftest prints MB/s with two decimals, so a few thousand 2-byte
+// messages a second (the UDP link's first size) print as 0.00 or 0.01.
+func checkAllTable(t *testing.T, who, out string, lat bool, iters int, verify bool) {
+	t.Helper()
+	re := bwLine
+	if lat {
+		re = latLine
+	}
+	rows := re.FindAllStringSubmatch(out, -1)
+	if len(rows) != 23 {
+		t.Fatalf("%s: %d table rows, want 23 (2 to 8388608 bytes):\n%s", who, len(rows), out)
+	}
+	for i, m := range rows {
+		if s, _ := strconv.Atoi(m[1]); s != 2<<i {
+			t.Errorf("%s: row %d is for %s bytes, want %d", who, i, m[1], 2<<i)
+		}
+		if it, _ := strconv.Atoi(m[2]); it < iters-1 || it > iters || !lat && it != iters {
+			t.Errorf("%s: row %d: #iterations %s, want %d", who, i, m[2], iters)
+		}
+		figure := 4 // BW average; t_typical
+		if !lat && 2<<i < 64 {
+			figure = 5 // MsgRate
+		}
+		if v, _ := strconv.ParseFloat(m[figure], 64); v <= 0 {
+			t.Errorf("%s: row %d: figure %s is not positive", who, i, m[figure])
+		}
+		if r, _ := strconv.ParseFloat(m[5], 64); !lat && r <= 0 {
+			t.Errorf("%s: row %d: message rate %s is not positive", who, i, m[5])
+		}
+	}
+	if verify && !strings.Contains(out, " Data verified: the last message of each size, 2 to 8388608 bytes\n") {
+		t.Errorf("%s: no data verification of every size in\n%s", who, out)
+	}
+}
+
+// TestPerftestAll: -a, xroce client against xroce server, over both links, with
+// --verify: the client prints a row per size; the server too, except write_bw's and
+// read_bw's, which print their client's last row, and read_lat's, which prints none
+// (as perftest's do). The receiver of each size's data checks it.
+func TestPerftestAll(t *testing.T) {
+	for _, link := range []string{"xdp", "udp"} {
+		n := testnet.New(t, testnet.Options{MTU: 1500})
+		for _, cmd := range []string{"write_bw", "read_bw", "send_bw", "write_lat", "read_lat", "send_lat"} {
+			t.Run(link+"/"+cmd, func(t *testing.T) {
+				iters := 20
+				args := []string{cmd, "--link", link, "--verify", "-a", "-n", fmt.Sprint(iters)}
+				srv, cli := pair(t, n, append(args, "-d", n.IfB), append(args, "-d", n.IfA, n.IPB.String()))
+				lat := strings.HasSuffix(cmd, "_lat")
+				checkAllTable(t, "client", cli, lat, iters, cmd == "read_bw" || cmd == "write_lat" || cmd == "read_lat" || cmd == "send_lat")
+				switch cmd {
+				case "write_bw", "read_bw":
+					checkTable(t, "server", srv, false, 1<<23, iters, cmd == "write_bw")
+					if rows := bwLine.FindAllString(srv, -1); len(rows) != 1 {
+						t.Errorf("server: %d rows, want the client's last one:\n%s", len(rows), srv)
+					}
+				case "read_lat":
+					if latLine.MatchString(srv) {
+						t.Errorf("read_lat server printed a table:\n%s", srv)
+					}
+				default:
+					checkAllTable(t, "server", srv, lat, iters, true)
+				}
+			})
+		}
+	}
+}
+
+// TestPerftestQPs: -q 2 on every bandwidth test, over both links, with --verify:
+// #iterations counts both QPs' (as perftest's does), each QP's data is checked, and
+// both sides list both QPs.
+func TestPerftestQPs(t *testing.T) {
+	for _, link := range []string{"xdp", "udp"} {
+		n := testnet.New(t, testnet.Options{MTU: 1500})
+		for _, c := range []struct {
+			cmd  string
+			size int
+		}{{"write_bw", 65536}, {"read_bw", 65536}, {"send_bw", 4000}, {"atomic_bw", 8}} {
+			t.Run(link+"/"+c.cmd, func(t *testing.T) {
+				iters := 300
+				args := []string{c.cmd, "--link", link, "--verify", "-q", "2", "-s", fmt.Sprint(c.size), "-n", fmt.Sprint(iters)}
+				srv, cli := pair(t, n, append(args, "-d", n.IfB), append(args, "-d", n.IfA, n.IPB.String()))
+				checkTable(t, "client", cli, false, c.size, 2*iters, false)
+				checkTable(t, "server", srv, false, c.size, 2*iters, false)
+				verifier, other := srv, cli
+				if c.cmd == "read_bw" {
+					verifier, other = cli, srv
+				}
+				want := fmt.Sprintf(" Data verified: the %d bytes of the last message, on each of the 2 QPs\n", c.size)
+				if c.cmd == "atomic_bw" {
+					want = fmt.Sprintf(" Data verified: counter %d after %d FETCH_AND_ADD\n", 2*iters, 2*iters)
+				}
+				if !strings.Contains(verifier, want) || strings.Contains(other, "Data verified") {
+					t.Errorf("want %q from the side that received the data:\nserver:\n%s\nclient:\n%s", want, srv, cli)
+				}
+				for who, out := range map[string]string{"server": srv, "client": cli} {
+					if !strings.Contains(out, " Number of qps   : 2\t\t") || strings.Count(out, " local address: ") != 2 || strings.Count(out, " remote address: ") != 2 {
+						t.Errorf("%s: not two QPs in the header:\n%s", who, out)
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestPingpongCommand: pingpong over both links, rc_pingpong's output.
 func TestPingpongCommand(t *testing.T) {
 	for _, link := range []string{"xdp", "udp"} {

@@ -55,6 +55,10 @@ func TestErrorMessages(t *testing.T) {
 		{[]string{"write_bw", "-d", n.IfA, "-x", "-7"}, []string{"-x -7: GID indexes start at 0"}},
 		{[]string{"write_bw", "-d", n.IfA, "-p", "70000"}, []string{"-p 70000: TCP ports are 1..65535"}},
 		{[]string{"gids", "-d", "lo"}, []string{`interface "lo" has no Ethernet address`}},
+		{[]string{"write_lat", "-d", n.IfA, "-q", "2"}, []string{"-q 2: multiple QPs only available on bw tests"}},
+		{[]string{"write_bw", "-d", n.IfA, "-q", "0"}, []string{"-q 0: the number of QPs is 1..64"}},
+		{[]string{"atomic_bw", "-d", n.IfA, "-a"}, []string{"-a: the message size cannot be changed for atomic tests"}},
+		{[]string{"write_bw", "-d", n.IfA, "-a", "-D", "2"}, []string{"-a runs -n iterations of each size", "-D"}},
 	} {
 		out, err := runIn(n.NsA, c.args...)
 		wantErr(t, strings.Join(c.args, " "), out, err, c.want...)
@@ -89,6 +93,11 @@ func TestErrorMessages(t *testing.T) {
 		[]string{"write_bw", "-d", n.IfA, "-n", "10", n.IPB.String()})
 	wantErr(t, "GID kind mismatch (client)", cli, cliErr, "GID kind mismatch", "IPv4-mapped", "use -x 2")
 	wantErr(t, "GID kind mismatch (server)", srv, srvErr, "GID kind mismatch", "use -x 1")
+
+	// Different -q on the two sides: the exchange says so.
+	_, cli, _, cliErr = pairRaw(t, n, []string{"write_bw", "-d", n.IfB, "-q", "2", "-n", "10"},
+		[]string{"write_bw", "-d", n.IfA, "-n", "10", n.IPB.String()})
+	wantErr(t, "-q mismatch", cli, cliErr, "out of step", "same -q")
 
 	// Path MTUs differ: both say so and use the smaller.
 	srv, cli = pair(t, n, []string{"write_bw", "-d", n.IfB, "-n", "50"}, []string{"write_bw", "-d", n.IfA, "-m", "512", "-n", "50", n.IPB.String()})

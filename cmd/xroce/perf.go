@@ -62,11 +62,11 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	fs.IntVarP(&o.ibPort, "ib-port", "i", 1, "port number (xroce devices have port 1)")
 	fs.IntVarP(&o.gidIndex, "gid-index", "x", -1, "GID index (default: the interface's first IPv4 GID)")
 	fs.IntVarP(&o.size, "size", "s", defSize, "message size in bytes")
-	fs.BoolVarP(&o.all, "all", "a", false, "run sizes from 2 to 2^23 (not supported yet)")
+	fs.BoolVarP(&o.all, "all", "a", false, "run every size from 2 to 2^23 bytes in turn, a table row each (give it on both sides)")
 	fs.IntVarP(&o.iters, "iters", "n", defIters, "number of iterations")
 	fs.IntVarP(&o.duration, "duration", "D", 0, "run for this many seconds instead of -n, with a progress line a second")
 	fs.IntVarP(&o.mtu, "mtu", "m", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link carries)")
-	fs.IntVarP(&o.qps, "qp", "q", 1, "number of QPs (xroce runs 1)")
+	fs.IntVarP(&o.qps, "qp", "q", 1, "number of RC QPs, each running -n iterations (give the same on both sides)")
 	fs.IntVarP(&o.txDepth, "tx-depth", "t", 128, "work requests in flight")
 	fs.BoolP("cpu-freq", "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.IntVarP(&o.port, "port", "p", oob.DefaultPort, "TCP port of the out-of-band exchange")
@@ -93,12 +93,16 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 		return nil, fmt.Errorf("one server address at most, got %q", fs.Args())
 	case o.conn != "RC":
 		return nil, fmt.Errorf("-c %s: xroce implements RC only", o.conn)
-	case o.qps != 1:
-		return nil, fmt.Errorf("-q %d: xroce runs one QP per test for now", o.qps)
+	case o.qps < 1 || o.qps > maxQPs:
+		return nil, fmt.Errorf("-q %d: the number of QPs is 1..%d", o.qps, maxQPs)
 	case o.ibPort != 1:
 		return nil, fmt.Errorf("-i %d: xroce devices have port 1 only", o.ibPort)
-	case o.all:
-		return nil, fmt.Errorf("-a is not supported yet: give sizes one at a time with -s")
+	case lat && o.qps != 1:
+		return nil, fmt.Errorf("-q %d: multiple QPs only available on bw tests (as in perftest)", o.qps)
+	case o.all && name == "atomic_bw":
+		return nil, fmt.Errorf("-a: the message size cannot be changed for atomic tests (as in perftest)")
+	case o.all && (o.duration > 0 || o.runInf):
+		return nil, fmt.Errorf("-a runs -n iterations of each size: it does not go with -D or --run_infinitely")
 	case o.size < 0 || o.size > transport.MaxMsgSize:
 		return nil, fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
 	case name == "atomic_bw" && o.size != 8:
@@ -153,8 +157,11 @@ func testFor(name string) test {
 	}
 	if strings.HasSuffix(name, "_lat") {
 		t.lat, t.kind = true, oob.Lat
-		if t.op == transport.WR_RDMA_READ {
+		switch t.op {
+		case transport.WR_RDMA_READ:
 			t.kind = oob.ReadLat
+		case transport.WR_SEND:
+			t.kind = oob.SendLat
 		}
 	}
 	return t
@@ -175,17 +182,45 @@ type conn struct {
 	env    *env
 	client bool
 	cq     compQueue
-	qp     queuePair
+	qps    []queuePair
 	mr     memRegion
 	buf    []byte
-	half   int // the receive half of buf starts here (latency tests)
-	local  oob.Dest
-	remote oob.Dest
+	half   int // each QP has 2*half bytes of buf; the receive half (latency tests) starts at half
+	size   int // the message size being run (each in turn with -a)
+	local  []oob.Dest
+	remote []oob.Dest
 	mtu    roce.MTU
 
 	recvd       int       // receive completions (send_lat)
 	lastPoll    time.Time // write_lat client: when the peer's previous write arrived
 	remoteIters uint64    // iterations the client reported (bandwidth server)
+	verified    int       // sizes whose data was verified
+}
+
+// maxQPs bounds -q: each QP has its own buffer, and the CQ is sized for all of them.
+const maxQPs = 64
+
+// allSizes are perftest's -a sizes: 2 to 2^23 bytes.
+func allSizes() []int {
+	var s []int
+	for i := 1; i < 24; i++ {
+		s = append(s, 1<<i)
+	}
+	return s
+}
+
+// sizes are the message sizes run, in order.
+func (c *conn) sizes() []int {
+	if c.o.all {
+		return allSizes()
+	}
+	return []int{c.o.size}
+}
+
+// maxSize is the largest message size run: what the buffers are sized for.
+func (c *conn) maxSize() int {
+	s := c.sizes()
+	return s[len(s)-1]
 }
 
 func perf(ctx context.Context, t test, o *perfOptions) error {
@@ -207,12 +242,17 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 		return err
 	}
 	// Each exchange step gets a minute, plus the test's duration for the barrier
-	// that waits for the test to end; --run_infinitely waits without limit.
+	// that waits for the test to end; --run_infinitely waits without limit. A -a
+	// run's bandwidth server waits for every size.
 	timeout := 60*time.Second + time.Duration(o.duration)*time.Second
+	if o.all && t.kind == oob.BW {
+		timeout = 10 * time.Minute
+	}
 	if o.runInf {
 		timeout = 0
 	}
 	s := oob.NewSession(nc, c.client, t.kind, timeout)
+	s.RunAll = o.all
 	ours := c.ourMTU()
 	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)
 	if err != nil {
@@ -221,39 +261,82 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	}
 	c.remote = remote
 	c.printHeader(peerMTU)
-	var res oob.Results
 	if t.lat {
 		if !c.client && t.op == transport.WR_RDMA_READ {
 			fmt.Fprintf(o.out, " The client reads; the server waits for it to finish.\n")
 		}
-		lats, err := c.runLat()
-		if err != nil {
-			nc.Close()
-			return err
+		table := false
+		for k, size := range c.sizes() {
+			if k > 0 {
+				if err := s.NextSize(func() error { return c.startSize(size) }); err != nil {
+					nc.Close()
+					return err
+				}
+			}
+			lats, err := c.runLat()
+			if err == nil {
+				err = c.verifySize(false)
+			}
+			if err != nil {
+				nc.Close()
+				return err
+			}
+			if len(lats) > 0 {
+				if !table {
+					c.printLatHead()
+					table = true
+				}
+				c.printLat(lats)
+			}
+		}
+		if table {
+			fmt.Fprintln(o.out, rule)
 		}
 		if _, err := s.Finish(oob.Results{}); err != nil {
 			return err
 		}
-		if len(lats) > 0 {
-			c.printLat(lats)
-		}
-		return c.verifyAfter()
+		return c.verifyEnd()
 	}
-	res, err = c.runBW(ctx)
-	if err != nil {
-		nc.Close()
-		return err
+	// A bandwidth server of write/read/atomic waits for its client and prints the
+	// client's results (of the last size with -a), as perftest's does.
+	moves := c.client || t.op == transport.WR_SEND
+	if moves {
+		c.printBWHead()
+	}
+	var res oob.Results
+	for k, size := range c.sizes() {
+		if k > 0 {
+			if err := s.NextSize(func() error { return c.startSize(size) }); err != nil {
+				nc.Close()
+				return err
+			}
+		}
+		if moves {
+			res, err = c.runBW(ctx)
+			if err == nil {
+				err = c.verifySize(true)
+			}
+			if err != nil {
+				nc.Close()
+				return err
+			}
+			c.printBWRow(res)
+		}
+	}
+	if moves {
+		fmt.Fprintln(o.out, rule)
 	}
 	got, err := s.Finish(res)
 	if err != nil {
 		return err
 	}
-	if !c.client && t.kind == oob.BW {
-		res = got // a bandwidth server reports what its client measured
+	if !moves {
 		c.remoteIters = got.Iters
+		c.printBWHead()
+		c.printBWRow(got)
+		fmt.Fprintln(o.out, rule)
 	}
-	c.printBW(res)
-	return c.verifyAfter()
+	return c.verifyEnd()
 }
 
 // ourMTU is -m, or the largest path MTU the link carries.
@@ -265,12 +348,19 @@ func (c *conn) ourMTU() roce.MTU {
 	return c.env.prov.MaxMTU()
 }
 
-// setup creates the PD, buffer, MR, CQ and QP (in INIT), and our key message.
+// base is where QP i's part of the buffer starts.
+func (c *conn) base(i int) int { return i * 2 * c.half }
+
+// atomic is the atomic_bw test.
+func (c *conn) atomic() bool { return c.t.op == transport.WR_ATOMIC_FETCH_AND_ADD }
+
+// setup creates the PD, buffer, MR, CQ and QPs (in INIT), and our key messages.
 func (c *conn) setup() error {
 	prov := c.env.prov
-	c.half = max(c.o.size, 4096) // perftest's BUFF_SIZE with a 4096-byte cycle buffer
+	q := c.o.qps
+	c.half = max(c.maxSize(), 4096) // perftest's BUFF_SIZE with a 4096-byte cycle buffer
 	var err error
-	if c.buf, err = prov.Alloc(2 * c.half); err != nil {
+	if c.buf, err = prov.Alloc(q * 2 * c.half); err != nil {
 		return err
 	}
 	c.mr, err = prov.RegMR(c.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead|transport.AccessRemoteAtomic)
@@ -278,100 +368,153 @@ func (c *conn) setup() error {
 		return err
 	}
 	depth := c.o.txDepth
-	if c.cq, err = prov.CreateCQ(4 * (depth + 512)); err != nil {
-		return err
-	}
-	c.qp, err = prov.CreateQP(c.cq, c.cq, transport.QPCap{MaxSendWR: depth, MaxRecvWR: 512, MaxSendSGE: 1, MaxRecvSGE: 1,
-		MaxInlineData: c.o.inline})
-	if err != nil {
-		return err
-	}
-	if err := c.qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite |
-		transport.AccessRemoteRead | transport.AccessRemoteAtomic}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
+	if c.cq, err = prov.CreateCQ(max(4, 2*q) * (depth + 512)); err != nil {
 		return err
 	}
 	outReads := 1
-	if c.t.op == transport.WR_RDMA_READ || c.t.op == transport.WR_ATOMIC_FETCH_AND_ADD {
+	if c.t.op == transport.WR_RDMA_READ || c.atomic() {
 		outReads = 16
-	}
-	vaddr := c.mr.Addr()
-	if c.t.lat {
-		vaddr += uint64(c.half)
 	}
 	rkey := c.mr.RKey()
 	if c.t.op == transport.WR_SEND {
 		rkey = 0 // as perftest's send tests advertise
 	}
-	c.local = oob.Dest{OutReads: outReads, QPN: c.qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, RKey: rkey, VAddr: vaddr, GID: c.env.gid.GID}
-	if c.o.verify && c.t.op != transport.WR_ATOMIC_FETCH_AND_ADD { // atomics count from 0
-		pattern(c.buf[:c.o.size], uint64(c.o.size))
-		if !c.client && c.t.op == transport.WR_RDMA_READ {
-			off := int(vaddr - c.mr.Addr()) // what the client reads: the advertised area
-			pattern(c.buf[off:off+c.o.size], uint64(c.o.size)+1)
+	for i := 0; i < q; i++ {
+		qp, err := prov.CreateQP(c.cq, c.cq, transport.QPCap{MaxSendWR: depth, MaxRecvWR: 512, MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInlineData: c.o.inline})
+		if err != nil {
+			return err
 		}
+		if err := qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite |
+			transport.AccessRemoteRead | transport.AccessRemoteAtomic}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
+			return err
+		}
+		c.qps = append(c.qps, qp)
+		vaddr := c.mr.Addr() + uint64(c.base(i))
+		if c.t.lat {
+			vaddr += uint64(c.half)
+		}
+		c.local = append(c.local, oob.Dest{OutReads: outReads, QPN: qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, RKey: rkey,
+			VAddr: vaddr, GID: c.env.gid.GID})
+	}
+	if c.o.verify && !c.client && c.t.op == transport.WR_RDMA_READ {
+		for i := range c.qps { // what the client reads: the advertised area
+			off := int(c.local[i].VAddr - c.mr.Addr())
+			pattern(c.buf[off:off+c.maxSize()], c.readSeed())
+		}
+	}
+	return c.startSize(c.sizes()[0])
+}
+
+// readSeed seeds what a read test's server offers: the client checks the first
+// size bytes of it, whatever the size.
+func (c *conn) readSeed() uint64 { return uint64(c.maxSize()) + 1 }
+
+// startSize gets the buffers ready for a size: with --verify a sender's send areas
+// hold the size's pattern, and a READ client's landing areas are cleared.
+func (c *conn) startSize(size int) error {
+	c.size = size
+	if !c.o.verify || c.atomic() || !c.client && !c.t.lat {
+		return nil // atomics count from 0; bw servers do not send
+	}
+	for i := range c.qps {
+		b := c.base(i)
+		if c.t.op == transport.WR_RDMA_READ {
+			if c.client {
+				land := b + c.half*boolInt(c.t.lat)
+				clear(c.buf[land : land+size])
+			}
+			continue
+		}
+		pattern(c.buf[b:b+size], uint64(size))
 	}
 	return nil
 }
 
-// connect moves the QP to RTR and RTS towards the peer (between the handshake and
-// the barriers), after checking the GIDs are of one kind.
-func (c *conn) connect(remote oob.Dest, mtu roce.MTU) error {
-	if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote.GID); err != nil {
-		return err
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
+	return 0
+}
+
+// connect moves the QPs to RTR and RTS towards the peer's (between the handshake
+// and the barriers), after checking the GIDs are of one kind, and posts the first
+// size's receives.
+func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 	c.mtu = mtu
-	maxRd := uint8(min(max(remote.OutReads, 1), transport.MaxQPRdAtom))
-	if err := c.qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: mtu, DestQPN: remote.QPN, RQPSN: remote.PSN,
-		MaxDestRdAtomic: transport.MaxQPRdAtom, MinRNRTimer: 12,
-		AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: c.env.gid.Index, TrafficClass: uint8(c.o.tclass)}},
-		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
-		return err
+	for i, qp := range c.qps {
+		if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote[i].GID); err != nil {
+			return err
+		}
+		maxRd := uint8(min(max(remote[i].OutReads, 1), transport.MaxQPRdAtom))
+		if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: mtu, DestQPN: remote[i].QPN, RQPSN: remote[i].PSN,
+			MaxDestRdAtomic: transport.MaxQPRdAtom, MinRNRTimer: 12,
+			AH: transport.AddressHandle{DGID: remote[i].GID, SGIDIndex: c.env.gid.Index, TrafficClass: uint8(c.o.tclass)}},
+			transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+				transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
+			return err
+		}
+		if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: c.local[i].PSN, Timeout: uint8(c.o.qpTimeout), RetryCnt: 7,
+			RNRRetry: 7, MaxRdAtomic: maxRd},
+			transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|
+				transport.QP_MAX_QP_RD_ATOMIC); err != nil {
+			return err
+		}
 	}
-	if err := c.qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: c.local.PSN, Timeout: uint8(c.o.qpTimeout), RetryCnt: 7,
-		RNRRetry: 7, MaxRdAtomic: maxRd},
-		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|
-			transport.QP_MAX_QP_RD_ATOMIC); err != nil {
-		return err
-	}
-	// Receivers post their receives before the barriers let the sender start.
+	// Receivers post their receives before the barriers let the sender start. Each
+	// completed receive is posted again, so there are as many for every later size
+	// of a -a run, and those take the largest size.
 	if c.t.op == transport.WR_SEND && (!c.client || c.t.lat) {
-		for i := 0; i < min(512, c.o.iters); i++ {
-			if err := c.postRecv(uint64(i)); err != nil {
-				return err
+		for i := range c.qps {
+			for n := 0; n < min(512, c.o.iters); n++ {
+				if err := c.postRecv(i, uint64(n)); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
 }
 
-func (c *conn) postRecv(id uint64) error {
-	off := 0
-	if c.t.lat {
-		off = c.half
+// wrID tags a work request with its QP's index.
+func wrID(qp int, n uint64) uint64 { return uint64(qp)<<40 | n }
+
+// wrQP is the QP index of a work request's ID.
+func wrQP(id uint64) int { return int(id >> 40) }
+
+func (c *conn) postRecv(qp int, id uint64) error {
+	off := c.base(qp) + c.half*boolInt(c.t.lat)
+	n := max(c.size, 1)
+	if c.o.all {
+		n = c.half
 	}
-	_, err := c.qp.PostRecv(transport.RecvWR{WRID: id, SGList: []transport.SGE{{Addr: c.mr.Addr() + uint64(off), Length: uint32(max(c.o.size, 1)), LKey: c.mr.LKey()}}})
+	_, err := c.qps[qp].PostRecv(transport.RecvWR{WRID: wrID(qp, id), SGList: []transport.SGE{{Addr: c.mr.Addr() + uint64(off), Length: uint32(n), LKey: c.mr.LKey()}}})
 	return err
 }
 
-// wr is the test's work request.
-func (c *conn) wr() transport.SendWR {
-	w := transport.SendWR{Opcode: c.t.op, Flags: transport.SendSignaled, RemoteAddr: c.remote.VAddr, RKey: c.remote.RKey,
-		SGList: []transport.SGE{{Addr: c.mr.Addr(), Length: uint32(c.o.size), LKey: c.mr.LKey()}}, CompareAdd: 1}
-	if c.t.op == transport.WR_RDMA_READ {
-		w.SGList[0].Addr += uint64(c.half) * boolU64(c.t.lat)
+// writeOff is where a WRITE lands in the peer's area: at 0, except in a verified
+// write_bw -a run, where each size has its own place (size-2: the sizes before it
+// end there) so that the server can check every size after the run.
+func (c *conn) writeOff() uint64 {
+	if c.o.all && c.o.verify && c.t.op == transport.WR_RDMA_WRITE && !c.t.lat {
+		return uint64(c.size - 2)
 	}
-	if c.o.size <= c.o.inline && c.t.op != transport.WR_RDMA_READ && c.t.op != transport.WR_ATOMIC_FETCH_AND_ADD {
+	return 0
+}
+
+// wr is the test's work request on QP qp.
+func (c *conn) wr(qp int) transport.SendWR {
+	w := transport.SendWR{Opcode: c.t.op, Flags: transport.SendSignaled, RemoteAddr: c.remote[qp].VAddr + c.writeOff(),
+		RKey: c.remote[qp].RKey, CompareAdd: 1,
+		SGList: []transport.SGE{{Addr: c.mr.Addr() + uint64(c.base(qp)), Length: uint32(c.size), LKey: c.mr.LKey()}}}
+	if c.t.op == transport.WR_RDMA_READ && c.t.lat {
+		w.SGList[0].Addr += uint64(c.half)
+	}
+	if c.size <= c.o.inline && c.t.op != transport.WR_RDMA_READ && !c.atomic() {
 		w.Flags |= transport.SendInline
 	}
 	return w
-}
-
-func boolU64(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // errCompletion explains a failed work completion the way users need it.
@@ -402,47 +545,54 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 	return c.cq.Poll(wcs), nil
 }
 
-// runBW runs a bandwidth test: the client posts; a send_bw server receives.
+// runBW runs one size of a bandwidth test: the client posts on every QP, -n work
+// requests each, up to -t in flight per QP, as perftest's run_iter_bw does; a
+// send_bw server receives. The results count the iterations of all QPs.
 func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 	o := c.o
-	res := oob.Results{Size: uint64(o.size)}
-	if !c.client && c.t.op != transport.WR_SEND {
-		return res, nil // the peer moves the data; the results come in the exchange
-	}
+	res := oob.Results{Size: uint64(c.size)}
+	q := len(c.qps)
 	iters := o.iters
 	deadline := time.Time{}
 	if o.duration > 0 || o.runInf {
-		iters = 1 << 62
+		iters = 1 << 40
 		if o.duration > 0 && !o.runInf {
 			deadline = time.Now().Add(time.Duration(o.duration) * time.Second)
 		}
 	}
 	wcs := make([]transport.WorkCompletion, 64)
-	wr := c.wr()
+	wrs := make([]transport.SendWR, q)
+	for i := range wrs {
+		wrs[i] = c.wr(i)
+	}
 	batch := make([]transport.SendWR, 0, o.txDepth)
-	posted, done := 0, 0
+	posted, completed := make([]int, q), make([]int, q)
+	sent, done := 0, 0
 	start := time.Now()
 	last, lastDone := start, 0
 	peak := 0.0
-	window := max(1, min(o.txDepth, iters/100))
+	window := max(1, min(o.txDepth, iters*q/100))
 	winStart, winDone := start, 0
 	receiver := !c.client
-	for done < iters {
-		if !deadline.IsZero() && time.Now().After(deadline) && posted == done {
+	for done < iters*q {
+		if !deadline.IsZero() && time.Now().After(deadline) && sent == done {
 			break
 		}
-		// Post what the window allows as one list (ibv_post_send's chained list):
-		// one wake of the engine for the batch, not one per work request.
-		batch = batch[:0]
-		for !receiver && posted+len(batch) < iters && posted+len(batch)-done < o.txDepth && (deadline.IsZero() || time.Now().Before(deadline)) {
-			wr.WRID = uint64(posted + len(batch))
-			batch = append(batch, wr)
-		}
-		if len(batch) > 0 {
-			k, err := c.qp.PostSend(batch...)
-			posted += k
-			if err != nil {
-				return res, err
+		// Post what each QP's window allows as one list (ibv_post_send's chained
+		// list): one wake of the engine per batch, not one per work request.
+		for i := 0; !receiver && i < q; i++ {
+			batch = batch[:0]
+			for posted[i]+len(batch) < iters && posted[i]+len(batch)-completed[i] < o.txDepth && (deadline.IsZero() || time.Now().Before(deadline)) {
+				wrs[i].WRID = wrID(i, uint64(posted[i]+len(batch)))
+				batch = append(batch, wrs[i])
+			}
+			if len(batch) > 0 {
+				k, err := c.qps[i].PostSend(batch...)
+				posted[i] += k
+				sent += k
+				if err != nil {
+					return res, err
+				}
 			}
 		}
 		n, err := c.waitCQ(wcs, 30*time.Second)
@@ -453,8 +603,13 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 			if wc.Status != transport.WC_SUCCESS {
 				return res, errCompletion(wc)
 			}
+			qp := wrQP(wc.WRID)
+			if qp >= q {
+				return res, fmt.Errorf("a completion for work request %#x of no QP of this test", wc.WRID)
+			}
+			completed[qp]++
 			if receiver {
-				if err := c.postRecv(wc.WRID); err != nil {
+				if err := c.postRecv(qp, wc.WRID&(1<<40-1)); err != nil {
 					return res, err
 				}
 			}
@@ -472,10 +627,10 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		if (o.duration > 0 || o.runInf) && time.Since(last) >= max(time.Second, time.Duration(o.duration)*time.Second*boolDur(o.runInf)) {
 			now := time.Now()
 			rate := float64(done-lastDone) / now.Sub(last).Seconds()
-			fmt.Fprintf(o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", o.size, done-lastDone, c.bw(rate), c.bw(rate), rate/1e6)
+			fmt.Fprintf(o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", c.size, done-lastDone, c.bw(rate), c.bw(rate), rate/1e6)
 			last, lastDone = now, done
 		}
-		if receiver && done >= o.iters && deadline.IsZero() && !o.runInf {
+		if receiver && done >= o.iters*q && deadline.IsZero() && !o.runInf {
 			break
 		}
 	}
@@ -496,21 +651,24 @@ func boolDur(b bool) time.Duration {
 
 // bw converts messages per second to MB/s, or Gb/s with --report_gbits.
 func (c *conn) bw(msgsPerSec float64) float64 {
-	bytes := msgsPerSec * float64(c.o.size)
+	bytes := msgsPerSec * float64(c.size)
 	if c.o.reportGbits {
 		return bytes * 8 / 1e9
 	}
 	return bytes / (1 << 20)
 }
 
-// runLat runs a latency test and returns the per-iteration times (one-way for WRITE
-// and SEND ping-pong, round trip for READ), or nil on a read_lat server.
+// runLat runs one size of a latency test (on the one QP) and returns the
+// per-iteration times (one-way for WRITE and SEND ping-pong, round trip for READ),
+// or nil on a read_lat server.
 func (c *conn) runLat() ([]time.Duration, error) {
 	o := c.o
 	iters := o.iters
 	lats := make([]time.Duration, 0, iters)
 	wcs := make([]transport.WorkCompletion, 16)
-	wr := c.wr()
+	qp := c.qps[0]
+	wr := c.wr(0)
+	c.recvd = 0
 	waitSend := func() error {
 		for {
 			n, err := c.waitCQ(wcs, 30*time.Second)
@@ -526,7 +684,7 @@ func (c *conn) runLat() ([]time.Duration, error) {
 					sent = true
 					continue
 				}
-				if err := c.postRecv(wc.WRID); err != nil {
+				if err := c.postRecv(0, wc.WRID); err != nil {
 					return err
 				}
 				c.recvd++
@@ -543,7 +701,7 @@ func (c *conn) runLat() ([]time.Duration, error) {
 		}
 		for i := 0; i < iters; i++ {
 			t0 := time.Now()
-			if _, err := c.qp.PostSend(wr); err != nil {
+			if _, err := qp.PostSend(wr); err != nil {
 				return nil, err
 			}
 			if err := waitSend(); err != nil {
@@ -555,15 +713,15 @@ func (c *conn) runLat() ([]time.Duration, error) {
 	case transport.WR_RDMA_WRITE:
 		// perftest's write_lat: the last byte of each message carries the iteration
 		// count; each side polls the last byte of its receive half for the peer's.
-		if o.size == 0 {
+		if c.size == 0 {
 			return nil, fmt.Errorf("write_lat needs -s of at least 1")
 		}
 		// perftest's run_iter_lat_write: the server writes first (the first RoCE
 		// frame of ib_write_lat.pcap is the server's); each side then waits for the
 		// peer's write i before its own write i+1... so the client waits for i and
 		// answers i, the server writes i and waits for the answer i.
-		mark := &c.buf[c.o.size-1]
-		poll := c.half + o.size - 1
+		mark := &c.buf[c.size-1]
+		poll := c.half + c.size - 1
 		for i := 1; i <= iters; i++ {
 			t0 := time.Now()
 			if c.client {
@@ -576,9 +734,16 @@ func (c *conn) runLat() ([]time.Duration, error) {
 				} else {
 					c.lastPoll = now
 				}
+				// The server's last write is in place until our last answer lets it
+				// go on to the next size: check it now.
+				if i == iters && c.o.verify {
+					if err := c.checkLatWrite(); err != nil {
+						return nil, err
+					}
+				}
 			}
 			*mark = byte(i)
-			if _, err := c.qp.PostSend(wr); err != nil {
+			if _, err := qp.PostSend(wr); err != nil {
 				return nil, err
 			}
 			if err := waitSend(); err != nil {
@@ -597,7 +762,7 @@ func (c *conn) runLat() ([]time.Duration, error) {
 	for i := 0; i < iters; i++ {
 		t0 := time.Now()
 		if c.client {
-			if _, err := c.qp.PostSend(wr); err != nil {
+			if _, err := qp.PostSend(wr); err != nil {
 				return nil, err
 			}
 			if err := waitSend(); err != nil {
@@ -610,7 +775,7 @@ func (c *conn) runLat() ([]time.Duration, error) {
 			}
 		}
 		if !c.client {
-			if _, err := c.qp.PostSend(wr); err != nil {
+			if _, err := qp.PostSend(wr); err != nil {
 				return nil, err
 			}
 			if err := waitSend(); err != nil {
@@ -636,7 +801,7 @@ func waitSendOrRecv(c *conn, wcs []transport.WorkCompletion) error {
 		}
 		if wc.Opcode == transport.WC_RECV {
 			c.recvd++
-			if err := c.postRecv(wc.WRID); err != nil {
+			if err := c.postRecv(0, wc.WRID); err != nil {
 				return err
 			}
 		}
@@ -678,51 +843,114 @@ const (
 	pollSleep = 5 * time.Microsecond
 )
 
-// verifyAfter checks the data of an xroce-to-xroce run with --verify.
-func (c *conn) verifyAfter() error {
+// Data verification (--verify, both sides xroce): the sender of each size's
+// messages puts pattern(size) in them; a read test's server offers
+// pattern(readSeed). Each receiver checks the last message of every size, on every
+// QP, where it is sure to be in place: after the size (SEND, READ, write_lat's
+// server), before its last answer (write_lat's client), or after the whole run
+// (write_bw's server, whose -a sizes each have their place; atomic_bw's counters).
+
+// checkData compares what arrived with what was sent.
+func checkData(what string, got, want []byte) error {
+	if string(got) == string(want) {
+		return nil
+	}
+	i := 0
+	for i < len(want) && got[i] == want[i] {
+		i++
+	}
+	return fmt.Errorf("verify: %s: %d bytes differ from byte %d", what, len(want), i)
+}
+
+// checkLatWrite checks the peer's last write_lat message: the pattern, and the
+// iteration mark in its last byte.
+func (c *conn) checkLatWrite() error {
+	want := make([]byte, c.size)
+	pattern(want, uint64(c.size))
+	want[c.size-1] = byte(c.o.iters)
+	if err := checkData(fmt.Sprintf("%d-byte messages", c.size), c.buf[c.half:c.half+c.size], want); err != nil {
+		return err
+	}
+	c.verified++
+	return nil
+}
+
+// verifySize checks the data of the size just run, where this side can.
+func (c *conn) verifySize(bw bool) error {
 	if !c.o.verify {
 		return nil
 	}
-	n := c.o.size
+	n := c.size
 	want := make([]byte, n)
-	var got []byte
+	off := 0
 	switch {
-	case c.t.lat && c.t.op != transport.WR_RDMA_READ:
+	case c.t.op == transport.WR_RDMA_WRITE && c.t.lat && !c.client:
+		return c.checkLatWrite()
+	case c.t.op == transport.WR_SEND && (c.t.lat || !c.client):
 		pattern(want, uint64(n))
-		got = c.buf[c.half : c.half+n]
-		if n > 0 && c.t.op == transport.WR_RDMA_WRITE {
-			want[n-1] = byte(c.o.iters) // the iteration mark
-		}
-	case c.t.op == transport.WR_RDMA_WRITE && !c.client:
-		pattern(want, uint64(n))
-		got = c.buf[:n]
-	case c.t.op == transport.WR_SEND && !c.client:
-		pattern(want, uint64(n))
-		got = c.buf[:n]
+		off = c.half * boolInt(c.t.lat)
 	case c.t.op == transport.WR_RDMA_READ && c.client:
-		pattern(want, uint64(n)+1)
-		if c.t.lat {
-			got = c.buf[c.half : c.half+n]
-		} else {
-			got = c.buf[:n]
-		}
-	case c.t.op == transport.WR_ATOMIC_FETCH_AND_ADD && !c.client:
-		if v := binary.NativeEndian.Uint64(c.buf); v != c.remoteIters {
-			return fmt.Errorf("verify: the counter is %d after %d FETCH_AND_ADDs", v, c.remoteIters)
-		}
-		fmt.Fprintf(c.o.out, " Data verified: counter %d after %d FETCH_AND_ADD\n", c.remoteIters, c.remoteIters)
-		return nil
+		pattern(want, c.readSeed())
+		off = c.half * boolInt(c.t.lat)
 	default:
+		return nil // checked in runLat or after the run, or by the other side
+	}
+	for i := range c.qps {
+		b := c.base(i) + off
+		if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.buf[b:b+n], want); err != nil {
+			return err
+		}
+	}
+	c.verified++
+	return nil
+}
+
+// verifyEnd runs the checks that wait for the end of the run and prints what was
+// verified.
+func (c *conn) verifyEnd() error {
+	if !c.o.verify {
 		return nil
 	}
-	if string(got) != string(want) {
-		i := 0
-		for i < n && got[i] == want[i] {
-			i++
+	switch {
+	case c.atomic() && !c.client:
+		var sum uint64
+		for i := range c.qps {
+			sum += binary.NativeEndian.Uint64(c.buf[c.base(i):])
 		}
-		return fmt.Errorf("verify: %d bytes differ from byte %d", n, i)
+		if sum != c.remoteIters {
+			return fmt.Errorf("verify: the counters add up to %d after %d FETCH_AND_ADDs", sum, c.remoteIters)
+		}
+		fmt.Fprintf(c.o.out, " Data verified: counter %d after %d FETCH_AND_ADD\n", sum, c.remoteIters)
+		return nil
+	case c.t.op == transport.WR_RDMA_WRITE && !c.t.lat && !c.client:
+		for _, n := range c.sizes() {
+			off := 0
+			if c.o.all {
+				off = n - 2
+			}
+			want := make([]byte, n)
+			pattern(want, uint64(n))
+			for i := range c.qps {
+				b := c.base(i) + off
+				if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.buf[b:b+n], want); err != nil {
+					return err
+				}
+			}
+			c.verified++
+		}
 	}
-	fmt.Fprintf(c.o.out, " Data verified: the %d bytes of the last message\n", n)
+	sizes := c.sizes()
+	if c.verified < len(sizes) {
+		return nil // the other side checks
+	}
+	what := fmt.Sprintf("the %d bytes of the last message", sizes[0])
+	if len(sizes) > 1 {
+		what = fmt.Sprintf("the last message of each size, %d to %d bytes", sizes[0], sizes[len(sizes)-1])
+	}
+	if len(c.qps) > 1 {
+		what += fmt.Sprintf(", on each of the %d QPs", len(c.qps))
+	}
+	fmt.Fprintf(c.o.out, " Data verified: %s\n", what)
 	return nil
 }
 

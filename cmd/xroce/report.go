@@ -25,7 +25,7 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 	fmt.Fprintln(w, rule)
 	fmt.Fprintf(w, "                    %s\n", testTitles[c.t.name])
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", c.o.dev)
-	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IB\n")
+	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", len(c.qps))
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	if !c.t.lat {
 		fmt.Fprintf(w, " TX depth        : %d\n", c.o.txDepth)
@@ -42,12 +42,14 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 	fmt.Fprintf(w, " xroce link      : %s\n", c.o.link)
 	fmt.Fprintln(w, rule)
 	for _, d := range []struct {
-		name string
-		dest oob.Dest
+		name  string
+		dests []oob.Dest
 	}{{"local", c.local}, {"remote", c.remote}} {
-		fmt.Fprintf(w, " %s address: LID %#06x QPN %#06x PSN %#08x RKey %#08x VAddr %#016x\n",
-			d.name, d.dest.LID, d.dest.QPN, d.dest.PSN, d.dest.RKey, d.dest.VAddr)
-		fmt.Fprintf(w, " GID: %s\n", gidDecimal(d.dest.GID))
+		for _, dest := range d.dests {
+			fmt.Fprintf(w, " %s address: LID %#06x QPN %#06x PSN %#08x RKey %#08x VAddr %#016x\n",
+				d.name, dest.LID, dest.QPN, dest.PSN, dest.RKey, dest.VAddr)
+			fmt.Fprintf(w, " GID: %s\n", gidDecimal(dest.GID))
+		}
 	}
 	fmt.Fprintln(w, rule)
 }
@@ -61,21 +63,27 @@ func gidDecimal(g roce.GID) string {
 	return strings.Join(s, ":")
 }
 
-// printBW prints perftest's bandwidth table.
-func (c *conn) printBW(r oob.Results) {
-	w := c.o.out
+// printBWHead prints the head of perftest's bandwidth table.
+func (c *conn) printBWHead() {
 	unit := "MB/sec"
 	if c.o.reportGbits {
 		unit = "Gb/sec"
 	}
-	fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit, unit)
-	fmt.Fprintf(w, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.Size, r.Iters, r.PeakBW, r.AvgBW, r.MsgRate)
-	fmt.Fprintln(w, rule)
+	fmt.Fprintf(c.o.out, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit, unit)
 }
 
-// printLat prints perftest's latency table.
+// printBWRow prints one row of the bandwidth table.
+func (c *conn) printBWRow(r oob.Results) {
+	fmt.Fprintf(c.o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.Size, r.Iters, r.PeakBW, r.AvgBW, r.MsgRate)
+}
+
+// printLatHead prints the head of perftest's latency table.
+func (c *conn) printLatHead() {
+	fmt.Fprintf(c.o.out, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n")
+}
+
+// printLat prints one row of the latency table: the size just run.
 func (c *conn) printLat(lats []time.Duration) {
-	w := c.o.out
 	sorted := append([]time.Duration(nil), lats...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 	var sum float64
@@ -88,9 +96,7 @@ func (c *conn) printLat(lats []time.Duration) {
 		sq += (usec(d) - avg) * (usec(d) - avg)
 	}
 	stdev := math.Sqrt(sq / float64(len(sorted)))
-	fmt.Fprintf(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n")
-	fmt.Fprintf(w, " %-7d %-13d %-14.2f %-12.2f %-18.2f %-14.2f %-18.2f %-22.2f %.2f\n", c.o.size, len(sorted),
+	fmt.Fprintf(c.o.out, " %-7d %-13d %-14.2f %-12.2f %-18.2f %-14.2f %-18.2f %-22.2f %.2f\n", c.size, len(sorted),
 		usec(sorted[0]), usec(sorted[len(sorted)-1]), usec(percentile(sorted, 50)), avg, stdev,
 		usec(percentile(sorted, 99)), usec(percentile(sorted, 99.9)))
-	fmt.Fprintln(w, rule)
 }

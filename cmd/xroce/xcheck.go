@@ -71,7 +71,7 @@ func crosscheck(args []string, w io.Writer) error {
 		return err
 	}
 	s := oob.NewSession(nc, client, oob.SendBW, 2*time.Minute)
-	remote, peerMTU, err := s.Connect(x.local, ourMTU, x.connect)
+	remote, peerMTU, err := s.Connect([]oob.Dest{x.local}, ourMTU, func(r []oob.Dest, m roce.MTU) error { return x.connect(r[0], m) })
 	if err != nil {
 		nc.Close()
 		return err
@@ -83,7 +83,7 @@ func crosscheck(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "crosscheck %s: provider %s, GID index %d, path MTU %d (peer offered %d), %d operations\n",
 		role, providerName(lo.provider), e.gid.Index, x.mtu.Bytes(), peerMTU.Bytes(), len(x.ops))
 	if client {
-		err = x.runClient(remote)
+		err = x.runClient(remote[0])
 	}
 	if _, ferr := s.Finish(oob.Results{}); err == nil && ferr != nil {
 		err = ferr

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +31,22 @@ type cell struct {
 	// rdma_rxe through libibverbs (--provider verbs), instead of perftest: for
 	// the cross-check and for --verify data verification on both sides.
 	verbs bool
+	// flags go to both sides' commands, perftest's and xroce's alike: "-a" (every
+	// size from 2 to 2^23 bytes; size is then unused) or "-q 2".
+	flags string
+}
+
+// all is a -a cell.
+func (c cell) all() bool { return slices.Contains(strings.Fields(c.flags), "-a") }
+
+// qps is the cell's -q.
+func (c cell) qps() int {
+	f := strings.Fields(c.flags)
+	if i := slices.Index(f, "-q"); i >= 0 && i+1 < len(f) {
+		n, _ := strconv.Atoi(f[i+1])
+		return n
+	}
+	return 1
 }
 
 func (c cell) String() string {
@@ -37,6 +55,9 @@ func (c cell) String() string {
 		dir = "xroce→rxe"
 	}
 	s := fmt.Sprintf("%s %dB %s mtu%d %s", c.tool, c.size, dir, c.mtu, c.link)
+	if c.all() {
+		s = fmt.Sprintf("%s allsizes %s mtu%d %s", c.tool, dir, c.mtu, c.link)
+	}
 	if c.tool == "crosscheck" {
 		s = fmt.Sprintf("%s %s mtu%d %s", c.tool, dir, c.mtu, c.link)
 	}
@@ -49,11 +70,18 @@ func (c cell) String() string {
 			s += "+verify"
 		}
 	}
+	if c.flags != "" {
+		s += " " + c.flags
+	}
 	return s
 }
 
-// iters keeps each cell to a few seconds on the TCG guest (~20 MB/s).
+// iters keeps each cell to a few seconds on the TCG guest (~20 MB/s); a -a cell
+// moves 20 × 16 MiB.
 func (c cell) iters() int {
+	if c.all() {
+		return 20
+	}
 	if strings.HasSuffix(c.tool, "_lat") || c.tool == "pingpong" {
 		return 200
 	}
@@ -100,6 +128,29 @@ func figure(tool, out string) (string, bool) {
 	return "", false
 }
 
+// tableRows are the result rows of out.
+func tableRows(out string) string {
+	var rows []string
+	for _, l := range strings.Split(out, "\n") {
+		if bwRe.MatchString(l) || latRe.MatchString(l) {
+			rows = append(rows, l)
+		}
+	}
+	return strings.Join(rows, "\n")
+}
+
+// lastTable is out from the last table row on for a -a cell, whose figure is that
+// of the largest size; out for the others.
+func lastTable(c cell, out string) string {
+	if !c.all() {
+		return out
+	}
+	if m := bwRe.FindAllStringIndex(out, -1); len(m) > 0 {
+		return out[m[len(m)-1][0]:]
+	}
+	return out
+}
+
 // rxeCommand is the guest side's command line.
 func (c cell) rxeCommand(server bool, xroceIP string) string {
 	var cmd string
@@ -110,8 +161,13 @@ func (c cell) rxeCommand(server bool, xroceIP string) string {
 		cmd = fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g 1 -n %d -s %d -m %d", c.iters(), c.size, min(c.mtu-80, 2048)&^1023)
 	case c.tool == "atomic_bw":
 		cmd = fmt.Sprintf("ib_atomic_bw -d rxe0 -x 1 -F -n %d", c.iters())
+	case c.all():
+		cmd = fmt.Sprintf("ib_%s -d rxe0 -x 1 -F -n %d", c.tool, c.iters())
 	default:
 		cmd = fmt.Sprintf("ib_%s -d rxe0 -x 1 -F -s %d -n %d", c.tool, c.size, c.iters())
+	}
+	if c.flags != "" && !c.verbs {
+		cmd += " " + c.flags
 	}
 	if !server {
 		cmd += " " + xroceIP
@@ -129,11 +185,14 @@ func (c cell) toolArgs() []string {
 	case "atomic_bw":
 		return []string{c.tool, "-n", fmt.Sprint(c.iters())}
 	}
-	args := []string{c.tool, "-n", fmt.Sprint(c.iters()), "-s", fmt.Sprint(c.size)}
+	args := []string{c.tool, "-n", fmt.Sprint(c.iters())}
+	if !c.all() {
+		args = append(args, "-s", fmt.Sprint(c.size))
+	}
 	if c.verbs {
 		args = append(args, "--verify")
 	}
-	return args
+	return append(args, strings.Fields(c.flags)...)
 }
 
 // xroceArgs is xroce's command line.
@@ -220,8 +279,15 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	_ = dump.Wait()
 	faultErr := removeFault(lab, c.fault)
 	var ok1, ok2 bool
-	r.xroce, ok1 = figure(c.tool, xout)
-	r.rxe, ok2 = figure(c.tool, gout)
+	r.xroce, ok1 = figure(c.tool, lastTable(c, xout))
+	r.rxe, ok2 = figure(c.tool, lastTable(c, gout))
+	if c.tool == "read_lat" { // only the client reads and prints a table
+		if c.xroceClient {
+			r.rxe, ok2 = "(server)", !strings.Contains(gout, "#bytes")
+		} else {
+			r.xroce, ok1 = "(server)", !strings.Contains(xout, "#bytes")
+		}
+	}
 	switch {
 	case xerr != nil:
 		r.err = fmt.Sprintf("xroce: %v: %s\nrxe (rc %d %v): %s", xerr, tail(xout, 600), grc, gerr, tail(gout, 600))
@@ -235,6 +301,8 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		r.err = fmt.Sprintf("no data verification on the receiving side: xroce:\n%s\nguest:\n%s", tail(xout, 600), tail(gout, 600))
 	case c.tool == "crosscheck" && !xcRe.MatchString(gout):
 		r.err = fmt.Sprintf("the guest's cross-check did not match the model:\n%s", tail(gout, 600))
+	case c.flags != "" && c.checkFlags(xout, gout) != nil:
+		r.err = c.checkFlags(xout, gout).Error()
 	default:
 		r.pass = true
 	}
@@ -249,6 +317,60 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		r.capture = capFile
 	}
 	return r
+}
+
+// checkFlags checks the tables of a -a or -q cell: with -a the client prints a row
+// for every size from 2 to 2^23 bytes, in order, and a write/read_bw server one row,
+// its client's last; with -q each side lists its QPs and counts every QP's
+// iterations. xout and gout are xroce's and the guest's outputs.
+func (c cell) checkFlags(xout, gout string) error {
+	cli, srv := gout, xout
+	if c.xroceClient {
+		cli, srv = xout, gout
+	}
+	lat := strings.HasSuffix(c.tool, "_lat")
+	re := bwRe
+	if lat {
+		re = latRe
+	}
+	iters := c.iters()
+	if !lat {
+		iters *= c.qps()
+	}
+	rows := func(who, out string, sizes []int) error {
+		m := re.FindAllStringSubmatch(out, -1)
+		if len(m) != len(sizes) {
+			return fmt.Errorf("%s: %d table rows, want %d:\n%s", who, len(m), len(sizes), tail(out, 3000))
+		}
+		for i, r := range m {
+			if r[1] != fmt.Sprint(sizes[i]) || r[2] != fmt.Sprint(iters) {
+				return fmt.Errorf("%s: row %d %q, want %d bytes, %d iterations", who, i, strings.TrimSpace(r[0]), sizes[i], iters)
+			}
+		}
+		return nil
+	}
+	sizes := []int{c.size}
+	if c.all() {
+		sizes = nil
+		for i := 1; i < 24; i++ {
+			sizes = append(sizes, 1<<i)
+		}
+	}
+	if err := rows("client", cli, sizes); err != nil {
+		return err
+	}
+	if c.tool == "write_bw" || c.tool == "read_bw" {
+		sizes = sizes[len(sizes)-1:]
+	}
+	if err := rows("server", srv, sizes); err != nil {
+		return err
+	}
+	for who, out := range map[string]string{"client": cli, "server": srv} {
+		if !strings.Contains(out, fmt.Sprintf(" Number of qps   : %d\t\t", c.qps())) {
+			return fmt.Errorf("%s: not %d QPs in its header:\n%s", who, c.qps(), tail(out, 3000))
+		}
+	}
+	return nil
 }
 
 // verifier is the output of the side that checks the data with --verify: the
@@ -373,6 +495,19 @@ func matrix(full bool) []cell {
 		add(cell{tool: "pingpong", size: 4096, mtu: mtu, link: "xdp"})
 	}
 	add(cell{tool: "write_bw", size: 65536, mtu: 1500, link: "udp"})
+	// perftest's -a (every size in one connection) and -q 2 (two QPs), and the
+	// latency tests not covered above.
+	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+		add(cell{tool: tool, mtu: 1500, link: "xdp", flags: "-a"})
+	}
+	add(cell{tool: "write_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-q 2"})
+	add(cell{tool: "send_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-q 2"})
+	// The same through libibverbs on rdma_rxe, with --verify of every size and QP.
+	add(cell{tool: "write_bw", mtu: 1500, link: "xdp", verbs: true, flags: "-a"})
+	add(cell{tool: "read_bw", size: 65536, mtu: 1500, link: "xdp", verbs: true, flags: "-q 2"})
+	for _, tool := range []string{"read_lat", "send_lat"} {
+		add(cell{tool: tool, size: 64, mtu: 1500, link: "xdp"})
+	}
 	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
 		cells = append(cells, cell{tool: tool, size: 1 << 20, xroceClient: true, mtu: 1500, link: "xdp", fault: "loss2"})
 	}
@@ -469,6 +604,9 @@ func TestMatrix(t *testing.T) {
 		}
 		results = append(results, r)
 		t.Logf("%-4s %-40s xroce %-18s rxe %-18s (%d xroce frames ICRC-checked)", status, c, r.xroce, r.rxe, r.xroceFrames)
+		if c.flags != "" && r.pass { // both tables, row by row
+			t.Logf("xroce's rows:\n%s\nthe guest's rows:\n%s", tableRows(r.xout), tableRows(r.gout))
+		}
 	}
 	compareXchecks(t, xchecks)
 	var b strings.Builder

@@ -69,6 +69,6 @@ func FuzzHandshake(f *testing.F) {
 			b.Close()
 		}()
 		s := NewSession(a, false, BW, time.Second)
-		_, _, _ = s.Handshake(Dest{QPN: 0x12}, roce.MTU1024)
+		_, _, _ = s.Handshake([]Dest{{QPN: 0x12}}, roce.MTU1024)
 	})
 }

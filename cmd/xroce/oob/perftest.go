@@ -102,21 +102,26 @@ func ParseKey(msg []byte) (Dest, error) {
 // Kind selects the exchange sequence, which differs between perftest's tests.
 type Kind int
 
-// Exchange sequences, as the captures show them:
-//   - BW (write_bw, read_bw, atomic_bw): the key message 3 times before the test and
-//     once after it, the results block, the key message once more, then "done" from
-//     each side;
-//   - SendBW (send_bw): the key message 4 times before the test, once after it, then
-//     "done";
-//   - Lat (write_lat, send_lat): the key message 4 times, nothing after;
-//   - ReadLat (read_lat): the key message 4 times, then after the test perftest's
-//     ctx_close_connection: the key message and "done" (only the client reads, so the
-//     server must wait for it).
+// Exchange sequences of perftest 4.5+0.17 with q QPs (k0..kq-1 are the key
+// messages of QP 0..q-1; "k0" alone is a barrier), as the captures and live runs of
+// that perftest against itself on rdma_rxe show them (testdata/):
+//   - BW (write_bw, read_bw, atomic_bw): k0..kq-1, then the QPs move to RTR/RTS,
+//     k0..kq-1 again, k0; the test; then k0, the results block, k0, and "done" from
+//     each side. With -a (RUN_ALL) the client runs every size with no exchange in
+//     between, and the results block carries the last size;
+//   - SendBW (send_bw): k0..kq-1, RTR/RTS, k0, k0..kq-1, then before each size k0
+//     and the test; with -a also k0 after each size; then k0 and "done";
+//   - Lat (write_lat): k0..kq-1, RTR/RTS, k0, k0..kq-1, k0; nothing after the test,
+//     whatever the number of sizes;
+//   - ReadLat (read_lat) and SendLat (send_lat): as Lat, then after the test
+//     perftest's ctx_close_connection: k0 and "done"; send_lat has a k0 before
+//     every size after the first too (the receivers post their receives first).
 const (
 	BW Kind = iota
 	SendBW
 	Lat
 	ReadLat
+	SendLat
 )
 
 // Results is the results block a bw client sends its server: the message size, the
@@ -134,7 +139,11 @@ type Session struct {
 	client  bool
 	kind    Kind
 	timeout time.Duration
-	local   []byte // our key message
+	local   [][]byte // our key messages, one per QP
+	remote  []Dest   // the peer's, from the handshake
+	// RunAll is perftest's -a: the sequence of a run over every size (set it
+	// before Connect).
+	RunAll bool
 }
 
 // ErrVersion is wrapped by the error for a peer speaking another exchange version.
@@ -218,53 +227,84 @@ func (s *Session) ioErr(what string, err error) error {
 	return fmt.Errorf("oob: %s the exchange with %s: %w", what, s.conn.RemoteAddr(), err)
 }
 
-// Handshake exchanges versions, buffer and cache-line sizes, path MTUs and the key
-// messages. It returns the peer's Dest and path MTU. A peer with another version is
-// refused with an error naming both.
-func (s *Session) Handshake(local Dest, mtu roce.MTU) (Dest, roce.MTU, error) {
+// Handshake exchanges versions, buffer and cache-line sizes, path MTUs and one key
+// message per QP (perftest's first handshake loop). It returns the peer's Dests, one
+// per QP in order, and its path MTU. A peer with another version is refused with an
+// error naming both.
+func (s *Session) Handshake(local []Dest, mtu roce.MTU) ([]Dest, roce.MTU, error) {
+	if len(local) == 0 {
+		return nil, 0, errors.New("oob: no QP to exchange")
+	}
 	var ver [16]byte
 	copy(ver[:], Version)
 	in, err := s.xchg(ver[:], 0)
 	if err != nil {
-		return Dest{}, 0, err
+		return nil, 0, err
 	}
 	peer := string(bytes.TrimRight(in, "\x00"))
 	if peer != Version {
-		return Dest{}, 0, fmt.Errorf("oob: %w: the peer speaks %q, xroce speaks %q (perftest 4.5+0.17 as in Debian 12); use a matching perftest", ErrVersion, peer, Version)
+		return nil, 0, fmt.Errorf("oob: %w: the peer speaks %q, xroce speaks %q (perftest 4.5+0.17 as in Debian 12); use a matching perftest", ErrVersion, peer, Version)
 	}
 	var w [4]byte
 	binary.BigEndian.PutUint32(w[:], 4096) // cycle buffer
 	if _, err := s.xchg(w[:], 0); err != nil {
-		return Dest{}, 0, err
+		return nil, 0, err
 	}
 	binary.BigEndian.PutUint32(w[:], 64) // cache line
 	if _, err := s.xchg(w[:], 0); err != nil {
-		return Dest{}, 0, err
+		return nil, 0, err
 	}
 	in, err = s.xchg([]byte{'0' + byte(mtu), 0}, 0)
 	if err != nil {
-		return Dest{}, 0, err
+		return nil, 0, err
 	}
 	peerMTU := roce.MTU(in[0] - '0')
 	if !peerMTU.Valid() || in[1] != 0 {
-		return Dest{}, 0, fmt.Errorf("oob: the peer sent MTU %q, not an IB MTU enum", in)
+		return nil, 0, fmt.Errorf("oob: the peer sent MTU %q, not an IB MTU enum", in)
 	}
-	s.local = local.MarshalKey()
-	in, err = s.xchg(s.local, 0)
-	if err != nil {
-		return Dest{}, 0, err
+	s.local = s.local[:0]
+	for _, d := range local {
+		s.local = append(s.local, d.MarshalKey())
 	}
-	remote, err := ParseKey(in)
-	if err != nil {
-		return Dest{}, 0, err
+	remote := make([]Dest, len(local))
+	for i, k := range s.local {
+		in, err = s.xchg(k, 0)
+		if err != nil {
+			return nil, 0, err
+		}
+		if remote[i], err = ParseKey(in); err != nil {
+			return nil, 0, fmt.Errorf("%w (QP %d of %d: both sides need the same -q)", err, i+1, len(local))
+		}
 	}
+	s.remote = remote
 	return remote, peerMTU, nil
 }
 
-// Sync is a barrier: the key message exchanged again.
-func (s *Session) Sync() error {
-	_, err := s.xchg(s.local, 0)
-	return err
+// Sync is a barrier: the first QP's key message exchanged again.
+func (s *Session) Sync() error { return s.again(0) }
+
+// again exchanges QP i's key message again; the peer's must be the one it sent in
+// the handshake, or the two sides are out of step.
+func (s *Session) again(i int) error {
+	in, err := s.xchg(s.local[i], 0)
+	if err != nil {
+		return err
+	}
+	if d, err := ParseKey(in); err != nil || d != s.remote[i] {
+		return fmt.Errorf("oob: the peer's exchange is out of step: where its key message of QP %d belongs it sent %q; give both sides the same -q and -a", i+1, in)
+	}
+	return nil
+}
+
+// syncEach exchanges every QP's key message again, in order, as perftest's second
+// handshake loop does; a peer with another number of QPs shows here.
+func (s *Session) syncEach() error {
+	for i := range s.local {
+		if err := s.again(i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ExchangeResults sends (client) or receives (server) the results block; the server
@@ -286,7 +326,7 @@ func (s *Session) ExchangeResults(r Results) (Results, error) {
 }
 
 // Close ends the exchange as the test kind does and closes the connection: after
-// bandwidth tests and read_lat each side writes "done" (perftest's
+// bandwidth tests, read_lat and send_lat each side writes "done" (perftest's
 // ctx_close_connection writes it and closes without reading the peer's, so reading
 // it is best effort).
 func (s *Session) Close() error {
@@ -303,39 +343,65 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// Connect runs the part of the sequence before the test: handshake, then the
-// barriers around moving the QP to RTR and RTS (toRTS is called between them).
-func (s *Session) Connect(local Dest, mtu roce.MTU, toRTS func(remote Dest, mtu roce.MTU) error) (Dest, roce.MTU, error) {
+// Connect runs the part of the sequence before the test (before the first size with
+// -a): the handshake with one key message per QP, toRTS (which moves the QPs to RTR
+// and RTS, and posts the receives of the first size), then the barriers perftest
+// has before its test.
+func (s *Session) Connect(local []Dest, mtu roce.MTU, toRTS func(remote []Dest, mtu roce.MTU) error) ([]Dest, roce.MTU, error) {
 	remote, peerMTU, err := s.Handshake(local, mtu)
 	if err != nil {
-		return Dest{}, 0, err
+		return nil, 0, err
 	}
-	use := roce.MinMTU(mtu, peerMTU)
-	if err := toRTS(remote, use); err != nil {
-		return Dest{}, 0, err
+	if err := toRTS(remote, roce.MinMTU(mtu, peerMTU)); err != nil {
+		return nil, 0, err
 	}
-	// Barriers before the test: 2 for write/read/atomic bandwidth tests, 3 for
-	// send_bw and the latency tests (the captures show 3 and 4 key messages before
-	// the first RoCE frame).
-	syncs := 3
-	if s.kind == BW {
-		syncs = 2
+	// write/read/atomic bw: every key again, then k0; the others: k0, every key
+	// again, then k0 (for send_bw and send_lat the barrier before the first size).
+	steps := []func() error{s.syncEach, s.Sync}
+	if s.kind != BW {
+		steps = []func() error{s.Sync, s.syncEach, s.Sync}
 	}
-	for i := 0; i < syncs; i++ {
-		if err := s.Sync(); err != nil {
-			return Dest{}, 0, err
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, 0, err
 		}
 	}
 	return remote, peerMTU, nil
 }
 
-// Finish runs the part after the test: for bandwidth tests the barrier, the results
-// block (BW only), the closing barrier and "done"; latency tests just close.
+// NextSize runs what perftest exchanges between two sizes of a -a run: send_bw has
+// a barrier after each size and one before the next, send_lat one before the next;
+// the other tests none. prepare runs before the barrier that starts the next size
+// (receivers post their receives there).
+func (s *Session) NextSize(prepare func() error) error {
+	if s.kind == SendBW {
+		if err := s.Sync(); err != nil {
+			return err
+		}
+	}
+	if err := prepare(); err != nil {
+		return err
+	}
+	if s.kind == SendBW || s.kind == SendLat {
+		return s.Sync()
+	}
+	return nil
+}
+
+// Finish runs the part after the test (after the last size with -a): for write,
+// read and atomic bw the barrier, the results block, the closing barrier and "done";
+// send_bw (after its -a barrier), read_lat and send_lat a barrier and "done";
+// write_lat just closes.
 func (s *Session) Finish(r Results) (Results, error) {
 	switch s.kind {
 	case Lat:
 		return r, s.Close()
-	case ReadLat, SendBW: // perftest's ctx_close_connection: a barrier, then "done"
+	case SendBW, ReadLat, SendLat: // perftest's ctx_close_connection: a barrier, then "done"
+		if s.kind == SendBW && s.RunAll {
+			if err := s.Sync(); err != nil {
+				return Results{}, err
+			}
+		}
 		if err := s.Sync(); err != nil {
 			return Results{}, err
 		}

@@ -2,8 +2,9 @@ package oob
 
 import (
 	"bytes"
-	"github.com/xroce/xroce/test/captures"
+	"encoding/binary"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,12 +14,23 @@ import (
 
 	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/captures"
 )
 
 // message is one TCP payload of an out-of-band exchange.
 type message struct {
 	fromClient bool
 	data       []byte
+}
+
+// capturePath finds a capture: the shared rdma_rxe captures by name, or this
+// package's testdata/ (perftest against itself, recorded by test/interop's
+// TestRecordExchange) for names starting with testdata/.
+func capturePath(t *testing.T, file string) string {
+	if strings.HasPrefix(file, "testdata/") {
+		return file
+	}
+	return captures.Path(t, file)
 }
 
 // exchange returns the TCP port-18515 payloads of the first connection of a capture.
@@ -28,10 +40,10 @@ func exchange(t *testing.T, file string) []message {
 }
 
 // exchangeAndTest also returns how many of those messages come before the first
-// RoCE frame, i.e. before the test runs.
+// RoCE frame, i.e. before the test runs (-1 for a capture without RoCE frames).
 func exchangeAndTest(t *testing.T, file string) ([]message, int) {
 	t.Helper()
-	frames, err := pcap.ReadFile(captures.Path(t, file))
+	frames, err := pcap.ReadFile(capturePath(t, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,16 +113,41 @@ func readFull(c net.Conn, b []byte) (int, error) {
 	return n, nil
 }
 
+// keysOf returns one side's key messages of the handshake, one per QP: the first
+// qps key messages it sent.
+func keysOf(msgs []message, client bool, qps int) [][]byte {
+	var keys [][]byte
+	for _, m := range msgs {
+		if m.fromClient == client && len(m.data) == keyMsgLen && len(keys) < qps {
+			keys = append(keys, m.data)
+		}
+	}
+	return keys
+}
+
 // checkShape asserts xroce sent what perftest would: identical bytes for fixed
-// messages, a well-formed key message where the capture has one, and 8-byte words
-// for the results block.
-func checkShape(t *testing.T, ours Dest) func(i int, want, got []byte) {
-	return func(i int, want, got []byte) {
+// messages; where the captured side sent the key message of its QP j, our key
+// message of QP j; 8-byte words for the results block.
+func checkShape(t *testing.T, ours []Dest, theirs [][]byte) func(i int, want, got []byte) {
+	var check func(i int, want, got []byte)
+	check = func(i int, want, got []byte) {
+		if len(want) > keyMsgLen && want[keyMsgLen-1] == 0 && bytes.Count(want[:keyMsgLen], []byte(":")) == 23 {
+			// A key message and what followed it in one segment ("done").
+			check(i, want[:keyMsgLen], got[:keyMsgLen])
+			check(i, want[keyMsgLen:], got[keyMsgLen:])
+			return
+		}
 		switch len(want) {
 		case keyMsgLen:
-			d, err := ParseKey(got)
-			if err != nil || d != ours || !bytes.Equal(got, ours.MarshalKey()) {
-				t.Errorf("message %d: key %q (%v), want our own %q", i, got, err, ours.MarshalKey())
+			j := 0
+			for j < len(theirs) && !bytes.Equal(theirs[j], want) {
+				j++
+			}
+			if j == len(theirs) {
+				t.Fatalf("message %d: the capture has a key message of no QP of its handshake: %q", i, want)
+			}
+			if d, err := ParseKey(got); err != nil || d != ours[j] || !bytes.Equal(got, ours[j].MarshalKey()) {
+				t.Errorf("message %d: key %q (%v), want our own of QP %d %q", i, got, err, j, ours[j].MarshalKey())
 			}
 		case 8: // results word: values are ours
 		default:
@@ -119,26 +156,86 @@ func checkShape(t *testing.T, ours Dest) func(i int, want, got []byte) {
 			}
 		}
 	}
+	return check
 }
 
 var ourDest = Dest{OutReads: 1, QPN: 0x123, PSN: 0xabcdef, RKey: 0x4455, VAddr: 0x7f00deadb000,
 	GID: roce.GIDFromAddr(mustAddr("10.77.0.12"))}
 
+// ourDests are the key messages of qps QPs.
+func ourDests(qps int) []Dest {
+	d := make([]Dest, qps)
+	for i := range d {
+		d[i] = ourDest
+		d[i].QPN += uint32(i)
+		d[i].PSN -= uint32(i * 0x1111)
+		d[i].VAddr += uint64(i) * 0x1000
+	}
+	return d
+}
+
+// exchangeCase is one captured perftest exchange: the rdma_rxe captures (one QP,
+// one size) and perftest against itself with -q 2 and -a (testdata/).
+type exchangeCase struct {
+	file string
+	kind Kind
+	qps  int
+	all  bool
+}
+
+var exchangeCases = []exchangeCase{
+	{"ib_write_bw.pcap", BW, 1, false}, {"ib_read_bw.pcap", BW, 1, false}, {"ib_send_bw.pcap", SendBW, 1, false},
+	{"ib_atomic_bw.pcap", BW, 1, false}, {"ib_write_lat.pcap", Lat, 1, false},
+	{"testdata/ib_write_bw_q2.pcap", BW, 2, false}, {"testdata/ib_write_bw_a.pcap", BW, 1, true},
+	{"testdata/ib_read_bw_q2.pcap", BW, 2, false}, {"testdata/ib_read_bw_a.pcap", BW, 1, true},
+	{"testdata/ib_atomic_bw_q2.pcap", BW, 2, false},
+	{"testdata/ib_send_bw_q2.pcap", SendBW, 2, false}, {"testdata/ib_send_bw_a.pcap", SendBW, 1, true},
+	{"testdata/ib_send_bw_q2_a.pcap", SendBW, 2, true},
+	{"testdata/ib_write_lat_a.pcap", Lat, 1, true}, {"testdata/ib_read_lat_a.pcap", ReadLat, 1, true},
+	{"testdata/ib_send_lat.pcap", SendLat, 1, false}, {"testdata/ib_send_lat_a.pcap", SendLat, 1, true},
+}
+
+// sizes is how many sizes the case runs: perftest's -a runs 23.
+func (c exchangeCase) sizes() int {
+	if c.all {
+		return 23
+	}
+	return 1
+}
+
+// play runs xroce's side of the whole exchange as perf.go does: Connect, NextSize
+// between the sizes, Finish.
+func (c exchangeCase) play(t *testing.T, s *Session, toRTS func([]Dest, roce.MTU) error, afterConnect func()) ([]Dest, roce.MTU, Results) {
+	t.Helper()
+	s.RunAll = c.all
+	remote, peerMTU, err := s.Connect(ourDests(c.qps), roce.MTU1024, toRTS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if afterConnect != nil {
+		afterConnect()
+	}
+	prepared := 0
+	for k := 1; k < c.sizes(); k++ {
+		if err := s.NextSize(func() error { prepared++; return nil }); err != nil {
+			t.Fatalf("before size %d: %v", k+1, err)
+		}
+	}
+	if prepared != c.sizes()-1 {
+		t.Errorf("NextSize prepared %d sizes, want %d", prepared, c.sizes()-1)
+	}
+	res, err := s.Finish(Results{Size: 64, Iters: 5, PeakBW: 1, AvgBW: 1, MsgRate: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return remote, peerMTU, res
+}
+
 // TestClientAgainstCapturedServer: xroce's client role against the server side of
 // each captured perftest exchange.
 func TestClientAgainstCapturedServer(t *testing.T) {
-	for _, c := range []struct {
-		file string
-		kind Kind
-		peer Dest // the captured server's key message
-	}{
-		{"ib_write_bw.pcap", BW, Dest{OutReads: 1, QPN: 0x11, PSN: 0x31856d, RKey: 0x28e, VAddr: 0x564da7911000, GID: roce.GIDFromAddr(mustAddr("10.77.0.11"))}},
-		{"ib_read_bw.pcap", BW, Dest{OutReads: 0x80, QPN: 0x13, PSN: 0x3f6f0f, RKey: 0x436, VAddr: 0x5653c13fa000, GID: roce.GIDFromAddr(mustAddr("10.77.0.11"))}},
-		{"ib_send_bw.pcap", SendBW, Dest{OutReads: 1, QPN: 0x15, PSN: 0xb00ba2, VAddr: 0x55642a26c000, GID: roce.GIDFromAddr(mustAddr("10.77.0.11"))}},
-		{"ib_atomic_bw.pcap", BW, Dest{OutReads: 0x80, QPN: 0x1f, PSN: 0x6e80e8, RKey: 0x101c, VAddr: 0x55b64eac5000, GID: roce.GIDFromAddr(mustAddr("10.77.0.11"))}},
-		{"ib_write_lat.pcap", Lat, Dest{OutReads: 1, QPN: 0x17, PSN: 0xe2b93a, RKey: 0x8a2, VAddr: 0x564013697000, GID: roce.GIDFromAddr(mustAddr("10.77.0.11"))}},
-	} {
-		t.Run(c.file, func(t *testing.T) {
+	for _, c := range exchangeCases {
+		t.Run(strings.TrimPrefix(c.file, "testdata/"), func(t *testing.T) {
 			msgs, beforeTest := exchangeAndTest(t, c.file)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -153,7 +250,7 @@ func TestClientAgainstCapturedServer(t *testing.T) {
 				if err != nil {
 					return
 				}
-				script(t, msgs, false, conn, checkShape(t, ourDest), &progress)
+				script(t, msgs, false, conn, checkShape(t, ourDests(c.qps), keysOf(msgs, true, c.qps)), &progress)
 			}()
 			conn, err := Dial(ln.Addr().String(), 5*time.Second)
 			if err != nil {
@@ -161,72 +258,78 @@ func TestClientAgainstCapturedServer(t *testing.T) {
 			}
 			s := NewSession(conn, true, c.kind, 5*time.Second)
 			var gotMTU roce.MTU
-			remote, peerMTU, err := s.Connect(ourDest, roce.MTU1024, func(r Dest, m roce.MTU) error { gotMTU = m; return nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if remote != c.peer || peerMTU != roce.MTU1024 || gotMTU != roce.MTU1024 {
-				t.Errorf("parsed the peer as %+v MTU %v, want %+v", remote, peerMTU, c.peer)
-			}
 			// The test starts where the capture's first RoCE frame is: after exactly
 			// the messages perftest exchanged before it.
-			time.Sleep(50 * time.Millisecond)
-			if got := int(progress.Load()); got != beforeTest {
-				t.Errorf("Connect returned after %d messages; perftest starts the test after %d", got, beforeTest)
+			afterConnect := func() {
+				time.Sleep(50 * time.Millisecond)
+				if got := int(progress.Load()); beforeTest >= 0 && got != beforeTest {
+					t.Errorf("Connect returned after %d messages; perftest starts the test after %d", got, beforeTest)
+				}
 			}
-			if _, err := s.Finish(Results{Size: 64, Iters: 5, PeakBW: 1, AvgBW: 1, MsgRate: 0.1}); err != nil {
-				t.Fatal(err)
+			remote, peerMTU, _ := c.play(t, s, func(r []Dest, m roce.MTU) error { gotMTU = m; return nil }, afterConnect)
+			keys := keysOf(msgs, false, c.qps)
+			for i := range c.qps {
+				if want, err := ParseKey(keys[i]); err != nil || remote[i] != want {
+					t.Errorf("parsed the peer's QP %d as %+v, want %+v (%v)", i, remote[i], want, err)
+				}
+			}
+			if len(remote) != c.qps || peerMTU != roce.MTU1024 || gotMTU != roce.MTU1024 {
+				t.Errorf("%d peer QPs, MTU %v %v", len(remote), peerMTU, gotMTU)
 			}
 			<-done
+			if got := int(progress.Load()); got != len(msgs) {
+				t.Errorf("the exchange stopped after %d of %d messages", got, len(msgs))
+			}
 		})
 	}
 }
 
 // TestServerAgainstCapturedClient: xroce's server role against the client side; the
-// server reads the client's results block.
+// server reads the client's results block (the last size's with -a).
 func TestServerAgainstCapturedClient(t *testing.T) {
-	for _, c := range []struct {
-		file  string
-		kind  Kind
-		iters uint64
-		size  uint64
-	}{
-		{"ib_write_bw.pcap", BW, 5, 64}, {"ib_read_bw.pcap", BW, 5, 64}, {"ib_send_bw.pcap", SendBW, 0, 0},
-		{"ib_atomic_bw.pcap", BW, 5, 8}, {"ib_write_lat.pcap", Lat, 0, 0},
-	} {
-		t.Run(c.file, func(t *testing.T) {
+	for _, c := range exchangeCases {
+		t.Run(strings.TrimPrefix(c.file, "testdata/"), func(t *testing.T) {
 			msgs := exchange(t, c.file)
+			var words []uint64 // the client's results block
+			for _, m := range msgs {
+				if m.fromClient && len(m.data) == 8 {
+					words = append(words, binary.BigEndian.Uint64(m.data))
+				}
+			}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ln.Close()
+			var progress atomic.Int32
+			done := make(chan struct{})
 			go func() {
+				defer close(done)
 				conn, err := net.Dial("tcp", ln.Addr().String())
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				script(t, msgs, true, conn, checkShape(t, ourDest))
+				script(t, msgs, true, conn, checkShape(t, ourDests(c.qps), keysOf(msgs, false, c.qps)), &progress)
 			}()
 			conn, err := ln.Accept()
 			if err != nil {
 				t.Fatal(err)
 			}
 			s := NewSession(conn, false, c.kind, 5*time.Second)
-			remote, _, err := s.Connect(ourDest, roce.MTU1024, func(Dest, roce.MTU) error { return nil })
-			if err != nil {
-				t.Fatal(err)
+			remote, _, res := c.play(t, s, func([]Dest, roce.MTU) error { return nil }, nil)
+			keys := keysOf(msgs, true, c.qps)
+			for i := range c.qps {
+				if want, err := ParseKey(keys[i]); err != nil || remote[i] != want {
+					t.Errorf("parsed the client's QP %d as %+v, want %+v (%v)", i, remote[i], want, err)
+				}
 			}
-			if remote.GID != roce.GIDFromAddr(mustAddr("10.77.0.12")) || remote.QPN == 0 || remote.PSN == 0 {
-				t.Errorf("parsed the client as %+v", remote)
+			if c.kind == BW && (len(words) != 5 || res.Size != words[0] || res.Iters != words[1] || res.AvgBW <= 0 || res.MsgRate <= 0) {
+				t.Errorf("results block %+v, the client sent %v", res, words)
 			}
-			res, err := s.Finish(Results{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.kind == BW && (res.Size != c.size || res.Iters != c.iters || res.AvgBW <= 0 || res.MsgRate <= 0) {
-				t.Errorf("results block %+v", res)
+			<-done
+			if got := int(progress.Load()); got != len(msgs) {
+				t.Errorf("the exchange stopped after %d of %d messages", got, len(msgs))
 			}
 		})
 	}
@@ -242,7 +345,7 @@ func TestVersionRefused(t *testing.T) {
 		b.Close()
 	}()
 	s := NewSession(a, true, BW, time.Second)
-	_, _, err := s.Handshake(ourDest, roce.MTU1024)
+	_, _, err := s.Handshake([]Dest{ourDest}, roce.MTU1024)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte(`"6.28"`)) || !bytes.Contains([]byte(err.Error()), []byte(`"6.06"`)) {
 		t.Fatalf("error %v: want both versions named", err)
 	}
@@ -271,5 +374,40 @@ func TestDialErrors(t *testing.T) {
 	ln.Close()
 	if _, err := Dial(addr, time.Second); err == nil || !bytes.Contains([]byte(err.Error()), []byte("refused the connection")) {
 		t.Errorf("refused: %v", err)
+	}
+}
+
+// TestQPCountMismatch: sides with different -q find out in the exchange, and say so,
+// instead of connecting QPs to the wrong peers.
+func TestQPCountMismatch(t *testing.T) {
+	for _, kind := range []Kind{BW, SendBW} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srvErr := make(chan error, 1)
+		go func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				srvErr <- err
+				return
+			}
+			_, _, err = NewSession(conn, false, kind, 2*time.Second).Connect(ourDests(2), roce.MTU1024, func([]Dest, roce.MTU) error { return nil })
+			conn.Close()
+			srvErr <- err
+		}()
+		conn, err := Dial(ln.Addr().String(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = NewSession(conn, true, kind, 2*time.Second).Connect(ourDests(1), roce.MTU1024, func([]Dest, roce.MTU) error { return nil })
+		conn.Close()
+		if err == nil || !strings.Contains(err.Error(), "same -q") {
+			t.Errorf("kind %d: client with 1 QP against 2: %v", kind, err)
+		}
+		if err := <-srvErr; err == nil {
+			t.Errorf("kind %d: the server with 2 QPs connected to a client with 1", kind)
+		}
+		ln.Close()
 	}
 }
