@@ -35,6 +35,10 @@ func TestErrorMessages(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	out, err := runIn(n.NsA, "write_bw", "-d", n.IfA, "-x", "7")
 	wantErr(t, "GID index out of range", out, err, "GID index 7 out of range", "  1  ::ffff:10.79.0.1", "use -x")
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-D", "-1")
+	wantErr(t, "negative duration", out, err, "-D -1: the duration is in seconds")
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--busy-poll", "-1s")
+	wantErr(t, "negative busy poll", out, err, "--busy-poll -1s: 0 (never) or a positive duration")
 	out, err = runIn(n.NsA, "pingpong", "-d", n.IfA, "-g", "7")
 	wantErr(t, "pingpong GID index out of range", out, err, "GID index 7 out of range", "use -g with one of these")
 

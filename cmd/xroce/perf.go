@@ -78,7 +78,7 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
 	addProviderFlags(fs, &o.linkOptions)
 	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
-	fs.StringVar(&o.xdpMode, "xdp-mode", "native", "XDP attach mode: native, generic or auto")
+	fs.StringVar(&o.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 	addPcapFlags(fs, &o.pcap)
@@ -107,6 +107,10 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 		return nil, fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
 	case name == "atomic_bw" && o.size != 8:
 		return nil, fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
+	case o.duration < 0:
+		return nil, fmt.Errorf("-D %d: the duration is in seconds, at least 1", o.duration)
+	case o.busyPoll < 0:
+		return nil, fmt.Errorf("--busy-poll %v: 0 (never) or a positive duration", o.busyPoll)
 	case o.iters <= 0 || o.txDepth <= 0:
 		return nil, fmt.Errorf("-n and -t must be positive")
 	case o.tclass < 0 || o.tclass > 255:
@@ -118,7 +122,7 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	case o.qpTimeout < 0 || o.qpTimeout > 31:
 		return nil, fmt.Errorf("-u %d: the QP timeout is 0..31", o.qpTimeout)
 	case o.inline < 0 || o.inline > transport.MaxInline:
-		return nil, fmt.Errorf("-I %d: at most %d", o.inline, transport.MaxInline)
+		return nil, fmt.Errorf("-I %d: the inline size is 0..%d", o.inline, transport.MaxInline)
 	}
 	if _, err := o.pcap.tapOptions(); err != nil {
 		return nil, err
@@ -537,12 +541,22 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 	if n := c.cq.Poll(wcs); n > 0 {
 		return n, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	if err := c.cq.Wait(ctx); err != nil {
-		return 0, fmt.Errorf("no completion for %v: the peer is not answering; check that both sides were given the same -n and -s, the GID index (-x), the path MTU (-m), and that UDP port 4791 is open", limit)
+	// A long message (hundreds of MiB) may take longer than limit to complete: the
+	// wait goes on while frames still arrive (rcvd_pkts moves).
+	moving := func() uint64 { return c.env.prov.Counters()["rcvd_pkts"] }
+	for seen := moving(); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		err := c.cq.Wait(ctx)
+		cancel()
+		if err == nil {
+			return c.cq.Poll(wcs), nil
+		}
+		if now := moving(); now != seen {
+			seen = now
+			continue
+		}
+		return 0, fmt.Errorf("no completion for %v and no frame from the peer: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (-x), the path MTU (-m), and that UDP port 4791 is open", limit)
 	}
-	return c.cq.Poll(wcs), nil
 }
 
 // runBW runs one size of a bandwidth test: the client posts on every QP, -n work
@@ -859,7 +873,7 @@ func checkData(what string, got, want []byte) error {
 	for i < len(want) && got[i] == want[i] {
 		i++
 	}
-	return fmt.Errorf("verify: %s: %d bytes differ from byte %d", what, len(want), i)
+	return fmt.Errorf("verify: %s: %d bytes differ from byte %d (both sides need --verify: without it the sender sends no pattern)", what, len(want), i)
 }
 
 // checkLatWrite checks the peer's last write_lat message: the pattern, and the

@@ -35,7 +35,7 @@ func pingpong(args []string, w io.Writer) error {
 	fs.BoolP("events", "e", false, "sleep on CQ events (accepted; xroce always can)")
 	addProviderFlags(fs, &lo)
 	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp or udp")
-	fs.StringVar(&lo.xdpMode, "xdp-mode", "native", "XDP attach mode")
+	fs.StringVar(&lo.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
 	addPcapFlags(fs, &lo.pcap)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {

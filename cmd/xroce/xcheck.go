@@ -35,7 +35,7 @@ func crosscheck(args []string, w io.Writer) error {
 	counters := fs.Bool("counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 	addProviderFlags(fs, &lo)
 	fs.StringVar(&lo.link, "link", "xdp", "datapath of the engine: xdp or udp")
-	fs.StringVar(&lo.xdpMode, "xdp-mode", "native", "XDP attach mode")
+	fs.StringVar(&lo.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
 	addPcapFlags(fs, &lo.pcap)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
