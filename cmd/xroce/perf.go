@@ -543,7 +543,12 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 	}
 	// A long message (hundreds of MiB) may take longer than limit to complete: the
 	// wait goes on while frames still arrive (rcvd_pkts moves).
-	moving := func() uint64 { return c.env.prov.Counters()["rcvd_pkts"] }
+	moving := func() uint64 {
+		if c.env == nil {
+			return 0
+		}
+		return c.env.prov.Counters()["rcvd_pkts"]
+	}
 	for seen := moving(); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
 		err := c.cq.Wait(ctx)

@@ -131,7 +131,7 @@ func pingpong(args []string, w io.Writer) error {
 		}
 		pendingSend = true
 	}
-	c := &conn{cq: cq}
+	c := &conn{cq: cq, env: e}
 	wcs := make([]transport.WorkCompletion, 16)
 	for scnt < *iters || rcnt < *iters {
 		n, err := c.waitCQ(wcs, 30*time.Second)
