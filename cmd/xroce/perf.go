@@ -76,12 +76,9 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
 	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", 14, "local ACK timeout: 4.096 µs × 2^u")
 	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
-	addProviderFlags(fs, &o.linkOptions)
-	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
-	fs.StringVar(&o.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
+	addLinkFlags(fs, &o.linkOptions)
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
-	addPcapFlags(fs, &o.pcap)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, errUsage

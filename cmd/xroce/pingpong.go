@@ -33,10 +33,7 @@ func pingpong(args []string, w io.Writer) error {
 	iters := fs.IntP("iters", "n", 1000, "exchanges")
 	fs.IntP("sl", "l", 0, "service level (no meaning on RoCE; accepted)")
 	fs.BoolP("events", "e", false, "sleep on CQ events (accepted; xroce always can)")
-	addProviderFlags(fs, &lo)
-	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp or udp")
-	fs.StringVar(&lo.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
-	addPcapFlags(fs, &lo.pcap)
+	addLinkFlags(fs, &lo)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errUsage

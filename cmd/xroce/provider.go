@@ -84,14 +84,18 @@ func (e *engine) CreateQP(send, recv compQueue, cap transport.QPCap) (queuePair,
 	return e.pd.CreateQP(transport.QPInitAttr{SendCQ: s, RecvCQ: r, Cap: cap})
 }
 
-// addProviderFlags adds --provider and the engine's --busy-poll.
-func addProviderFlags(fs *pflag.FlagSet, o *linkOptions) {
+// addLinkFlags adds the flags that choose the provider and the engine's link:
+// --provider, --busy-poll, --link, --xdp-mode and the --pcap flags.
+func addLinkFlags(fs *pflag.FlagSet, o *linkOptions) {
 	help := "engine: xroce's pure-Go engine on -d's interface; verbs: libibverbs on the RDMA device -d (an HCA or rdma_rxe)"
 	if !verbsBuilt {
 		help += " (not in this build: make verbs)"
 	}
 	fs.StringVar(&o.provider, "provider", "engine", help)
 	fs.DurationVar(&o.busyPoll, "busy-poll", transport.DefaultBusyPoll, "engine: keep polling the link this long after the last frame before sleeping (0: never)")
+	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
+	fs.StringVar(&o.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
+	addPcapFlags(fs, &o.pcap)
 }
 
 // printCounters prints the counters that moved since before, sorted by name, as

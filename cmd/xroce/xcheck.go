@@ -33,10 +33,7 @@ func crosscheck(args []string, w io.Writer) error {
 	port := fs.IntP("port", "p", oob.DefaultPort, "TCP port of the exchange")
 	mtu := fs.IntP("mtu", "m", 0, "path MTU (default: the largest the port carries)")
 	counters := fs.Bool("counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
-	addProviderFlags(fs, &lo)
-	fs.StringVar(&lo.link, "link", "xdp", "datapath of the engine: xdp or udp")
-	fs.StringVar(&lo.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
-	addPcapFlags(fs, &lo.pcap)
+	addLinkFlags(fs, &lo)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errUsage

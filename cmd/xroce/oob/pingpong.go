@@ -81,15 +81,18 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 		}
 		return b, nil
 	}
-	if client {
-		if err := write(local.Marshal()); err != nil {
-			return PingpongDest{}, err
-		}
+	readPeer := func() (PingpongDest, error) {
 		in, err := read(pingpongMsgLen)
 		if err != nil {
 			return PingpongDest{}, err
 		}
-		peer, err := ParsePingpong(in)
+		return ParsePingpong(in)
+	}
+	if client {
+		if err := write(local.Marshal()); err != nil {
+			return PingpongDest{}, err
+		}
+		peer, err := readPeer()
 		if err != nil {
 			return PingpongDest{}, err
 		}
@@ -98,11 +101,7 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 		}
 		return peer, connect(peer)
 	}
-	in, err := read(pingpongMsgLen)
-	if err != nil {
-		return PingpongDest{}, err
-	}
-	peer, err := ParsePingpong(in)
+	peer, err := readPeer()
 	if err != nil {
 		return PingpongDest{}, err
 	}
