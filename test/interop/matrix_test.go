@@ -99,7 +99,7 @@ type result struct {
 }
 
 var (
-	bwRe  = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	bwRe = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	// perftest prints inf and -nan when its cycle-to-µs calibration fails (seen
 	// under TCG on a loaded host): still a table, the exchange done.
 	latRe = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)` + strings.Repeat(`\s+([\d.]+|inf|-?nan)`, 7) + `\s*$`)
