@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 )
@@ -46,12 +47,16 @@ func usage() {
 	for _, n := range names {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintf(os.Stderr, "\n'xroce COMMAND --help' lists a command's flags.\n")
+	fmt.Fprintf(os.Stderr, "\n'xroce COMMAND --help' lists a command's flags; 'xroce --version' the build.\n")
 }
 
 func main() {
 	defer startCPUProfile()()
 	handleSignals()
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "version") {
+		fmt.Println(version())
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()
 		os.Exit(2)
@@ -73,3 +78,27 @@ func main() {
 }
 
 var errUsage = errors.New("usage")
+
+// version describes the build: the VCS revision Go stamped into the binary, whether
+// the tree was modified, the Go version, and whether the verbs provider is in.
+func version() string {
+	rev, dirty, gover := "unknown", "", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		gover = bi.GoVersion
+		for _, st := range bi.Settings {
+			switch st.Key {
+			case "vcs.revision":
+				rev = st.Value
+			case "vcs.modified":
+				if st.Value == "true" {
+					dirty = " (modified)"
+				}
+			}
+		}
+	}
+	prov := "engine"
+	if verbsBuilt {
+		prov += ", verbs"
+	}
+	return fmt.Sprintf("xroce %s%s, %s, providers: %s", rev, dirty, gover, prov)
+}

@@ -40,3 +40,12 @@ func TestDefaultBuildIsPureGo(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion: xroce --version names the build's providers; the default build has
+// only the engine.
+func TestVersion(t *testing.T) {
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "xroce ") || !strings.HasSuffix(string(out), ", providers: engine\n") {
+		t.Fatalf("%v: %q", err, out)
+	}
+}
