@@ -596,7 +596,10 @@ func TestMatrix(t *testing.T) {
 			lab.Guest("killall -9 ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ibv_rc_pingpong xroce-verbs 2>/dev/null; true")(10 * time.Second)
 			// A guest that stopped answering (rdma_rxe wedged or the kernel died)
 			// is replaced, so one failure does not fail every later cell.
-			if _, rc, err := lab.Guest("true")(10 * time.Second); err != nil || rc != 0 {
+			// Its network can die while its command channel lives (rdma_rxe wedged
+			// under READ retries with loss, twice in this project's runs): ping it.
+			pingErr := exec.Command("ip", "netns", "exec", lab.NS, "ping", "-c", "2", "-W", "2", lab.GuestIP.String()).Run()
+			if _, rc, err := lab.Guest("true")(10 * time.Second); err != nil || rc != 0 || pingErr != nil {
 				r.err += "\nthe guest stopped answering; its console ends with:\n" + tail(lab.Console(), 2000)
 				mu.Lock()
 				lab.Close()
