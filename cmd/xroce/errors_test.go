@@ -39,6 +39,15 @@ func TestErrorMessages(t *testing.T) {
 	wantErr(t, "negative duration", out, err, "-D -1: the duration is in seconds")
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--busy-poll", "-1s")
 	wantErr(t, "negative busy poll", out, err, "--busy-poll -1s: 0 (never) or a positive duration")
+	// crosscheck and --provider refuse bad values with what they take.
+	out, err = runIn(n.NsA, "crosscheck", "-d", n.IfA, "-m", "1000")
+	wantErr(t, "crosscheck -m", out, err, "-m 1000")
+	out, err = runIn(n.NsA, "crosscheck", "-d", n.IfA, "10.0.0.1", "10.0.0.2")
+	wantErr(t, "crosscheck two addresses", out, err, "one server address at most")
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--provider", "bogus")
+	wantErr(t, "unknown provider", out, err, `--provider "bogus": want engine (xroce's own) or verbs (libibverbs)`)
+	out, err = runIn(n.NsA, "write_bw", "-d", "rxe0", "--provider", "verbs")
+	wantErr(t, "verbs not built", out, err, "built without libibverbs; build it with `make verbs`")
 	out, err = runIn(n.NsA, "pingpong", "-d", n.IfA, "-g", "7")
 	wantErr(t, "pingpong GID index out of range", out, err, "GID index 7 out of range", "use -g with one of these")
 

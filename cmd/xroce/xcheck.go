@@ -43,6 +43,11 @@ func crosscheck(args []string, w io.Writer) error {
 	if fs.NArg() > 1 {
 		return fmt.Errorf("one server address at most")
 	}
+	if *mtu != 0 {
+		if _, err := roce.MTUFromBytes(*mtu); err != nil {
+			return fmt.Errorf("-m %d: %v", *mtu, err)
+		}
+	}
 	client := fs.NArg() == 1
 	e, err := openEnv(lo)
 	if err != nil {
@@ -55,9 +60,7 @@ func crosscheck(args []string, w io.Writer) error {
 	}
 	ourMTU := e.prov.MaxMTU()
 	if *mtu != 0 {
-		if ourMTU, err = roce.MTUFromBytes(*mtu); err != nil {
-			return fmt.Errorf("-m %d: %v", *mtu, err)
-		}
+		ourMTU, _ = roce.MTUFromBytes(*mtu) // checked before the link opened
 	}
 	x, err := newXcheck(e, client)
 	if err != nil {
