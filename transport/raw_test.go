@@ -505,3 +505,80 @@ func TestReadGapSlowResponder(t *testing.T) {
 		t.Errorf("counters %v", r.e.counters())
 	}
 }
+
+// TestReadGapLaterReadsStreaming: two READs are outstanding and a response packet
+// of the first goes missing. The responder (rdma_rxe under TCG) first streams the
+// rest of the first READ and then the whole first answer of the second, all
+// discarded by the requester, for longer than retry_cnt+1 timeouts. Every response
+// restarts the retransmit timer, as in rxe_comp.c: the requester asks again once,
+// go-back-N (the first READ from the gap, the second whole), never times out,
+// and completes both from the answers to the requests asked again.
+func TestReadGapLaterReadsStreaming(t *testing.T) {
+	r := newRaw(t, 100, 500, pairConfig{retryCnt: 2, timeout: 10}) // 4.2 ms
+	const n = 20                                                   // packets per READ
+	src := make([]byte, 2*n*1024)
+	fill(src, 13)
+	for k := range 2 {
+		must(t, postSend(r.e, transport.SendWR{WRID: uint64(k + 1), Opcode: transport.WR_RDMA_READ,
+			SGList: sge(r.e, k*n*1024, n*1024), Flags: transport.SendSignaled,
+			RemoteAddr: 0x5000 + uint64(k*n*1024), RKey: 0x1234}))
+	}
+	expect(t, "read requests", r.step(), roce.RC_RDMA_READ_REQUEST, 100, roce.RC_RDMA_READ_REQUEST, 100+n)
+	// resp sends packet i of READ k's answer, which starts at packet from.
+	resp := func(k, i, from int) {
+		op := roce.RC_RDMA_READ_RESPONSE_MIDDLE // also the start of an answer from the middle, as rdma_rxe sends it
+		switch {
+		case i == n-1:
+			op = roce.RC_RDMA_READ_RESPONSE_LAST
+		case i == 0:
+			op = roce.RC_RDMA_READ_RESPONSE_FIRST
+		}
+		off := (k*n + i) * 1024
+		r.send(op, uint32(100+k*n+i), func(p *roce.Packet) {
+			p.Payload = src[off : off+1024]
+			p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: uint32(k + 1)}
+		})
+	}
+	resp(0, 0, 0)
+	resp(0, 1, 0) // 2 is lost
+	resp(0, 3, 0)
+	out := r.step()
+	expect(t, "asked again from the gap, go-back-N", out, roce.RC_RDMA_READ_REQUEST, 102, roce.RC_RDMA_READ_REQUEST, 100+n)
+	if out[0].RETH.VA != 0x5000+2*1024 || out[0].RETH.DMALen != (n-2)*1024 || out[1].RETH.VA != 0x5000+n*1024 || out[1].RETH.DMALen != n*1024 {
+		t.Fatalf("RETHs %+v %+v", out[0].RETH, out[1].RETH)
+	}
+	// The rest of the first READ's answer, then the second's, a packet every 2 ms:
+	// 70 ms in all, well past retry_cnt+1 timeouts of 4.2 ms.
+	for k, from := range []int{4, 0} {
+		for i := from; i < n; i++ {
+			r.clock.Advance(2 * time.Millisecond)
+			resp(k, i, 0)
+			if out := r.step(); len(out) != 0 {
+				t.Fatalf("after response %d of READ %d: sent %v while the first answers are still coming", i, k+1, summary(out))
+			}
+		}
+	}
+	// The answers to the requests asked again.
+	for i := 2; i < n; i++ {
+		resp(0, i, 2)
+	}
+	for i := 0; i < n; i++ {
+		resp(1, i, 0)
+	}
+	r.step()
+	wcs := r.wcs()
+	if len(wcs) != 2 {
+		t.Fatalf("completions %+v, counters %v", wcs, r.e.counters())
+	}
+	checkWC(t, wcs[0], 1, transport.WC_SUCCESS, transport.WC_RDMA_READ, n*1024)
+	checkWC(t, wcs[1], 2, transport.WC_SUCCESS, transport.WC_RDMA_READ, n*1024)
+	checkBytes(t, "read data", r.e.buf[:len(src)], src)
+	if c := r.e.qp.Counters(); c.Get(transport.CntLocalAckTimeoutErr) != 0 || c.Get(transport.CntImpliedNak) != 1 {
+		t.Errorf("counters %v", r.e.counters())
+	}
+	// Silence afterwards: nothing is outstanding, so no timer runs.
+	r.clock.Advance(time.Second)
+	if out := r.step(); len(out) != 0 {
+		t.Fatalf("sent %v with nothing outstanding", summary(out))
+	}
+}

@@ -310,6 +310,16 @@ func (r *requester) complete(qp *QueuePair, p *roce.Packet) {
 		qp.count(CntGhostAck)
 		return
 	}
+	if !r.timer.IsZero() {
+		// Any response restarts a running retransmit timer, as rxe_comp.c does
+		// (mod_timer on leaving the completer with requests outstanding): the
+		// timer measures silence from the responder. A responder still streaming
+		// READ responses from before a retry (the rest of the READ that lost a
+		// packet, then later READs' first answers, all discarded here) answers
+		// the requests asked again after them; a timeout in the meantime would
+		// spend retry_cnt and queue yet another copy of every READ behind them.
+		r.armTimer(qp)
+	}
 	if roce.PSNDiff(psn, r.compPSN) < 0 || !r.hasOutstanding(qp) {
 		qp.count(CntStaleAck)
 		return
@@ -436,16 +446,6 @@ func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
 		return
 	case diff > 0:
 		if r.before(qp, i) {
-			if r.retrying && r.retryPSN == want {
-				// The responder is still streaming the rest of the READ it was
-				// answering when a packet went missing; it answers the request
-				// asked again after that. As rxe_comp.c does (it resets the
-				// retransmit timer whenever it has handled a packet with requests
-				// outstanding), the timer waits for the stream to end before it
-				// spends retry_cnt: a long READ from a slow responder would
-				// otherwise use it all up.
-				r.armTimer(qp)
-			}
 			r.impliedNak(qp, want)
 		}
 		return

@@ -558,6 +558,9 @@ func TestMatrix(t *testing.T) {
 		}
 		cells = keepCells
 	}
+	if n, _ := strconv.Atoi(os.Getenv("XROCE_INTEROP_REPEAT")); n > 1 { // to chase a rare failure
+		cells = slices.Repeat(cells, n)
+	}
 	for _, c := range cells {
 		if c.verbs && guestBin == "" {
 			guestBin = verbsBin(t)
@@ -590,6 +593,7 @@ func TestMatrix(t *testing.T) {
 		status := "pass"
 		if !r.pass {
 			status = "FAIL"
+			r.err += "\n" + diagnose(lab)
 			// A failed cell can leave its guest side running (ibv_rc_pingpong with
 			// retry_cnt 7 retransmits forever on rdma_rxe) and slowing the TCG guest
 			// for the next cells: stop it.
@@ -634,6 +638,22 @@ func TestMatrix(t *testing.T) {
 		"(multi-buffer AF_XDP is not implemented; docs/afxdp.md); the mtu3000 cells run path MTU 2048 instead.\n", roce.MTU2048.Bytes())
 	t.Log(b.String())
 	_ = os.WriteFile(filepath.Join(keep, "table-"+mode+".md"), []byte(b.String()), 0o644)
+}
+
+// guestDiag prints the guest's side of a failed cell: its netdev's counters,
+// rdma_rxe's hw_counters and QPs, and the kernel's last messages.
+const guestDiag = `cat /proc/net/dev; cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep . * | tr '\n' ' '; echo;
+rdma res show qp link rxe0; grep -E 'MemFree|^Slab' /proc/meminfo; dmesg | tail -n 25`
+
+// diagnose collects what tells a failed cell's cause apart: the guest's state
+// (through the 9p channel, which can outlive its network) and the bridge's.
+func diagnose(lab *Lab) string {
+	g, _, err := lab.Guest(guestDiag)(20 * time.Second)
+	if err != nil {
+		g += "(" + err.Error() + ")"
+	}
+	h, _ := exec.Command("ip", "netns", "exec", lab.NS, "sh", "-c", "ip -s link; tc -s qdisc").CombinedOutput()
+	return "the guest's state:\n" + g + "\nthe namespace's links:\n" + string(h)
 }
 
 var xcLine = regexp.MustCompile(`(?m)^(wc|mem) (client|server) .*$`)
