@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -540,9 +541,25 @@ func TestMatrix(t *testing.T) {
 	labs := map[int]*Lab{}
 	var mu sync.Mutex
 	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, l := range labs {
 			l.Close()
 		}
+	}()
+	// Interrupted (Ctrl-C, or a timeout's SIGTERM), the guests, namespaces and
+	// shares go too: a deferred Close does not run when a signal ends the process.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		s := <-sig
+		mu.Lock()
+		for _, l := range labs {
+			l.Close()
+		}
+		fmt.Fprintf(os.Stderr, "interop: %v: guests, namespaces and shares removed\n", s)
+		os.Exit(1)
 	}()
 	var results []result
 	cells := matrix(mode == "full")
@@ -570,11 +587,14 @@ func TestMatrix(t *testing.T) {
 	for _, c := range cells {
 		mu.Lock()
 		lab := labs[c.mtu]
+		mu.Unlock()
 		if lab == nil {
 			if lab, err = NewLab(img, c.mtu); err != nil {
 				t.Fatal(err)
 			}
+			mu.Lock()
 			labs[c.mtu] = lab
+			mu.Unlock()
 			t.Logf("guest with MTU %d booted in %v", c.mtu, lab.Booted.Round(time.Millisecond))
 			if guestBin != "" {
 				if err := copyFile(guestBin, filepath.Join(lab.Share, "xroce-verbs")); err != nil {
@@ -588,7 +608,6 @@ func TestMatrix(t *testing.T) {
 				}
 			}
 		}
-		mu.Unlock()
 		r := runCell(t, lab, bin, c, keep)
 		status := "pass"
 		if !r.pass {
