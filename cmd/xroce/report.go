@@ -82,7 +82,9 @@ func (c *conn) printLatHead() {
 	fmt.Fprintf(c.o.out, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n")
 }
 
-// printLat prints one row of the latency table: the size just run.
+// printLat prints one row of the latency table: the size just run. Like perftest's
+// print_report_lat, #iterations is -n, whatever number of samples the figures
+// come from (write_lat's client times the n-1 gaps between n arrivals).
 func (c *conn) printLat(lats []time.Duration) {
 	sorted := append([]time.Duration(nil), lats...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
@@ -96,7 +98,7 @@ func (c *conn) printLat(lats []time.Duration) {
 		sq += (usec(d) - avg) * (usec(d) - avg)
 	}
 	stdev := math.Sqrt(sq / float64(len(sorted)))
-	fmt.Fprintf(c.o.out, " %-7d %-13d %-14.2f %-12.2f %-18.2f %-14.2f %-18.2f %-22.2f %.2f\n", c.size, len(sorted),
+	fmt.Fprintf(c.o.out, " %-7d %-13d %-14.2f %-12.2f %-18.2f %-14.2f %-18.2f %-22.2f %.2f\n", c.size, c.o.iters,
 		usec(sorted[0]), usec(sorted[len(sorted)-1]), usec(percentile(sorted, 50)), avg, stdev,
 		usec(percentile(sorted, 99)), usec(percentile(sorted, 99.9)))
 }
