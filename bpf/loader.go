@@ -117,6 +117,9 @@ func (p *Program) Attach(ifindex int, mode Mode) error {
 	return err
 }
 
+// ProgramName is the kernel's name for xroce's XDP program.
+const ProgramName = "xroce_redirect"
+
 // attachError turns the kernel's answer into an actionable error.
 func attachError(ifindex int, m Mode, err error) error {
 	name := fmt.Sprintf("ifindex %d", ifindex)
@@ -130,16 +133,10 @@ func attachError(ifindex int, m Mode, err error) error {
 		return fmt.Errorf("bpf: %s: %w: %v", name, ErrPermission, err)
 	case errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) || attached != nil && attached.Attached:
 		prog := "unknown"
-		if attached != nil && attached.ProgId != 0 {
-			prog = fmt.Sprintf("id %d", attached.ProgId)
-			if p, perr := ebpf.NewProgramFromID(ebpf.ProgramID(attached.ProgId)); perr == nil {
-				if info, ierr := p.Info(); ierr == nil {
-					prog = fmt.Sprintf("%q (id %d)", info.Name, attached.ProgId)
-				}
-				p.Close()
-			}
+		if id, pname, ok, _ := Attached(name); ok {
+			prog = fmt.Sprintf("%q (id %d)", pname, id)
 		}
-		if strings.HasPrefix(prog, `"xroce_redirect"`) {
+		if strings.HasPrefix(prog, `"`+ProgramName+`"`) {
 			return fmt.Errorf("bpf: %s: %w: another xroce process is using %s (its program %s); one interface serves one xroce at a time: stop the other one or use another interface", name, ErrBusy, name, prog)
 		}
 		return fmt.Errorf("bpf: %s: %w: program %s; detach it first (ip link set dev %s xdp off): %v", name, ErrBusy, prog, name, err)

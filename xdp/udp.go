@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/roce"
 )
 
@@ -53,6 +54,12 @@ func OpenUDP(cfg UDPConfig) (*UDPLink, error) {
 		var err error
 		if l.ifc, err = openIface(cfg.Interface); err != nil {
 			return err
+		}
+		// xroce's XDP program redirects every UDP/4791 frame to its AF_XDP
+		// sockets: a UDP socket on the same interface would see none of them.
+		if _, name, ok, _ := bpf.Attached(cfg.Interface); ok && name == bpf.ProgramName {
+			return fmt.Errorf("xdp: %s: %w: another xroce process is using it over AF_XDP, and its XDP program takes the RoCE frames before this UDP socket can; stop it or use another interface",
+				cfg.Interface, bpf.ErrBusy)
 		}
 		if l.w, err = newWaiter(); err != nil {
 			return err

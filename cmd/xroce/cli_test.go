@@ -307,3 +307,16 @@ func listening(ns string, port int) bool {
 	}
 	return false
 }
+
+// TestAtomicCmpAndSwap: atomic_bw -A CMP_AND_SWAP runs compare-and-swaps (the
+// client's choice, as in perftest) against a plain atomic_bw server.
+func TestAtomicCmpAndSwap(t *testing.T) {
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	srv, cli := pair(t, n, []string{"atomic_bw", "-n", "300", "-d", n.IfB},
+		[]string{"atomic_bw", "-A", "CMP_AND_SWAP", "-n", "300", "--counters", "-d", n.IfA, n.IPB.String()})
+	checkTable(t, "client", cli, false, 8, 300, false)
+	checkTable(t, "server", srv, false, 8, 300, false)
+	if !strings.Contains(cli, "Atomic CMP_AND_SWAP BW Test") || !strings.Contains(srv, "Atomic FETCH_AND_ADD BW Test") {
+		t.Errorf("titles:\n%s\n%s", cli, srv)
+	}
+}

@@ -182,10 +182,20 @@ func checkPeerGID(t roce.GIDTable, local roce.GIDEntry, peer roce.GID) error {
 		}
 		return "IPv6"
 	}
-	hint := ""
+	// The hint names our RoCEv2 GID of the peer's kind, of its scope (link-local
+	// or not) if we have one.
+	hint := "; use a GID index of that kind here (xroce gids lists them)"
+	best := -1
 	for _, e := range t {
-		if e.Version == roce.RoCEv2 && e.GID.IsIPv4Mapped() == p4 && !e.GID.Addr().IsLinkLocalUnicast() {
+		if e.Version != roce.RoCEv2 || e.GID.IsIPv4Mapped() != p4 {
+			continue
+		}
+		sameScope := e.GID.Addr().IsLinkLocalUnicast() == peer.Addr().IsLinkLocalUnicast()
+		if best < 0 || sameScope {
+			best = e.Index
 			hint = fmt.Sprintf("; use -x %d here", e.Index)
+		}
+		if sameScope {
 			break
 		}
 	}

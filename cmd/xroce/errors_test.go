@@ -72,6 +72,10 @@ func TestErrorMessages(t *testing.T) {
 		{[]string{"write_bw", "-d", n.IfA, "-q", "0"}, []string{"-q 0: the number of QPs is 1..64"}},
 		{[]string{"atomic_bw", "-d", n.IfA, "-a"}, []string{"-a: the message size cannot be changed for atomic tests"}},
 		{[]string{"write_bw", "-d", n.IfA, "-a", "-D", "2"}, []string{"-a runs -n iterations of each size", "-D"}},
+		{[]string{"atomic_bw", "-d", n.IfA, "-A", "SWAP"}, []string{"-A SWAP: FETCH_AND_ADD or CMP_AND_SWAP"}},
+		{[]string{"atomic_bw", "-d", n.IfA, "-A", "CMP_AND_SWAP", "--verify"}, []string{"it does not go with -A CMP_AND_SWAP"}},
+		{[]string{"write_lat", "-d", n.IfA, "-D", "3"}, []string{"-D and --run_infinitely are for the bandwidth tests: write_lat runs -n iterations"}},
+		{[]string{"read_lat", "-d", n.IfA, "--run_infinitely"}, []string{"-D and --run_infinitely are for the bandwidth tests: read_lat runs -n iterations"}},
 	} {
 		out, err := runIn(n.NsA, c.args...)
 		wantErr(t, strings.Join(c.args, " "), out, err, c.want...)
@@ -89,6 +93,8 @@ func TestErrorMessages(t *testing.T) {
 	}
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-p", "18600")
 	wantErr(t, "interface in use", out, err, "another xroce process is using "+n.IfA)
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--link", "udp", "-p", "18601")
+	wantErr(t, "UDP link beside AF_XDP", out, err, "another xroce process is using it over AF_XDP", "stop it or use another interface")
 	_ = busy.Process.Signal(syscall.SIGTERM) // timeout passes it on to xroce
 	_ = busy.Wait()
 
@@ -100,6 +106,10 @@ func TestErrorMessages(t *testing.T) {
 
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "10.79.0.99")
 	wantErr(t, "no host", out, err, "no route to 10.79.0.99:18515", "wrong address")
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "fe80::1")
+	wantErr(t, "link-local without zone", out, err, "fe80::1 is link-local: name the interface it is on, as in fe80::1%eth0")
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-p", "29999", "[fd79::2]")
+	wantErr(t, "bracketed IPv6", out, err, "[fd79::2]:29999") // dialled as an address, not "[[fd79::2]]"
 
 	// GID kinds: the server on its IPv6 GID, the client on IPv4.
 	srv, cli, srvErr, cliErr := pairRaw(t, n, []string{"write_bw", "-d", n.IfB, "-x", "2", "-n", "10"},
@@ -149,4 +159,21 @@ func TestUnprivileged(t *testing.T) {
 	out, err := exec.Command("ip", "netns", "exec", n.NsA, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
 		"--inh-caps=-all", "--bounding-set=-all", bin, "write_bw", "-d", n.IfA).CombinedOutput()
 	wantErr(t, "unprivileged", string(out), err, "CAP_BPF", "--link udp")
+}
+
+// TestHelp: asking for the usage (-h, --help, help) prints it and succeeds; no
+// command at all, or an unknown one, is an error.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"write_bw", "--help"}, {"dump", "-h"}, {"pingpong", "--help"}} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil || !strings.Contains(strings.ToLower(string(out)), "usage") {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+	for _, args := range [][]string{{}, {"nosuch"}} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Errorf("%v: %v, want exit status 2\n%s", args, err, out)
+		}
+	}
 }

@@ -57,9 +57,13 @@ func main() {
 		fmt.Println(version())
 		return
 	}
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+	if len(os.Args) < 2 {
 		usage()
 		os.Exit(2)
+	}
+	if os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		return
 	}
 	name := strings.TrimPrefix(os.Args[1], "ib_")
 	c, ok := commands[name]
@@ -69,8 +73,8 @@ func main() {
 		os.Exit(2)
 	}
 	if err := c.run(name, os.Args[2:]); err != nil {
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
+		if errors.Is(err, errUsage) { // -h or --help: the usage was asked for
+			return
 		}
 		fmt.Fprintf(os.Stderr, "xroce %s: %v\n", name, err)
 		os.Exit(1)

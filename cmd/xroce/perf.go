@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -42,6 +43,7 @@ type perfOptions struct {
 	conn        string
 	ibPort      int
 	all         bool
+	atomicType  string // atomic_bw's -A: FETCH_AND_ADD or CMP_AND_SWAP
 	server      string // the client's server address; empty for the server
 	out         io.Writer
 }
@@ -76,6 +78,13 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
 	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", 14, "local ACK timeout: 4.096 µs × 2^u")
 	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
+	if name == "atomic_bw" {
+		fs.StringVarP(&o.atomicType, "atomic_type", "A", "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP (the client's choice)")
+	}
+	if lat {
+		_ = fs.MarkHidden("duration")
+		_ = fs.MarkHidden("run_infinitely")
+	}
 	addLinkFlags(fs, &o.linkOptions)
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
@@ -96,12 +105,18 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 		return nil, fmt.Errorf("-i %d: xroce devices have port 1 only", o.ibPort)
 	case lat && o.qps != 1:
 		return nil, fmt.Errorf("-q %d: multiple QPs only available on bw tests (as in perftest)", o.qps)
+	case lat && (o.duration != 0 || o.runInf):
+		return nil, fmt.Errorf("-D and --run_infinitely are for the bandwidth tests: %s runs -n iterations", name)
 	case o.all && name == "atomic_bw":
 		return nil, fmt.Errorf("-a: the message size cannot be changed for atomic tests (as in perftest)")
 	case o.all && (o.duration > 0 || o.runInf):
 		return nil, fmt.Errorf("-a runs -n iterations of each size: it does not go with -D or --run_infinitely")
 	case o.size < 0 || o.size > transport.MaxMsgSize:
 		return nil, fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
+	case name == "atomic_bw" && o.atomicType != "FETCH_AND_ADD" && o.atomicType != "CMP_AND_SWAP":
+		return nil, fmt.Errorf("-A %s: FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
+	case o.atomicType == "CMP_AND_SWAP" && o.verify:
+		return nil, fmt.Errorf("--verify checks FETCH_AND_ADD's counters: it does not go with -A CMP_AND_SWAP")
 	case name == "atomic_bw" && o.size != 8:
 		return nil, fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
 	case o.duration < 0:
@@ -131,6 +146,9 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	}
 	if fs.NArg() == 1 {
 		o.server = fs.Arg(0)
+	}
+	if o.txDepth > o.iters && o.duration == 0 && !o.runInf {
+		o.txDepth = o.iters // as perftest's parser does: no more in flight than there are
 	}
 	return o, nil
 }
@@ -173,7 +191,11 @@ func runPerf(name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	return perf(context.Background(), testFor(name), o)
+	t := testFor(name)
+	if o.atomicType == "CMP_AND_SWAP" {
+		t.op = transport.WR_ATOMIC_CMP_AND_SWP
+	}
+	return perf(context.Background(), t, o)
 }
 
 // conn is a running perftest connection.
@@ -196,6 +218,15 @@ type conn struct {
 	lastPoll    time.Time // write_lat client: when the peer's previous write arrived
 	remoteIters uint64    // iterations the client reported (bandwidth server)
 	verified    int       // sizes whose data was verified
+	gidFlag     string    // the flag that sets the GID index, for messages: -x, or pingpong's -g
+}
+
+// gidOpt names the tool's GID index flag in messages.
+func (c *conn) gidOpt() string {
+	if c.gidFlag != "" {
+		return c.gidFlag
+	}
+	return "-x"
 }
 
 // maxQPs bounds -q: each QP has its own buffer, and the CQ is sized for all of them.
@@ -243,8 +274,9 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 		return err
 	}
 	// Each exchange step gets a minute, plus the test's duration for the barrier
-	// that waits for the test to end; --run_infinitely waits without limit. A -a
-	// run's bandwidth server waits for every size.
+	// that waits for the test to end, and more while the peer's frames keep
+	// arriving (a long -n); --run_infinitely waits without limit. A -a run's
+	// bandwidth server waits for every size.
 	timeout := 60*time.Second + time.Duration(o.duration)*time.Second
 	if o.all && t.kind == oob.BW {
 		timeout = 10 * time.Minute
@@ -254,6 +286,7 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	}
 	s := oob.NewSession(nc, c.client, t.kind, timeout)
 	s.RunAll = o.all
+	s.Alive = c.peerAlive()
 	ours := c.ourMTU()
 	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)
 	if err != nil {
@@ -353,7 +386,7 @@ func (c *conn) ourMTU() roce.MTU {
 func (c *conn) base(i int) int { return i * 2 * c.half }
 
 // atomic is the atomic_bw test.
-func (c *conn) atomic() bool { return c.t.op == transport.WR_ATOMIC_FETCH_AND_ADD }
+func (c *conn) atomic() bool { return c.t.name == "atomic_bw" }
 
 // setup creates the PD, buffer, MR, CQ and QPs (in INIT), and our key messages.
 func (c *conn) setup() error {
@@ -519,10 +552,10 @@ func (c *conn) wr(qp int) transport.SendWR {
 }
 
 // errCompletion explains a failed work completion the way users need it.
-func errCompletion(wc transport.WorkCompletion) error {
+func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	switch wc.Status {
 	case transport.WC_RETRY_EXC_ERR:
-		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. This usually means a wrong GID index (-x) on either side, a path MTU the peer cannot take (-m), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode)
+		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. If it ran until then, it exited or stopped (see its output); if it never answered, look for a wrong GID index (%s) on either side, a path MTU the peer cannot take (-m), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode, c.gidOpt())
 	case transport.WC_RNR_RETRY_EXC_ERR:
 		return fmt.Errorf("completion %v (%v): the peer had no receive posted", wc.Status, wc.Opcode)
 	case transport.WC_REM_ACCESS_ERR:
@@ -533,31 +566,43 @@ func errCompletion(wc transport.WorkCompletion) error {
 	return fmt.Errorf("completion %v (%v)", wc.Status, wc.Opcode)
 }
 
+// peerAlive returns a function that reports whether frames arrived (the
+// provider's rcvd_pkts moved) since its last call, or since peerAlive.
+func (c *conn) peerAlive() func() bool {
+	rcvd := func() uint64 {
+		if c.env == nil {
+			return 0
+		}
+		return c.env.prov.Counters()["rcvd_pkts"]
+	}
+	seen := rcvd()
+	return func() bool {
+		now := rcvd()
+		moved := now != seen
+		seen = now
+		return moved
+	}
+}
+
 // waitCQ polls the CQ into wcs, waiting up to limit for at least one completion.
 func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int, error) {
 	if n := c.cq.Poll(wcs); n > 0 {
 		return n, nil
 	}
 	// A long message (hundreds of MiB) may take longer than limit to complete: the
-	// wait goes on while frames still arrive (rcvd_pkts moves).
-	moving := func() uint64 {
-		if c.env == nil {
-			return 0
-		}
-		return c.env.prov.Counters()["rcvd_pkts"]
-	}
-	for seen := moving(); ; {
+	// wait goes on while frames still arrive.
+	alive := c.peerAlive()
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
 		err := c.cq.Wait(ctx)
 		cancel()
 		if err == nil {
 			return c.cq.Poll(wcs), nil
 		}
-		if now := moving(); now != seen {
-			seen = now
+		if alive() {
 			continue
 		}
-		return 0, fmt.Errorf("no completion for %v and no frame from the peer: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (-x), the path MTU (-m), and that UDP port 4791 is open", limit)
+		return 0, fmt.Errorf("no completion for %v and no frame from the peer: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (%s), the path MTU (-m), and that UDP port 4791 is open", limit, c.gidOpt())
 	}
 }
 
@@ -617,7 +662,7 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != transport.WC_SUCCESS {
-				return res, errCompletion(wc)
+				return res, c.errCompletion(wc)
 			}
 			qp := wrQP(wc.WRID)
 			if qp >= q {
@@ -694,7 +739,7 @@ func (c *conn) runLat() ([]time.Duration, error) {
 			sent := false
 			for _, wc := range wcs[:n] {
 				if wc.Status != transport.WC_SUCCESS {
-					return errCompletion(wc)
+					return c.errCompletion(wc)
 				}
 				if wc.Opcode != transport.WC_RECV {
 					sent = true
@@ -813,7 +858,7 @@ func waitSendOrRecv(c *conn, wcs []transport.WorkCompletion) error {
 	}
 	for _, wc := range wcs[:n] {
 		if wc.Status != transport.WC_SUCCESS {
-			return errCompletion(wc)
+			return c.errCompletion(wc)
 		}
 		if wc.Opcode == transport.WC_RECV {
 			c.recvd++
@@ -995,6 +1040,11 @@ func usec(d time.Duration) float64 { return float64(d) / 1e3 }
 // (server, printing perftest's banner when asked).
 func oobConn(server string, port int, out io.Writer, banner bool) (net.Conn, error) {
 	if server != "" {
+		// An IPv6 address may come bracketed, as in URLs; JoinHostPort adds the brackets.
+		server = strings.TrimSuffix(strings.TrimPrefix(server, "["), "]")
+		if a, err := netip.ParseAddr(server); err == nil && a.Is6() && a.IsLinkLocalUnicast() && a.Zone() == "" {
+			return nil, fmt.Errorf("%s is link-local: name the interface it is on, as in %s%%eth0", server, server)
+		}
 		return oob.Dial(net.JoinHostPort(server, fmt.Sprint(port)), 10*time.Second)
 	}
 	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))

@@ -128,7 +128,7 @@ func pingpong(args []string, w io.Writer) error {
 		}
 		pendingSend = true
 	}
-	c := &conn{cq: cq, env: e}
+	c := &conn{cq: cq, env: e, gidFlag: "-g"}
 	wcs := make([]transport.WorkCompletion, 16)
 	for scnt < *iters || rcnt < *iters {
 		n, err := c.waitCQ(wcs, 30*time.Second)
@@ -137,7 +137,7 @@ func pingpong(args []string, w io.Writer) error {
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != transport.WC_SUCCESS {
-				return errCompletion(wc)
+				return c.errCompletion(wc)
 			}
 			if wc.Opcode == transport.WC_SEND {
 				scnt++

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xroce/xroce/cmd/xroce/oob"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
 )
 
 const rule = "---------------------------------------------------------------------------------------"
@@ -23,7 +24,11 @@ var testTitles = map[string]string{
 func (c *conn) printHeader(peerMTU roce.MTU) {
 	w := c.o.out
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, "                    %s\n", testTitles[c.t.name])
+	title := testTitles[c.t.name]
+	if c.t.op == transport.WR_ATOMIC_CMP_AND_SWP {
+		title = "Atomic CMP_AND_SWAP BW Test"
+	}
+	fmt.Fprintf(w, "                    %s\n", title)
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", c.o.dev)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", len(c.qps))
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")

@@ -144,6 +144,11 @@ type Session struct {
 	// RunAll is perftest's -a: the sequence of a run over every size (set it
 	// before Connect).
 	RunAll bool
+	// Alive, when set, reports whether the peer showed signs of life (RoCE
+	// frames) since it was last called. A step whose timeout passes while it
+	// does is given another timeout: the barrier at the end of a long test
+	// waits as long as the test runs, as perftest's blocking exchange does.
+	Alive func() bool
 }
 
 // ErrVersion is wrapped by the error for a peer speaking another exchange version.
@@ -183,8 +188,19 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 	in := make([]byte, want)
 	s.deadline()
 	read := func() error {
-		if _, err := io.ReadFull(s.conn, in); err != nil {
-			return s.ioErr("reading", err)
+		for got := 0; got < len(in); {
+			n, err := s.conn.Read(in[got:])
+			got += n
+			var ne net.Error
+			switch {
+			case err == nil:
+			case errors.As(err, &ne) && ne.Timeout() && s.Alive != nil && s.Alive():
+				s.deadline()
+			case errors.Is(err, io.EOF) && got > 0:
+				return s.ioErr("reading", io.ErrUnexpectedEOF)
+			default:
+				return s.ioErr("reading", err)
+			}
 		}
 		return nil
 	}
@@ -222,7 +238,7 @@ func (s *Session) ioErr(what string, err error) error {
 		return fmt.Errorf("oob: timed out %s the exchange with %s after %v", what, s.conn.RemoteAddr(), s.timeout)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("oob: %s closed the exchange early (a different test, or an incompatible tool on the other side?)", s.conn.RemoteAddr())
+		return fmt.Errorf("oob: %s closed the exchange early: the peer exited or failed (see its output), or runs another test or tool", s.conn.RemoteAddr())
 	}
 	return fmt.Errorf("oob: %s the exchange with %s: %w", what, s.conn.RemoteAddr(), err)
 }
@@ -243,6 +259,10 @@ func (s *Session) Handshake(local []Dest, mtu roce.MTU) ([]Dest, roce.MTU, error
 	}
 	peer := string(bytes.TrimRight(in, "\x00"))
 	if peer != Version {
+		if len(peer) >= 5 && peer[4] == ':' {
+			// ibv_rc_pingpong's exchange starts with its key message "LID:QPN:PSN:GID".
+			return nil, 0, fmt.Errorf("oob: %w: the peer sent %q, the start of an ibv_rc_pingpong key message: it runs pingpong, so run pingpong here too", ErrVersion, peer)
+		}
 		return nil, 0, fmt.Errorf("oob: %w: the peer speaks %q, xroce speaks %q (perftest 4.5+0.17 as in Debian 12); use a matching perftest", ErrVersion, peer, Version)
 	}
 	var w [4]byte

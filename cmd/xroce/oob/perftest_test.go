@@ -411,3 +411,49 @@ func TestQPCountMismatch(t *testing.T) {
 		ln.Close()
 	}
 }
+
+// TestStepOutlivesTimeoutWhilePeerAlive: a server step whose timeout passes while
+// the peer's frames still arrive (Alive) waits on, and reads the whole message
+// even when it comes in pieces; once Alive says nothing arrived, the step times
+// out with the timeout named.
+func TestStepOutlivesTimeoutWhilePeerAlive(t *testing.T) {
+	for _, alive := range []int{3, 0} {
+		a, b := net.Pipe()
+		calls := 0
+		s := NewSession(a, false, BW, 40*time.Millisecond)
+		s.Alive = func() bool { calls++; return calls <= alive }
+		msg := []byte("0000:000011:4333:00000000:0000000000000000")
+		go func() {
+			time.Sleep(100 * time.Millisecond) // 2.5 timeouts
+			b.Write(msg[:10])
+			time.Sleep(10 * time.Millisecond)
+			b.Write(msg[10:])
+			readFull(b, make([]byte, len(msg)))
+		}()
+		in, err := s.xchg(msg, 0)
+		switch {
+		case alive > 0 && (err != nil || string(in) != string(msg)):
+			t.Errorf("peer alive: %q, %v; want the message", in, err)
+		case alive == 0 && (err == nil || !strings.Contains(err.Error(), "timed out reading the exchange") || !strings.Contains(err.Error(), "40ms")):
+			t.Errorf("peer silent: %v; want a timeout after 40ms", err)
+		}
+		a.Close()
+		b.Close()
+	}
+}
+
+// TestPingpongPeerNamed: a pingpong client talking to a perftest-style server is
+// recognised by its key message and named.
+func TestPingpongPeerNamed(t *testing.T) {
+	a, b := net.Pipe()
+	go func() {
+		b.Write([]byte("0000:000011:004333:00000000000000000000ffff0a4d0001")[:16]) // what the server reads first
+		readFull(b, make([]byte, 16))
+		b.Close()
+	}()
+	s := NewSession(a, false, SendBW, time.Second)
+	_, _, err := s.Handshake([]Dest{ourDest}, roce.MTU1024)
+	if err == nil || !strings.Contains(err.Error(), "ibv_rc_pingpong key message") || !strings.Contains(err.Error(), "run pingpong here too") {
+		t.Fatalf("error %v: want the pingpong peer named", err)
+	}
+}
