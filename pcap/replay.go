@@ -187,9 +187,16 @@ func (r *Report) Write(w io.Writer) error {
 		}
 	}
 	n := r.Differences()
-	if n == 0 {
+	compared := 0
+	for _, c := range r.Conns {
+		compared += c.Compared
+	}
+	switch {
+	case n == 0 && compared == 0:
+		b.WriteString("replay: nothing compared\n")
+	case n == 0:
 		b.WriteString("replay: no differences\n")
-	} else {
+	default:
 		fmt.Fprintf(&b, "replay: %d difference%s\n", n, plural(n))
 	}
 	_, err := io.WriteString(w, b.String())

@@ -168,6 +168,10 @@ func TestReplayFlags(t *testing.T) {
 			t.Errorf("%q: %v, want %q", c.args, err, c.want)
 		}
 	}
+	// Its report says so too, not "no differences".
+	if out, _ := runReplayArgs(t, wr, "--as", "10.77.0.12"); !strings.HasSuffix(out, "replay: nothing compared\n") {
+		t.Errorf("report of a replay that compared nothing:\n%s", out)
+	}
 }
 
 // TestReplayBinary: the exit status through the binary: 0 without differences, 1
