@@ -117,6 +117,11 @@ func TestErrorMessages(t *testing.T) {
 	wantErr(t, "GID kind mismatch (client)", cli, cliErr, "GID kind mismatch", "IPv4-mapped", "use -x 2")
 	wantErr(t, "GID kind mismatch (server)", srv, srvErr, "GID kind mismatch", "use -x 1")
 
+	// A SEND larger than the server's receives: the server says why.
+	srv, _, srvErr, _ = pairRaw(t, n, []string{"send_bw", "-d", n.IfB, "-s", "100", "-n", "10"},
+		[]string{"send_bw", "-d", n.IfA, "-s", "4000", "-n", "10", n.IPB.String()})
+	wantErr(t, "SEND larger than the receive (server)", srv, srvErr, "IBV_WC_LOC_LEN_ERR", "larger than our receive buffer")
+
 	// Different -q on the two sides: the exchange says so.
 	_, cli, _, cliErr = pairRaw(t, n, []string{"write_bw", "-d", n.IfB, "-q", "2", "-n", "10"},
 		[]string{"write_bw", "-d", n.IfA, "-n", "10", n.IPB.String()})

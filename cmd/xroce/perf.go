@@ -562,6 +562,10 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 		return fmt.Errorf("completion %v (%v): the peer refused the access: rkey, address or size outside its region (-s larger than the peer's buffer?)", wc.Status, wc.Opcode)
 	case transport.WC_REM_INV_REQ_ERR:
 		return fmt.Errorf("completion %v (%v): the peer found the request invalid (a path MTU mismatch, or a size larger than its receive buffer)", wc.Status, wc.Opcode)
+	case transport.WC_LOC_LEN_ERR:
+		if wc.Opcode == transport.WC_RECV {
+			return fmt.Errorf("completion %v (%v): the peer sent a message larger than our receive buffer (its -s is larger than ours?)", wc.Status, wc.Opcode)
+		}
 	}
 	return fmt.Errorf("completion %v (%v)", wc.Status, wc.Opcode)
 }
