@@ -31,9 +31,10 @@ type linkOptions struct {
 // env is an opened provider: xroce's engine running on its link, or an RDMA
 // device through libibverbs; gid is the GID the tool uses.
 type env struct {
-	prov provider
-	gid  roce.GIDEntry
-	stop func()
+	prov   provider
+	gid    roce.GIDEntry
+	stop   func()
+	ifname string // the engine's network interface; empty with --provider verbs
 }
 
 // openEnv opens the provider -- for the engine: the link and the device, and starts
@@ -117,7 +118,7 @@ func openEnv(o linkOptions) (*env, error) {
 			fmt.Fprintf(os.Stderr, "xroce: --pcap: %v\n", tap.Err())
 		}
 	}
-	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop)}, nil
+	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop), ifname: o.dev}, nil
 }
 
 // withTap wraps link in a pcap.Tap recording to path, or returns link itself when

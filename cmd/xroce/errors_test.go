@@ -182,3 +182,21 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestInterfaceGone: the client's interface deleted mid-run: once the completion
+// wait runs out, the error says the interface is gone.
+func TestInterfaceGone(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	server := exec.Command("ip", "netns", "exec", n.NsB, "timeout", "60", bin, "write_bw", "-d", n.IfB, "-n", "100000000")
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = server.Process.Kill(); _ = server.Wait() }()
+	time.Sleep(time.Second)
+	go func() {
+		time.Sleep(2 * time.Second)
+		_ = exec.Command("ip", "-n", n.NsA, "link", "del", n.IfA).Run()
+	}()
+	out, err := runIn(n.NsA, "write_bw", "-d", n.IfA, "-n", "100000000", n.IPB.String())
+	wantErr(t, "interface deleted", out, err, "the interface "+n.IfA+" is gone")
+}

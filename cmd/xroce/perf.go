@@ -606,6 +606,11 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 		if alive() {
 			continue
 		}
+		if c.env != nil && c.env.ifname != "" {
+			if _, err := net.InterfaceByName(c.env.ifname); err != nil {
+				return 0, fmt.Errorf("no completion for %v: the interface %s is gone (deleted, or moved to another namespace)", limit, c.env.ifname)
+			}
+		}
 		return 0, fmt.Errorf("no completion for %v and no frame from the peer: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (%s), the path MTU (-m), and that UDP port 4791 is open", limit, c.gidOpt())
 	}
 }
