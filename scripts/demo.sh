@@ -47,6 +47,8 @@ srv=
 echo "== server (xroce write_bw -d $VB --verify -n 2000 --pcap $cap):"
 sed -n '/#bytes/,$p' "/tmp/xroce-demo-server.$id"
 [ "$status" = 0 ] || exit "$status"
-echo "== the server's recording: $("$bin" dump "$cap" | tail -n 1)"
+# Assigned first: set -e does not see a failure (a Ctrl-C) inside an argument's $(...).
+summary=$("$bin" dump "$cap" | tail -n 1)
+echo "== the server's recording: $summary"
 echo "== replayed into a fresh engine as 10.99.0.2 (xroce replay $cap --as 10.99.0.2):"
 "$bin" replay "$cap" --as 10.99.0.2 | tail -n 2
