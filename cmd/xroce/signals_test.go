@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ func TestInterruptFlushesRecording(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	file := filepath.Join(t.TempDir(), "cut.pcapng")
 	srv := exec.Command("ip", "netns", "exec", n.NsB, bin, "write_bw", "-d", n.IfB, "-s", "64", "-t", "1", "-D", "20", "--pcap", file)
-	var sb lockedBuilder
+	var sb testnet.Output
 	srv.Stdout, srv.Stderr = &sb, &sb
 	must(t, srv.Start())
 	for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client"); i++ {
@@ -43,22 +42,4 @@ func TestInterruptFlushesRecording(t *testing.T) {
 		t.Fatalf("dump of the interrupted recording: %v\n%s", err, lastLine(string(out)))
 	}
 	t.Logf("interrupted recording: %s frames, all whole", m[1])
-}
-
-// lockedBuilder is a strings.Builder safe for a process's output and a reader.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/xroce/xroce/test/testnet"
 )
 
 // cpuTime is the CPU one process used, from its rusage.
@@ -26,7 +26,7 @@ type side struct {
 // execs the command, so the rusage is the command's own).
 type proc struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  testnet.Output
 	done chan struct{}
 	err  error
 }
@@ -123,24 +123,6 @@ func (b *bench) runPair(ctx context.Context, server, client side, ready string, 
 		return r, fmt.Errorf("server %s: %v", strings.Join(server.args, " "), err)
 	}
 	return r, nil
-}
-
-// lockedBuffer is a bytes.Buffer that a process writes while the bench reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // lastLine returns the last non-empty line of s: a failed command's error.

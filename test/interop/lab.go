@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/xroce/xroce/test/testnet"
 )
 
 // Lab is one network namespace holding a bridge with the guest's tap and one end of
@@ -28,25 +29,8 @@ type Lab struct {
 	Booted  time.Duration
 
 	qemu    *exec.Cmd
-	console *lockedBuf
+	console *testnet.Output
 	seq     int
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func sh(args ...string) error { return run(args[0], args[1:]...) }
@@ -58,7 +42,7 @@ func NewLab(img *Image, mtu int) (*Lab, error) {
 	_, _ = rand.Read(r[:])
 	id := hex.EncodeToString(r[:])
 	l := &Lab{NS: "xri" + id, XIf: "xx" + id, XIP: netip.MustParseAddr("10.81.0.1"),
-		GuestIP: netip.MustParseAddr("10.81.0.11"), MTU: mtu, console: &lockedBuf{}}
+		GuestIP: netip.MustParseAddr("10.81.0.11"), MTU: mtu, console: &testnet.Output{}}
 	share, err := os.MkdirTemp("", "xroce-interop-")
 	if err != nil {
 		return nil, err

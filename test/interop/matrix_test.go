@@ -18,6 +18,7 @@ import (
 
 	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/testnet"
 )
 
 // cell is one run of the interop matrix.
@@ -276,7 +277,7 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		gout, grc, gerr = wait(90 * time.Second)
 	} else {
 		srv := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "90", bin}, c.xroceArgs(lab, true)...)...)
-		var sb lockedBuf
+		var sb testnet.Output
 		srv.Stdout, srv.Stderr = &sb, &sb
 		if err := srv.Start(); err != nil {
 			r.err = err.Error()
