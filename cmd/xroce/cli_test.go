@@ -312,11 +312,20 @@ func listening(ns string, port int) bool {
 // client's choice, as in perftest) against a plain atomic_bw server.
 func TestAtomicCmpAndSwap(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 1500})
+	rec := filepath.Join(t.TempDir(), "cas.pcapng")
 	srv, cli := pair(t, n, []string{"atomic_bw", "-n", "300", "-d", n.IfB},
-		[]string{"atomic_bw", "-A", "CMP_AND_SWAP", "-n", "300", "--counters", "-d", n.IfA, n.IPB.String()})
+		[]string{"atomic_bw", "-A", "CMP_AND_SWAP", "-n", "300", "--pcap", rec, "-d", n.IfA, n.IPB.String()})
 	checkTable(t, "client", cli, false, 8, 300, false)
 	checkTable(t, "server", srv, false, 8, 300, false)
 	if !strings.Contains(cli, "Atomic CMP_AND_SWAP BW Test") || !strings.Contains(srv, "Atomic FETCH_AND_ADD BW Test") {
 		t.Errorf("titles:\n%s\n%s", cli, srv)
+	}
+	// On the wire: 300 COMPARE_SWAP requests, no FETCH_ADD.
+	out, err := exec.Command(bin, "dump", rec).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dump: %v\n%s", err, out)
+	}
+	if cas, fa := strings.Count(string(out), " RC_COMPARE_SWAP "), strings.Count(string(out), " RC_FETCH_ADD "); cas != 300 || fa != 0 {
+		t.Errorf("%d COMPARE_SWAP and %d FETCH_ADD frames, want 300 and 0", cas, fa)
 	}
 }
