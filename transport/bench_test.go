@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/xroce/xroce/roce"
@@ -9,9 +10,13 @@ import (
 
 // benchWrite measures RDMA WRITE engine to engine over the in-memory Pipe, both
 // devices driven from this goroutine, keeping depth WRs in flight.
-func benchWrite(b *testing.B, size int, mtu roce.MTU) {
+func benchWrite(b *testing.B, size int, mtu roce.MTU) { benchWriteIdle(b, size, mtu, 0) }
+
+// benchWriteIdle is benchWrite with idle connected QPs on the sending device.
+func benchWriteIdle(b *testing.B, size int, mtu roce.MTU, idle int) {
 	p := newPair(b, pairConfig{mtu: mtu, bufSize: 2 * size})
 	a, bb := p.a, p.b
+	addIdleQPs(b, a, bb, idle)
 	const depth = 64
 	wr := transport.SendWR{Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, size), Flags: transport.SendSignaled,
 		RemoteAddr: bb.mr.Addr(), RKey: bb.mr.RKey()}
@@ -52,3 +57,46 @@ func benchWrite(b *testing.B, size int, mtu roce.MTU) {
 
 func BenchmarkWrite64(b *testing.B)  { benchWrite(b, 64, roce.MTU1024) }
 func BenchmarkWrite64K(b *testing.B) { benchWrite(b, 64<<10, roce.MTU4096) }
+
+// addIdleQPs creates n RC QPs on s's device, one CQ each, and brings them to RTS
+// towards peer's QPN: connected and idle, as in a job with many quiet connections.
+func addIdleQPs(tb testing.TB, s, peer *side, n int) {
+	tb.Helper()
+	for i := range n {
+		cq := s.dev.CreateCQ(16)
+		qp, err := s.pd.CreateQP(transport.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+			Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16}})
+		if err != nil {
+			tb.Fatalf("QP %d: %v", i, err)
+		}
+		idle := &side{dev: s.dev, end: s.end, pd: s.pd, cq: cq, qp: qp}
+		(&pair{t: tb}).connect(idle, peer, defaults(pairConfig{}), 1, 1)
+	}
+}
+
+// BenchmarkProgressIdle times one engine pass with nothing to do beside N connected,
+// idle QPs. Issue 14's target: the 100,000-QP figure within 2× the 1-QP figure.
+func BenchmarkProgressIdle(b *testing.B) {
+	for _, n := range []int{1, 1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("qps=%d", n), func(b *testing.B) {
+			p := newPair(b, pairConfig{})
+			addIdleQPs(b, p.a, p.b, n-1) // the pair's own QP is the first
+			p.a.dev.Progress()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				p.a.dev.Progress()
+			}
+		})
+	}
+}
+
+// BenchmarkWrite64Idle is BenchmarkWrite64 with 10,000 connected, idle QPs on the
+// sending device beside the active one (and with none, for the ratio in one run).
+func BenchmarkWrite64Idle(b *testing.B) {
+	for _, n := range []int{0, 10000} {
+		b.Run(fmt.Sprintf("idle=%d", n), func(b *testing.B) {
+			benchWriteIdle(b, 64, roce.MTU1024, n)
+		})
+	}
+}

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 )
@@ -97,44 +99,65 @@ type WorkCompletion struct {
 // CompletionQueue collects work completions. Poll and Wait may be called from any
 // goroutine.
 type CompletionQueue struct {
-	mu      sync.Mutex
-	cqes    []WorkCompletion // FIFO; head at index head
-	head    int
-	notify  chan struct{}
-	depth   int
-	overrun bool
+	dev    *Device
+	mu     sync.Mutex
+	cqes   []WorkCompletion // FIFO; head at index head
+	head   int
+	notify chan struct{}
+	depth  int
+	err    error // ErrCQOverrun once a completion found the CQ full
 }
 
-// CreateCQ returns a completion queue holding up to depth completions. If more
-// accumulate before Poll, the CQ overruns: further completions are dropped and
-// Overrun reports it, as an ibv CQ overrun is an error.
+// ErrCQOverrun is the error of a completion queue that overran: a completion arrived
+// while it held its full depth of unpolled completions. The CQ stays in error: its
+// queued completions can still be polled, new ones are lost, and the QP whose
+// completion was lost moves to ERR (IBTA Vol 1 §11.4.2.1 "CQ overrun"; rdma_rxe's
+// rxe_cq_post raises IB_EVENT_CQ_ERR and its responder moves the QP to error).
+var ErrCQOverrun = errors.New("transport: completion queue overrun (IBV_EVENT_CQ_ERR)")
+
+// CreateCQ returns a completion queue holding up to depth completions (default 1024
+// when depth ≤ 0). If more accumulate before Poll, the CQ overruns (ErrCQOverrun).
 func (d *Device) CreateCQ(depth int) *CompletionQueue {
 	if depth <= 0 {
 		depth = 1024
 	}
-	return &CompletionQueue{notify: make(chan struct{}, 1), depth: depth}
+	return &CompletionQueue{dev: d, notify: make(chan struct{}, 1), depth: depth}
 }
 
-func (cq *CompletionQueue) push(wc WorkCompletion) {
+// Depth returns how many completions the CQ holds before it overruns.
+func (cq *CompletionQueue) Depth() int { return cq.depth }
+
+// push appends wc and reports whether the CQ took it: false when the CQ is full
+// (it then enters the error state and raises IBV_EVENT_CQ_ERR) or already in error.
+func (cq *CompletionQueue) push(wc WorkCompletion) bool {
 	cq.mu.Lock()
-	if len(cq.cqes)-cq.head >= cq.depth {
-		cq.overrun = true
-	} else {
+	ok := cq.err == nil && len(cq.cqes)-cq.head < cq.depth
+	raise := false
+	if ok {
 		if cq.head > 0 && len(cq.cqes) == cap(cq.cqes) {
 			n := copy(cq.cqes, cq.cqes[cq.head:])
 			cq.cqes = cq.cqes[:n]
 			cq.head = 0
 		}
 		cq.cqes = append(cq.cqes, wc)
+	} else if cq.err == nil {
+		cq.err = fmt.Errorf("%w: more than %d completions were left unpolled; poll more often or create a larger CQ",
+			ErrCQOverrun, cq.depth)
+		raise = true
 	}
 	cq.mu.Unlock()
+	if raise {
+		cq.dev.raise(AsyncEvent{Type: EVENT_CQ_ERR, CQ: cq})
+	}
 	select {
 	case cq.notify <- struct{}{}:
 	default:
 	}
+	return ok
 }
 
 // Poll moves up to len(wcs) completions into wcs, oldest first, and returns how many.
+// A CQ in error still returns the completions it holds; Err tells why no more come.
 func (cq *CompletionQueue) Poll(wcs []WorkCompletion) int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
@@ -154,18 +177,25 @@ func (cq *CompletionQueue) Len() int {
 	return len(cq.cqes) - cq.head
 }
 
-// Overrun reports whether completions were dropped because the CQ was full.
-func (cq *CompletionQueue) Overrun() bool {
+// Err returns nil, or an error wrapping ErrCQOverrun once the CQ has overrun.
+func (cq *CompletionQueue) Err() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	return cq.overrun
+	return cq.err
 }
 
-// Wait blocks until at least one completion can be polled or ctx ends (ctx.Err()).
+// Wait blocks until at least one completion can be polled, the CQ is in error with
+// nothing left to poll (its Err), or ctx ends (ctx.Err()).
 func (cq *CompletionQueue) Wait(ctx context.Context) error {
 	for {
-		if cq.Len() > 0 {
+		cq.mu.Lock()
+		n, err := len(cq.cqes)-cq.head, cq.err
+		cq.mu.Unlock()
+		if n > 0 {
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 		select {
 		case <-cq.notify:

@@ -17,13 +17,28 @@ type Device struct {
 	clock Clock
 	gids  roce.GIDTable
 
-	mu      sync.Mutex // guards everything below; held by Progress for a whole pass
+	mu      sync.Mutex // guards the engine state below; held by Progress for a whole pass
 	qps     map[uint32]*QueuePair
-	qpList  []*QueuePair
 	nextQPN uint32
 	nextPD  uint32
-	mrs     mrTable
 	closed  bool
+
+	mrs mrTable // its own lock: posting resolves keys without the engine lock
+
+	// scheduling (sched.go)
+	ready      []*QueuePair // QPs that may have something to send
+	readySpare []*QueuePair
+	timers     timerHeap
+
+	// posting (post.go): QPs with work requests not yet taken in by the engine
+	postMu    sync.Mutex
+	postedQPs []*QueuePair
+	postSpare []*QueuePair
+
+	fatal    []*QueuePair // QPs that lost a completion to a CQ overrun in this pass
+	evMu     sync.Mutex
+	events   []AsyncEvent
+	evNotify chan struct{}
 
 	counters *Counters
 	waiting  atomic.Bool // Run is (about to be) blocked in Link.Wait
@@ -80,7 +95,8 @@ func Open(link Link, opts Options) (*Device, error) {
 		return nil, fmt.Errorf("transport: Open needs a link")
 	}
 	d := &Device{link: link, clock: opts.Clock, gids: opts.GIDs, qps: map[uint32]*QueuePair{}, nextQPN: 17,
-		counters: newCounters(), busyDelay: 20 * time.Microsecond, busyPoll: opts.BusyPoll}
+		counters: newCounters(), busyDelay: 20 * time.Microsecond, busyPoll: opts.BusyPoll,
+		evNotify: make(chan struct{}, 1)}
 	if d.busyPoll == 0 {
 		d.busyPoll = DefaultBusyPoll
 	}
@@ -173,7 +189,7 @@ func (d *Device) progress() (bool, error) {
 		return false, ErrLinkClosed
 	}
 	d.now = d.clock.Now()
-	did := false
+	did := d.takePosted()
 	n, err := d.link.Recv(d.rxBatch)
 	if err != nil {
 		d.counters.inc(CntLinkDowned)
@@ -190,20 +206,14 @@ func (d *Device) progress() (bool, error) {
 	}
 	clear(d.acks)
 	d.acks = d.acks[:0]
-	for _, qp := range d.qpList {
-		if qp.timers(d.now) {
-			did = true
-		}
+	if d.runTimers() {
+		did = true
 	}
-	if d.txq.len() == 0 {
-		for _, qp := range d.qpList {
-			if qp.resp.readStep(qp, txBudget-d.txq.len()) {
-				did = true
-			}
-			if qp.req.step(qp, txBudget-d.txq.len()) {
-				did = true
-			}
-		}
+	if d.txq.len() == 0 && d.runReady() {
+		did = true
+	}
+	if len(d.fatal) > 0 {
+		d.failFatal()
 	}
 	sent, err := d.flushTx()
 	if err != nil {
@@ -213,22 +223,13 @@ func (d *Device) progress() (bool, error) {
 }
 
 // NextDeadline returns the earliest time a timer or a held frame needs the engine,
-// or the zero time when nothing waits.
+// or the zero time when nothing waits. Its cost does not depend on the number of QPs.
 func (d *Device) NextDeadline() time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var t time.Time
-	min := func(u time.Time) {
-		if !u.IsZero() && (t.IsZero() || u.Before(t)) {
-			t = u
-		}
-	}
+	t := d.nextTimer()
 	if d.txq.len() > 0 {
-		min(d.retryAt)
-	}
-	for _, qp := range d.qpList {
-		min(qp.req.timer)
-		min(qp.req.rnrUntil)
+		t = earliest(t, d.retryAt)
 	}
 	return t
 }
@@ -245,12 +246,13 @@ func (d *Device) input(f []byte) {
 		return
 	}
 	qp := d.qps[p.BTH.DestQP]
-	if qp == nil || qp.state < QPS_RTR || qp.state == QPS_ERR || p.BTH.Opcode.Service() != roce.ServiceRC ||
+	if qp == nil || qp.state < QPS_RTR || qp.state == QPS_ERR || qp.fatal || p.BTH.Opcode.Service() != roce.ServiceRC ||
 		p.SrcAddr() != qp.peer || p.BTH.PKey&0x7FFF != 0x7FFF {
 		d.counters.inc(CntRcvdUnknownQP)
 		return
 	}
 	qp.count(CntRcvdPkts)
+	d.schedule(qp) // an answer may open the send window; a request may need a READ response
 	if p.BTH.Opcode.Info().IsResponse {
 		if qp.state >= QPS_RTS {
 			qp.req.complete(qp, p)

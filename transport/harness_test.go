@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -50,6 +51,7 @@ type pairConfig struct {
 	psnA, psnB  uint32 // first PSN each side sends
 	access      transport.Access
 	maxRdAtomic uint8
+	cqDepthB    int // B's CQ depth (default 1<<16)
 }
 
 func defaults(c pairConfig) pairConfig {
@@ -88,19 +90,19 @@ func newPair(t testing.TB, c pairConfig) *pair {
 		transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}, MTU: netMTU, Faults: c.faultsA},
 		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}, MTU: netMTU, Faults: c.faultsB})
 	p := &pair{t: t, clock: transport.NewFakeClock()}
-	p.a = p.newSide(ea, c)
-	p.b = p.newSide(eb, c)
+	p.a = p.newSide(ea, c, 1<<16)
+	p.b = p.newSide(eb, c, cmp.Or(c.cqDepthB, 1<<16))
 	p.connect(p.a, p.b, c, c.psnA, c.psnB)
 	p.connect(p.b, p.a, c, c.psnB, c.psnA)
 	return p
 }
 
-func (p *pair) newSide(end *transport.PipeEnd, c pairConfig) *side {
+func (p *pair) newSide(end *transport.PipeEnd, c pairConfig, cqDepth int) *side {
 	dev, err := transport.Open(end, transport.Options{Clock: p.clock})
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	s := &side{dev: dev, end: end, pd: dev.AllocPD(), cq: dev.CreateCQ(1 << 16)}
+	s := &side{dev: dev, end: end, pd: dev.AllocPD(), cq: dev.CreateCQ(cqDepth)}
 	s.buf = make([]byte, c.bufSize)
 	s.mr, err = s.pd.RegMR(s.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|
 		transport.AccessRemoteRead|transport.AccessRemoteAtomic)

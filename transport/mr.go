@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -54,9 +55,11 @@ func (mr *MemoryRegion) RKey() uint32 { return mr.rkey }
 // Access returns the region's access flags.
 func (mr *MemoryRegion) Access() Access { return mr.access }
 
-// mrTable maps the 24-bit index of an lkey or rkey to its region. It is guarded by
-// the device lock.
+// mrTable maps the 24-bit index of an lkey or rkey to its region. It has its own
+// lock: posters resolve local keys without the engine lock, and the engine checks
+// R_Keys while registrations go on.
 type mrTable struct {
+	mu      sync.RWMutex
 	regions []*MemoryRegion       // index → region (nil when free); index 0 is never used
 	chosen  map[int]*MemoryRegion // regions registered with a chosen key beyond regions
 	keyGen  uint8
@@ -109,9 +112,9 @@ func (pd *ProtectionDomain) RegMRWith(buf []byte, access Access, opts MROptions)
 	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
 		return nil, ErrBadAccess
 	}
-	pd.dev.mu.Lock()
-	defer pd.dev.mu.Unlock()
 	t := &pd.dev.mrs
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	idx := 0
 	if opts.Key != 0 {
 		// A chosen key (replays) may name any index: those regions live in a map,
@@ -164,9 +167,9 @@ func (pd *ProtectionDomain) RegMRWith(buf []byte, access Access, opts MROptions)
 
 // Dereg deregisters the region: its keys stop working at once for new requests.
 func (mr *MemoryRegion) Dereg() error {
-	mr.pd.dev.mu.Lock()
-	defer mr.pd.dev.mu.Unlock()
 	t := &mr.pd.dev.mrs
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if !mr.valid {
 		return ErrMRInvalid
 	}
@@ -180,7 +183,7 @@ func (mr *MemoryRegion) Dereg() error {
 }
 
 // lookup returns the region for key if it is registered, matches exactly, and
-// belongs to pd.
+// belongs to pd. t.mu is held.
 func (t *mrTable) lookup(key uint32, pd *ProtectionDomain) *MemoryRegion {
 	idx := int(key >> 8)
 	if idx <= 0 {
@@ -217,6 +220,8 @@ func (mr *MemoryRegion) slice(va uint64, n uint64) ([]byte, bool) {
 // it returns nil unless the key is valid for pd, carries the access, and the range
 // lies inside the region (IBTA Vol 1 §9.7.5.1.3, rxe_resp.c check_rkey).
 func (t *mrTable) remote(rkey uint32, pd *ProtectionDomain, va, n uint64, need Access) []byte {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	mr := t.lookup(rkey, pd)
 	if mr == nil || mr.rkey != rkey || mr.access&need != need {
 		return nil

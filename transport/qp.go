@@ -148,19 +148,30 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	qp := &QueuePair{dev: d, pd: pd, init: attr, qpn: qpn}
 	qp.counters = newCounters()
 	d.qps[qp.qpn] = qp
-	d.qpList = append(d.qpList, qp)
 	return qp, nil
+}
+
+// Destroy removes the QP (ibv_destroy_qp): frames for its QPN are dropped from now on
+// and outstanding work requests are discarded without completions, as verbs does. A
+// destroyed QP rejects posts with ErrQPState.
+func (qp *QueuePair) Destroy() error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if qp.destroyed {
+		return ErrQPState
+	}
+	qp.reset()
+	qp.destroyed = true
+	delete(d.qps, qp.qpn)
+	return nil
 }
 
 // QPN returns the queue pair number.
 func (qp *QueuePair) QPN() uint32 { return qp.qpn }
 
-// State returns the current state.
-func (qp *QueuePair) State() QPState {
-	qp.dev.mu.Lock()
-	defer qp.dev.mu.Unlock()
-	return qp.state
-}
+// State returns the current state. It does not wait for the engine.
+func (qp *QueuePair) State() QPState { return QPState(qp.pubState.Load()) }
 
 // Attr returns the current attributes.
 func (qp *QueuePair) Attr() QPAttr {
@@ -192,8 +203,18 @@ var transitions = map[[2]QPState][2]QPAttrMask{
 // attribute; the QP is unchanged on error.
 func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 	d := qp.dev
+	// The path (GID entry, neighbour) is resolved before the engine lock is taken:
+	// resolving may wait for ARP or neighbour discovery.
+	var path qpPath
+	var pathErr error
+	if mask&QP_STATE != 0 && attr.State == QPS_RTR && mask&QP_AV != 0 {
+		path, pathErr = qp.resolvePath(&attr)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if qp.destroyed {
+		return fmt.Errorf("transport: QP 0x%x is destroyed: %w", qp.qpn, ErrQPState)
+	}
 	from, to := qp.state, qp.state
 	if mask&QP_STATE != 0 {
 		to = attr.State
@@ -282,9 +303,10 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		a.RNRRetry = attr.RNRRetry
 	}
 	if to == QPS_RTR && from == QPS_INIT {
-		if err := qp.setPath(&a); err != nil {
-			return err
+		if pathErr != nil {
+			return pathErr
 		}
+		qp.setPath(&path, &a)
 		qp.resp.init(a.RQPSN)
 	}
 	if to == QPS_RTS && from == QPS_RTR {
@@ -292,27 +314,43 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 	}
 	qp.attr = a
 	qp.retryLeft, qp.rnrRetryLeft = a.RetryCnt, a.RNRRetry
-	qp.state = to
+	qp.setState(to)
+	d.schedule(qp)
 	d.wakeLoop()
 	return nil
 }
 
-// setPath resolves the address handle into the frame header template.
-func (qp *QueuePair) setPath(a *QPAttr) error {
+// qpPath is an address handle resolved to addresses: the source and destination IP
+// addresses and the next hop's Ethernet address.
+type qpPath struct {
+	src, dst netip.Addr
+	mac      [6]byte
+}
+
+// resolvePath resolves a's address handle: the SGID entry and the neighbour of the
+// DGID. It takes no engine lock; the neighbour lookup may wait.
+func (qp *QueuePair) resolvePath(a *QPAttr) (qpPath, error) {
 	d := qp.dev
 	sgid, err := d.gids.Entry(a.AH.SGIDIndex)
 	if err != nil {
-		return fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
+		return qpPath{}, fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
 	}
 	src, dst := sgid.GID.Addr(), a.AH.DGID.Addr()
 	if src.Is4() != dst.Is4() {
-		return fmt.Errorf("transport: QP 0x%x: SGID index %d is %s but the DGID %s is %s; pick a GID index of the same kind as the peer's (IPv4-mapped for an IPv4 peer)",
+		return qpPath{}, fmt.Errorf("transport: QP 0x%x: SGID index %d is %s but the DGID %s is %s; pick a GID index of the same kind as the peer's (IPv4-mapped for an IPv4 peer)",
 			qp.qpn, a.AH.SGIDIndex, gidKind(src), a.AH.DGID, gidKind(dst))
 	}
 	mac, err := d.link.Resolve(dst)
 	if err != nil {
-		return fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
+		return qpPath{}, fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
 	}
+	return qpPath{src: src, dst: dst, mac: mac}, nil
+}
+
+// setPath builds the QP's frame header template from its resolved path and a.
+func (qp *QueuePair) setPath(path *qpPath, a *QPAttr) {
+	d := qp.dev
+	src, dst, mac := path.src, path.dst, path.mac
 	hop := a.AH.HopLimit
 	if hop == 0 {
 		hop = 64
@@ -332,7 +370,6 @@ func (qp *QueuePair) setPath(a *QPAttr) error {
 	t.BTH = roce.BTH{PKey: 0xFFFF, DestQP: a.DestQPN}
 	qp.peer = dst
 	qp.pmtu = a.PathMTU.Bytes()
-	return nil
 }
 
 func gidKind(a netip.Addr) string {

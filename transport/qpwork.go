@@ -2,19 +2,24 @@ package transport
 
 import (
 	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/xroce/xroce/roce"
 )
 
 // QueuePair is a Reliable Connected queue pair. Its methods may be called from any
-// goroutine; the protocol state is the engine's, under the device lock.
+// goroutine; the protocol state is the engine's, under the device lock, and posting
+// goes through the pending lists under postMu (post.go).
 type QueuePair struct {
-	dev   *Device
-	pd    *ProtectionDomain
-	init  QPInitAttr
-	qpn   uint32
-	state QPState
-	attr  QPAttr
+	dev      *Device
+	pd       *ProtectionDomain
+	init     QPInitAttr
+	qpn      uint32
+	state    QPState       // the engine's view, under the device lock
+	pubState atomic.Uint32 // state as posters and State read it
+	attr     QPAttr
 
 	tmpl roce.Packet // Ethernet/IP/UDP/BTH template of this QP's packets
 	peer netip.Addr
@@ -22,13 +27,29 @@ type QueuePair struct {
 
 	retryLeft, rnrRetryLeft uint8
 
-	sq       ring[*sendWQE]
-	rq       ring[*recvWQE]
-	sqPool   []*sendWQE
-	rqPool   []*recvWQE
+	sq       ring[*sendWQE] // the engine's send queue
+	rq       ring[*recvWQE] // the engine's receive queue
+	sqDone   []*sendWQE     // completed WQEs, back to sqPool at the next take-in
+	rqDone   []*recvWQE
 	req      requester
 	resp     responder
 	counters *Counters
+
+	// scheduling (sched.go), under the device lock
+	ready     bool      // on the device's ready list
+	heapAt    time.Time // time of this QP's live timer-heap entry; zero when none
+	destroyed bool
+	fatal     bool // lost a completion to a CQ overrun: to ERR at the end of the pass
+
+	// posting (post.go)
+	postMu sync.Mutex // guards pendSQ, pendRQ and the pools
+	pendSQ []*sendWQE // posted, not yet taken in by the engine
+	pendRQ []*recvWQE
+	sqPool []*sendWQE
+	rqPool []*recvWQE
+	sqUsed atomic.Int32 // send WQEs posted and not completed (max_send_wr)
+	rqUsed atomic.Int32 // receive WQEs posted and not completed (max_recv_wr)
+	queued atomic.Bool  // on the device's posted list
 }
 
 // sendWQE is a posted send work request as the requester tracks it.
@@ -58,148 +79,11 @@ type recvWQE struct {
 // Counters returns the QP's counters.
 func (qp *QueuePair) Counters() *Counters { return qp.counters }
 
-// PostSend posts send work requests in order. It returns the index of the first WR
-// it could not post and an error: ErrQPState before RTS (in ERR the WRs are accepted
-// and flushed), ErrQueueFull, ErrTooManySGE, ErrInline, ErrMsgSize or ErrBadWR
-// (unknown opcode, or an atomic whose local buffer is not 8 bytes). A local key,
-// access or bounds problem is not an error here: the WR completes with
-// IBV_WC_LOC_PROT_ERR and the QP moves to ERR, as with an HCA.
-func (qp *QueuePair) PostSend(wrs ...SendWR) (int, error) {
-	d := qp.dev
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i := range wrs {
-		if err := qp.postSend(&wrs[i]); err != nil {
-			return i, err
-		}
-	}
-	d.wakeLoop()
-	return len(wrs), nil
-}
-
-func (qp *QueuePair) postSend(wr *SendWR) error {
-	switch qp.state {
-	case QPS_RTS, QPS_SQD, QPS_ERR:
-	default:
-		return ErrQPState
-	}
-	if qp.sq.len() >= qp.init.Cap.MaxSendWR {
-		return ErrQueueFull
-	}
-	if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
-		return ErrTooManySGE
-	}
-	if wr.Opcode > WR_ATOMIC_FETCH_AND_ADD {
-		return ErrBadWR
-	}
-	var total uint64
-	for _, e := range wr.SGList {
-		total += uint64(e.Length)
-	}
-	if total > MaxMsgSize {
-		return ErrMsgSize
-	}
-	if wr.Opcode.isAtomic() && total != 8 {
-		return ErrBadWR
-	}
-	inline := wr.Flags&SendInline != 0 && (wr.Opcode == WR_SEND || wr.Opcode == WR_SEND_WITH_IMM ||
-		wr.Opcode == WR_RDMA_WRITE || wr.Opcode == WR_RDMA_WRITE_WITH_IMM)
-	if inline && int(total) > qp.init.Cap.MaxInlineData {
-		return ErrInline
-	}
-	w := qp.newSendWQE()
-	w.wr = *wr
-	w.wr.SGList = nil
-	w.length = int(total)
-	w.signaled = qp.init.SigAll || wr.Flags&SendSignaled != 0
-	need := Access(0)
-	if wr.Opcode.isReadOrAtomic() {
-		need = AccessLocalWrite
-	}
-	if inline {
-		w.inline = w.inline[:0]
-		for _, e := range wr.SGList {
-			// Inline data is read straight from memory, as ibv_post_send does with the
-			// SGE's address; here the address must lie in a region of this PD.
-			var one sgList
-			if !qp.dev.resolve([]SGE{e}, qp.pd, 0, &one) {
-				w.status = WC_LOC_PROT_ERR
-				break
-			}
-			for _, s := range one.segs {
-				w.inline = append(w.inline, s...)
-			}
-		}
-		w.sg.segs = append(w.sg.segs[:0], w.inline)
-		w.sg.total = len(w.inline)
-	} else if !qp.dev.resolve(wr.SGList, qp.pd, need, &w.sg) {
-		w.status = WC_LOC_PROT_ERR
-	}
-	qp.sq.push(w)
-	if qp.state == QPS_ERR {
-		qp.flush()
-	}
-	return nil
-}
-
-// PostRecv posts receive work requests. Errors: ErrQPState in RESET, ErrQueueFull,
-// ErrTooManySGE. A bad local key completes the WR with IBV_WC_LOC_PROT_ERR when a
-// SEND arrives for it.
-func (qp *QueuePair) PostRecv(wrs ...RecvWR) (int, error) {
-	d := qp.dev
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i, wr := range wrs {
-		if qp.state == QPS_RESET {
-			return i, ErrQPState
-		}
-		if qp.rq.len() >= qp.init.Cap.MaxRecvWR {
-			return i, ErrQueueFull
-		}
-		if len(wr.SGList) > qp.init.Cap.MaxRecvSGE {
-			return i, ErrTooManySGE
-		}
-		r := qp.newRecvWQE()
-		r.wrid = wr.WRID
-		if !d.resolve(wr.SGList, qp.pd, AccessLocalWrite, &r.sg) {
-			r.sg.total = -1 // marks a protection error, reported when used
-		}
-		qp.rq.push(r)
-	}
-	if qp.state == QPS_ERR {
-		qp.flush()
-	}
-	d.wakeLoop()
-	return len(wrs), nil
-}
-
-func (qp *QueuePair) newSendWQE() *sendWQE {
-	if k := len(qp.sqPool); k > 0 {
-		w := qp.sqPool[k-1]
-		qp.sqPool = qp.sqPool[:k-1]
-		segs, inl := w.sg.segs[:0], w.inline[:0]
-		*w = sendWQE{}
-		w.sg.segs, w.inline = segs, inl
-		return w
-	}
-	return &sendWQE{}
-}
-
-func (qp *QueuePair) newRecvWQE() *recvWQE {
-	if k := len(qp.rqPool); k > 0 {
-		r := qp.rqPool[k-1]
-		qp.rqPool = qp.rqPool[:k-1]
-		r.sg.segs = r.sg.segs[:0]
-		r.sg.total = 0
-		return r
-	}
-	return &recvWQE{}
-}
-
 // completeHead pops the oldest send WQE and reports it when it is signaled or failed.
 func (qp *QueuePair) completeHead(status WCStatus) {
 	w := *qp.sq.at(0)
 	qp.sq.popFront()
+	qp.sqUsed.Add(-1) // before the completion is seen: the slot is free when it is polled
 	if qp.req.next > 0 {
 		qp.req.next--
 	}
@@ -220,24 +104,34 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 				wc.HasImm, wc.ImmData = true, w.wr.ImmData
 			}
 		}
-		qp.init.SendCQ.push(wc)
+		qp.deliver(qp.init.SendCQ, wc)
 	}
-	qp.sqPool = append(qp.sqPool, w)
+	qp.sqDone = append(qp.sqDone, w)
 }
 
 // completeRecv pops the oldest receive WQE and reports it.
 func (qp *QueuePair) completeRecv(wc WorkCompletion) {
 	r := *qp.rq.at(0)
 	qp.rq.popFront()
+	qp.rqUsed.Add(-1)
 	wc.WRID = r.wrid
 	wc.QPN = qp.qpn
-	qp.init.RecvCQ.push(wc)
-	qp.rqPool = append(qp.rqPool, r)
+	qp.deliver(qp.init.RecvCQ, wc)
+	qp.rqDone = append(qp.rqDone, r)
+}
+
+// deliver puts wc on cq. A completion the CQ cannot take (overrun) is lost and the
+// QP moves to ERR at the end of the engine pass, with IBV_EVENT_QP_FATAL.
+func (qp *QueuePair) deliver(cq *CompletionQueue, wc WorkCompletion) {
+	if !cq.push(wc) && qp.state != QPS_ERR && !qp.fatal {
+		qp.fatal = true
+		qp.dev.fatal = append(qp.dev.fatal, qp)
+	}
 }
 
 // toError moves the QP to ERR and flushes both queues (IBTA Vol 1 §10.3.1.4).
 func (qp *QueuePair) toError() {
-	qp.state = QPS_ERR
+	qp.setState(QPS_ERR)
 	qp.req.timer = timeZero
 	qp.req.rnrUntil = timeZero
 	qp.resp.out.clear()
@@ -263,17 +157,27 @@ func (qp *QueuePair) fail(status WCStatus) {
 	qp.toError()
 }
 
-// reset returns the QP to RESET: queues emptied without completions.
+// reset returns the QP to RESET: queues emptied without completions, pending
+// posts included.
 func (qp *QueuePair) reset() {
-	qp.state = QPS_RESET
+	qp.setState(QPS_RESET)
+	qp.takeIn()
 	for qp.sq.len() > 0 {
-		qp.sqPool = append(qp.sqPool, *qp.sq.at(0))
+		qp.sqDone = append(qp.sqDone, *qp.sq.at(0))
 		qp.sq.popFront()
 	}
 	for qp.rq.len() > 0 {
-		qp.rqPool = append(qp.rqPool, *qp.rq.at(0))
+		qp.rqDone = append(qp.rqDone, *qp.rq.at(0))
 		qp.rq.popFront()
 	}
+	qp.sqUsed.Store(0)
+	qp.rqUsed.Store(0)
 	qp.req = requester{}
 	qp.resp = responder{}
+}
+
+// setState sets the state for the engine and for posters.
+func (qp *QueuePair) setState(s QPState) {
+	qp.state = s
+	qp.pubState.Store(uint32(s))
 }

@@ -31,7 +31,7 @@ func newRaw(t *testing.T, sqPSN, rqPSN uint32, c pairConfig) *raw {
 		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
 	r := &raw{t: t, clock: transport.NewFakeClock(), end: eb, buf: make([]byte, 9000)}
 	p := &pair{t: t, clock: r.clock}
-	r.e = p.newSide(ea, c)
+	r.e = p.newSide(ea, c, 1<<16)
 	peer := &side{end: eb, qp: nil}
 	_ = peer
 	qp := r.e.qp

@@ -111,6 +111,7 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 func (r *requester) armTimer(qp *QueuePair) {
 	if t := timeoutDuration(qp.attr.Timeout); t > 0 {
 		r.timer = qp.dev.now.Add(t)
+		qp.dev.armed(qp, r.timer)
 	}
 }
 
@@ -356,6 +357,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 		}
 		r.rewind(qp, psn)
 		r.rnrUntil = d.now.Add(roce.RNRTimerDelay(syn.Value()))
+		d.armed(qp, r.rnrUntil)
 		return
 	case roce.KindNAK:
 		if r.ackUpTo(qp, roce.PSNAdd(psn, -1)) {

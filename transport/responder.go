@@ -116,6 +116,9 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 		r.invalid(qp, psn)
 		return
 	}
+	if qp.fatal { // its completion was lost to a CQ overrun: no ACK; the QP fails
+		return
+	}
 	r.epsn = roce.PSNNext(psn)
 	if p.BTH.AckReq {
 		r.scheduleAck(qp, psn)
@@ -125,6 +128,9 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 // hasRecv reports whether a receive WQE is posted; if not it sends an RNR NAK
 // carrying min_rnr_timer (§9.7.5.1.6) and reports false.
 func (r *responder) hasRecv(qp *QueuePair, psn uint32) bool {
+	if qp.rq.len() == 0 && qp.rqUsed.Load() > 0 {
+		qp.takeIn() // posted since this pass began
+	}
 	if qp.rq.len() > 0 {
 		return true
 	}

@@ -157,6 +157,8 @@ func (s *sgList) contiguous(off, n int) ([]byte, bool) {
 func (d *Device) resolve(sges []SGE, pd *ProtectionDomain, need Access, into *sgList) bool {
 	into.segs = into.segs[:0]
 	into.total = 0
+	d.mrs.mu.RLock()
+	defer d.mrs.mu.RUnlock()
 	for _, e := range sges {
 		if e.Length == 0 {
 			continue

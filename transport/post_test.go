@@ -1,0 +1,185 @@
+package transport_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// stallLink is a Pipe end whose Send, once armed, blocks until released, as a link
+// stuck in a slow system call would: the engine then sits in its pass holding the
+// engine lock. Resolve can be made to block the same way.
+type stallLink struct {
+	*transport.PipeEnd
+	stallSend    chan struct{} // closed: Send stalls
+	inSend       chan struct{} // receives a value when a stalled Send begins
+	release      chan struct{} // closed: stalled calls return
+	stallResolve chan struct{}
+	inResolve    chan struct{}
+}
+
+func newStallLink(end *transport.PipeEnd) *stallLink {
+	return &stallLink{PipeEnd: end, stallSend: make(chan struct{}), inSend: make(chan struct{}, 1),
+		release: make(chan struct{}), stallResolve: make(chan struct{}), inResolve: make(chan struct{}, 1)}
+}
+
+func (l *stallLink) Send(frames [][]byte) (int, error) {
+	select {
+	case <-l.stallSend:
+		select {
+		case l.inSend <- struct{}{}:
+		default:
+		}
+		<-l.release
+	default:
+	}
+	return l.PipeEnd.Send(frames)
+}
+
+func (l *stallLink) Resolve(ip netip.Addr) ([6]byte, error) {
+	select {
+	case <-l.stallResolve:
+		select {
+		case l.inResolve <- struct{}{}:
+		default:
+		}
+		<-l.release
+	default:
+	}
+	return l.PipeEnd.Resolve(ip)
+}
+
+// within runs f on another goroutine and fails the test unless it returns within
+// limit: the bound stands for "does not wait for the stalled engine", not a speed.
+func within(t *testing.T, what string, limit time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("%s did not return within %v while the engine was stalled", what, limit)
+	}
+}
+
+// TestPostWhileEngineStalled: with the engine stuck inside Link.Send in the middle of
+// a pass (holding the engine lock), PostSend, PostRecv, Poll and State still return
+// at once; the posted work goes out after the link recovers.
+func TestPostWhileEngineStalled(t *testing.T) {
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	la := newStallLink(ea)
+	p := &pair{t: t}
+	a, b := p.newLinkSide(la, ea), p.newRealSide(eb)
+	c := defaults(pairConfig{})
+	p.connect(a, b, c, 100, 200)
+	p.connect(b, a, c, 200, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	for _, s := range []*side{a, b} {
+		go func() { errs <- s.dev.Run(ctx) }()
+	}
+	defer func() {
+		cancel()
+		for range 2 {
+			<-errs
+		}
+	}()
+	fill(a.buf[:4096], 9)
+	close(la.stallSend)
+	must(t, postSend(a, transport.SendWR{WRID: 1, Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, 1024),
+		Flags: transport.SendSignaled, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
+	select {
+	case <-la.inSend:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine never sent the first WRITE")
+	}
+	// The engine is now inside Send, in its pass.
+	within(t, "PostSend", 2*time.Second, func() {
+		if err := postSend(a, transport.SendWR{WRID: 2, Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 1024, 3072),
+			Flags: transport.SendSignaled, RemoteAddr: b.mr.Addr() + 1024, RKey: b.mr.RKey()}); err != nil {
+			t.Error(err)
+		}
+	})
+	within(t, "PostRecv", 2*time.Second, func() {
+		if err := postRecv(a, 7, 8192, 64); err != nil {
+			t.Error(err)
+		}
+	})
+	within(t, "Poll", 2*time.Second, func() {
+		var wcs [4]transport.WorkCompletion
+		if n := a.cq.Poll(wcs[:]); n != 0 {
+			t.Errorf("%d completions before the link sent anything", n)
+		}
+	})
+	within(t, "State", 2*time.Second, func() {
+		if s := a.qp.State(); s != transport.QPS_RTS {
+			t.Errorf("state %v", s)
+		}
+	})
+	close(la.release)
+	var got []transport.WorkCompletion
+	buf := make([]transport.WorkCompletion, 4)
+	for len(got) < 2 {
+		if err := a.cq.Wait(ctx); err != nil {
+			t.Fatalf("after %d completions: %v", len(got), err)
+		}
+		got = append(got, buf[:a.cq.Poll(buf)]...)
+	}
+	checkWC(t, got[0], 1, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 1024)
+	checkWC(t, got[1], 2, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 3072)
+	checkBytes(t, "written", b.buf[:4096], a.buf[:4096])
+}
+
+// TestModifyResolvesWithoutEngineLock: while Modify waits for the neighbour of its
+// DGID, the engine keeps making passes.
+func TestModifyResolvesWithoutEngineLock(t *testing.T) {
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	la := newStallLink(ea)
+	p := &pair{t: t}
+	a, b := p.newLinkSide(la, ea), p.newRealSide(eb)
+	c := defaults(pairConfig{})
+	must(t, a.qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: c.access},
+		transport.QP_STATE|transport.QP_ACCESS_FLAGS|transport.QP_PKEY_INDEX|transport.QP_PORT))
+	close(la.stallResolve)
+	modified := make(chan error, 1)
+	go func() {
+		modified <- a.qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: c.mtu, DestQPN: b.qp.QPN(),
+			RQPSN: 5, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+			AH: transport.AddressHandle{DGID: roce.GIDFromAddr(addrB), SGIDIndex: 1}},
+			transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+				transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER)
+	}()
+	select {
+	case <-la.inResolve:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Modify never resolved the neighbour")
+	}
+	within(t, "Progress", 2*time.Second, func() { a.dev.Progress() })
+	within(t, "NextDeadline", 2*time.Second, func() { a.dev.NextDeadline() })
+	close(la.release)
+	if err := <-modified; err != nil {
+		t.Fatal(err)
+	}
+	if s := a.qp.State(); s != transport.QPS_RTR {
+		t.Errorf("state %v, want IBV_QPS_RTR", s)
+	}
+}
+
+// newLinkSide is newRealSide on a wrapped link; end is the Pipe end beneath it.
+func (p *pair) newLinkSide(l transport.Link, end *transport.PipeEnd) *side {
+	dev, err := transport.Open(l, transport.Options{})
+	must(p.t, err)
+	s := &side{dev: dev, end: end, pd: dev.AllocPD(), cq: dev.CreateCQ(1 << 12), buf: make([]byte, 1<<16)}
+	s.mr, err = s.pd.RegMR(s.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead)
+	must(p.t, err)
+	s.qp, err = s.pd.CreateQP(transport.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq})
+	must(p.t, err)
+	return s
+}
