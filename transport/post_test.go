@@ -28,29 +28,27 @@ func newStallLink(end *transport.PipeEnd) *stallLink {
 }
 
 func (l *stallLink) Send(frames [][]byte) (int, error) {
-	select {
-	case <-l.stallSend:
-		select {
-		case l.inSend <- struct{}{}:
-		default:
-		}
-		<-l.release
-	default:
-	}
+	l.stall(l.stallSend, l.inSend)
 	return l.PipeEnd.Send(frames)
 }
 
 func (l *stallLink) Resolve(ip netip.Addr) ([6]byte, error) {
+	l.stall(l.stallResolve, l.inResolve)
+	return l.PipeEnd.Resolve(ip)
+}
+
+// stall blocks until release when armed is closed, telling entered first.
+func (l *stallLink) stall(armed, entered chan struct{}) {
 	select {
-	case <-l.stallResolve:
-		select {
-		case l.inResolve <- struct{}{}:
-		default:
-		}
-		<-l.release
+	case <-armed:
+	default:
+		return
+	}
+	select {
+	case entered <- struct{}{}:
 	default:
 	}
-	return l.PipeEnd.Resolve(ip)
+	<-l.release
 }
 
 // within runs f on another goroutine and fails the test unless it returns within
