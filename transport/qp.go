@@ -227,11 +227,9 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		if !attr.PathMTU.Valid() {
 			return fmt.Errorf("transport: QP 0x%x: path MTU %v is not an IB MTU", qp.qpn, attr.PathMTU)
 		}
-		if l, ok := d.link.(PathMTULimiter); ok {
-			if limit, why := l.MaxPathMTU(); attr.PathMTU > limit {
-				return fmt.Errorf("transport: QP 0x%x: path MTU %d is not supported on this link (at most %d): %s",
-					qp.qpn, attr.PathMTU.Bytes(), limit.Bytes(), why)
-			}
+		if c := d.link.Caps(); c.MaxPathMTU != 0 && attr.PathMTU > c.MaxPathMTU {
+			return fmt.Errorf("transport: QP 0x%x: path MTU %d is not supported on this link (at most %d): %s",
+				qp.qpn, attr.PathMTU.Bytes(), c.MaxPathMTU.Bytes(), c.MaxPathMTUReason)
 		}
 		if limit := roce.MTUFromNetdev(d.link.MTU()); attr.PathMTU > limit {
 			return fmt.Errorf("transport: QP 0x%x: path MTU %d exceeds what the link's MTU %d carries (%d); use %d or lower",

@@ -291,10 +291,13 @@ func (l *Link) Wake() { l.w.wake() }
 // MTU implements transport.Link: the interface's MTU.
 func (l *Link) MTU() int { return l.ifc.mtu }
 
-// MaxPathMTU implements transport.PathMTULimiter: without multi-buffer AF_XDP, a
-// frame must fit one chunk, so the path MTU stops at 2048.
-func (l *Link) MaxPathMTU() (roce.MTU, string) {
-	return roce.MTU2048, fmt.Sprintf("a path MTU 4096 frame needs AF_XDP multi-buffer (XDP_USE_SG), which xroce does not implement yet; one %d-byte UMEM chunk holds at most %d bytes of frame", FrameSize, MaxFrame)
+// Caps implements transport.Link: without multi-buffer AF_XDP a frame must fit one
+// UMEM chunk, so the path MTU stops at 2048; frames arrive as they were on the wire.
+func (l *Link) Caps() transport.LinkCaps {
+	return transport.LinkCaps{
+		MaxPathMTU:       roce.MTU2048,
+		MaxPathMTUReason: fmt.Sprintf("a path MTU 4096 frame needs AF_XDP multi-buffer (XDP_USE_SG), which xroce does not implement yet; one %d-byte UMEM chunk holds at most %d bytes of frame", FrameSize, MaxFrame),
+	}
 }
 
 // HardwareAddr implements transport.Link.

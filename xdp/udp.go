@@ -13,6 +13,7 @@ import (
 
 	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
 )
 
 // UDPConfig opens a UDPLink.
@@ -299,6 +300,10 @@ func (l *UDPLink) Wake() { l.w.wake() }
 
 // MTU implements transport.Link.
 func (l *UDPLink) MTU() int { return l.ifc.mtu }
+
+// Caps implements transport.Link: any path MTU the interface's MTU allows; the ICRC
+// of received IPv4 datagrams is recomputed (see UDPLink and UnverifiedICRC).
+func (l *UDPLink) Caps() transport.LinkCaps { return transport.LinkCaps{ICRCRecomputed: true} }
 
 // HardwareAddr implements transport.Link.
 func (l *UDPLink) HardwareAddr() [6]byte { return l.ifc.mac }
