@@ -89,9 +89,9 @@ func fixLengths(f []byte) []byte {
 }
 
 // TestDecodeAcceptsVariantFields: what the ICRC masks may change in flight and the
-// frame still verifies (design.md §2: receivers accept any BTH byte 4, TTL, TOS, UDP
-// checksum, IPv6 flow label and hop limit); Ethernet padding after the datagram is
-// ignored; a VLAN tag is accepted.
+// frame still verifies (IBTA Vol 1 Annex A17.3.3 masks BTH byte 4, TTL, TOS, the UDP
+// checksum, the IPv6 flow label and hop limit, so a receiver accepts any value
+// there); Ethernet padding after the datagram is ignored; a VLAN tag is accepted.
 func TestDecodeAcceptsVariantFields(t *testing.T) {
 	for _, c := range []struct {
 		name   string

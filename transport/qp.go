@@ -162,15 +162,6 @@ func (qp *QueuePair) State() QPState {
 	return qp.state
 }
 
-// Attr returns the current attributes.
-func (qp *QueuePair) Attr() QPAttr {
-	qp.dev.mu.Lock()
-	defer qp.dev.mu.Unlock()
-	a := qp.attr
-	a.State = qp.state
-	return a
-}
-
 // transitions lists, for each allowed state change, the attributes it requires and
 // those it may set (IBTA Vol 1 §11.2.4.2 Table 93; ibv_modify_qp(3)).
 var transitions = map[[2]QPState][2]QPAttrMask{
