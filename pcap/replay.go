@@ -235,7 +235,7 @@ func decodeRC(frames []Frame) []*packet {
 	return out
 }
 
-func isResponse(p *roce.Packet) bool { return p.BTH.Opcode.Info().IsResponse }
+func isResponse(p *roce.Packet) bool { return p.BTH.Opcode.Is(roce.ClassResponse) }
 
 // Endpoints returns the IP addresses that send or receive RC frames in the capture,
 // in order of appearance.
@@ -592,18 +592,18 @@ func fillMemory(spans []*span, evs []*packet, as netip.Addr, pmtu int) {
 		}
 		if p.SrcAddr() != as && !isResponse(p) {
 			switch {
-			case op == roce.RC_RDMA_READ_REQUEST:
+			case op.Is(roce.ClassRead):
 				n := uint64(p.RETH.DMALen)
 				np := max(1, int((n+uint64(pmtu)-1)/uint64(pmtu)))
 				reads = append(reads, readReq{p.BTH.PSN, np, p.RETH.RKey, p.RETH.VA, n})
-			case op == roce.RC_FETCH_ADD || op == roce.RC_COMPARE_SWAP:
+			case op.Is(roce.ClassAtomic):
 				a := atomicReq{rkey: p.AtomicETH.RKey, va: p.AtomicETH.VA}
 				if s := findSpan(spans, a.rkey, a.va, 8); s != nil {
 					a.written = isWritten(s, a.va-s.lo)
 					mark(s, a.va-s.lo, 8)
 				}
 				atomics[p.BTH.PSN] = a
-			case op&0x1F >= 0x06 && op&0x1F <= 0x0B: // RDMA WRITE
+			case op.Is(roce.ClassWrite):
 				pos := op.Info().Position
 				if pos == roce.PosFirst || pos == roce.PosOnly {
 					wspan, woff = findSpan(spans, p.RETH.RKey, p.RETH.VA, uint64(p.RETH.DMALen)), 0
@@ -621,8 +621,8 @@ func fillMemory(spans []*span, evs []*packet, as netip.Addr, pmtu int) {
 		if p.SrcAddr() != as {
 			continue
 		}
-		switch op {
-		case roce.RC_RDMA_READ_RESPONSE_FIRST, roce.RC_RDMA_READ_RESPONSE_MIDDLE, roce.RC_RDMA_READ_RESPONSE_LAST, roce.RC_RDMA_READ_RESPONSE_ONLY:
+		switch {
+		case op.Is(roce.ClassReadResponse):
 			for i := len(reads) - 1; i >= 0; i-- {
 				r := reads[i]
 				d := roce.PSNDiff(p.BTH.PSN, r.psn)
@@ -641,7 +641,7 @@ func fillMemory(spans []*span, evs []*packet, as netip.Addr, pmtu int) {
 				}
 				break
 			}
-		case roce.RC_ATOMIC_ACKNOWLEDGE:
+		case op == roce.RC_ATOMIC_ACKNOWLEDGE:
 			a, ok := atomics[p.BTH.PSN]
 			if !ok || a.written {
 				continue

@@ -3,7 +3,6 @@ package pcap
 import (
 	"bufio"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 
-	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/transport"
 )
 
@@ -88,9 +86,11 @@ type TapStats struct {
 	Lost      uint64 // frames not written after a write error
 }
 
-// Tap is a transport.Link that forwards everything to an inner Link and records
-// every frame the inner link accepts for sending and every frame it returns from
-// Recv, with a timestamp and its direction.
+// Tap is a transport.Link around an inner Link: it records every frame the inner
+// link accepts for sending and every frame it returns from Recv, with a timestamp
+// and its direction. It embeds the inner link, so every method but Send, Recv and
+// Close is the inner link's own (Caps included: recording changes nothing the link
+// carries).
 //
 // All frames of one Send or Recv call carry one timestamp, taken when the call
 // returns; the timestamps of successive calls strictly increase (a clock that did
@@ -104,9 +104,10 @@ type TapStats struct {
 // the link: recording stops, Err reports the error and Close returns it. When no
 // capture is wanted, leave the Tap out of the chain: then it costs nothing.
 type Tap struct {
-	inner transport.Link
-	path  string
-	opts  TapOptions
+	transport.Link // the inner link
+
+	path string
+	opts TapOptions
 
 	mu     sync.Mutex
 	f      *os.File
@@ -123,7 +124,6 @@ type Tap struct {
 }
 
 var _ transport.Link = (*Tap)(nil)
-var _ transport.PathMTULimiter = (*Tap)(nil)
 
 // NewTap opens (creating or truncating) the capture file at path and returns a Tap
 // around inner. Errors: a bad option, or the file cannot be created or written.
@@ -141,7 +141,7 @@ func NewTap(inner transport.Link, path string, opts TapOptions) (*Tap, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	t := &Tap{inner: inner, path: path, opts: opts}
+	t := &Tap{Link: inner, path: path, opts: opts}
 	if err := t.open(opts.Now()); err != nil {
 		return nil, err
 	}
@@ -168,6 +168,9 @@ func (t *Tap) open(now time.Time) error {
 		ng, err := pcapgo.NewNgWriterInterface(cw, intf, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "xroce"}})
 		if err == nil {
 			intf.Name, intf.Description = "rx", "frames xroce received"
+			if t.Link.Caps().ICRCRecomputed {
+				intf.Description += rxICRCRecomputed
+			}
 			_, err = ng.AddInterface(intf)
 		}
 		if err == nil {
@@ -200,6 +203,11 @@ func (t *Tap) open(now time.Time) error {
 	t.stats.Files++
 	return nil
 }
+
+// rxICRCRecomputed ends the "rx" interface's description when the inner link
+// recomputes the ICRC of received frames (transport.LinkCaps.ICRCRecomputed): a good
+// ICRC on those frames is the link's, not the sender's.
+const rxICRCRecomputed = "; the link recomputes the ICRC of some of them (e.g. IPv4 over the kernel UDP link), so a good ICRC there was not checked"
 
 // countingWriter counts the bytes written through it.
 type countingWriter struct {
@@ -302,7 +310,7 @@ func (t *Tap) fail(err error) {
 // Send implements transport.Link: the frames the inner link accepts are recorded
 // on the "tx" interface.
 func (t *Tap) Send(frames [][]byte) (int, error) {
-	n, err := t.inner.Send(frames)
+	n, err := t.Link.Send(frames)
 	if n > 0 {
 		t.record(frames[:n], DirTX)
 	}
@@ -312,42 +320,12 @@ func (t *Tap) Send(frames [][]byte) (int, error) {
 // Recv implements transport.Link: the frames received are recorded on the "rx"
 // interface.
 func (t *Tap) Recv(frames [][]byte) (int, error) {
-	n, err := t.inner.Recv(frames)
+	n, err := t.Link.Recv(frames)
 	if n > 0 {
 		t.record(frames[:n], DirRX)
 	}
 	return n, err
 }
-
-// Wait implements transport.Link.
-func (t *Tap) Wait(deadline time.Time) error { return t.inner.Wait(deadline) }
-
-// Wake implements transport.Link.
-func (t *Tap) Wake() { t.inner.Wake() }
-
-// MTU implements transport.Link.
-func (t *Tap) MTU() int { return t.inner.MTU() }
-
-// HardwareAddr implements transport.Link.
-func (t *Tap) HardwareAddr() [6]byte { return t.inner.HardwareAddr() }
-
-// Addrs implements transport.Link.
-func (t *Tap) Addrs() []netip.Addr { return t.inner.Addrs() }
-
-// Resolve implements transport.Link.
-func (t *Tap) Resolve(ip netip.Addr) ([6]byte, error) { return t.inner.Resolve(ip) }
-
-// MaxPathMTU implements transport.PathMTULimiter with the inner link's limit, or
-// 4096 (no limit) when it has none.
-func (t *Tap) MaxPathMTU() (roce.MTU, string) {
-	if l, ok := t.inner.(transport.PathMTULimiter); ok {
-		return l.MaxPathMTU()
-	}
-	return roce.MTU4096, ""
-}
-
-// Inner returns the wrapped link.
-func (t *Tap) Inner() transport.Link { return t.inner }
 
 // Flush writes buffered frames to the file.
 func (t *Tap) Flush() error {
@@ -386,7 +364,7 @@ func (t *Tap) Stats() TapStats {
 // Close closes the inner link, then flushes and closes the capture. It returns the
 // inner link's error, else the first recording error.
 func (t *Tap) Close() error {
-	err := t.inner.Close()
+	err := t.Link.Close()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {

@@ -2,12 +2,15 @@ package pcap_test
 
 import (
 	"bytes"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/gopacket/pcapgo"
 
 	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
@@ -213,22 +216,40 @@ func TestTapErrors(t *testing.T) {
 	}
 }
 
-// TestTapForwards: the Tap passes the Link methods through, including the path
-// MTU limit.
+// TestTapForwards: the Tap passes the Link methods through, Caps included, and
+// notes in the pcapng "rx" interface's description that the inner link recomputes
+// ICRCs.
 func TestTapForwards(t *testing.T) {
-	a, b := transport.NewPipe(transport.PipeConfig{MAC: srvMAC, Addrs: []netip.Addr{srvAddr}, MTU: 9000},
+	caps := transport.LinkCaps{MaxPathMTU: roce.MTU1024, MaxPathMTUReason: "a test limit", ICRCRecomputed: true}
+	a, b := transport.NewPipe(transport.PipeConfig{MAC: srvMAC, Addrs: []netip.Addr{srvAddr}, MTU: 9000, Caps: caps},
 		transport.PipeConfig{MAC: cliMAC, Addrs: []netip.Addr{cliAddr}})
-	tap, err := pcap.NewTap(a, filepath.Join(t.TempDir(), "f.pcapng"), pcap.TapOptions{})
+	path := filepath.Join(t.TempDir(), "f.pcapng")
+	tap, err := pcap.NewTap(a, path, pcap.TapOptions{})
 	must(t, err)
 	defer tap.Close()
-	if tap.MTU() != 9000 || tap.HardwareAddr() != srvMAC || len(tap.Addrs()) != 1 || tap.Inner() != a {
+	if tap.MTU() != 9000 || tap.HardwareAddr() != srvMAC || len(tap.Addrs()) != 1 || tap.Link != a {
 		t.Error("link attributes")
 	}
 	if m, err := tap.Resolve(cliAddr); err != nil || m != cliMAC {
 		t.Errorf("resolve: %v %v", m, err)
 	}
-	if m, _ := tap.MaxPathMTU(); m != roce.MTU4096 {
-		t.Errorf("max path MTU %v without a limit", m)
+	if c := tap.Caps(); c != caps {
+		t.Errorf("caps %+v, want %+v", c, caps)
+	}
+	must(t, tap.Flush())
+	f, err := os.Open(path)
+	must(t, err)
+	defer f.Close()
+	ng, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	must(t, err)
+	if _, _, err := ng.ReadPacketData(); err != io.EOF {
+		t.Errorf("a frame in a capture of no traffic: %v", err)
+	}
+	tx, err1 := ng.Interface(0)
+	rx, err2 := ng.Interface(1)
+	if err1 != nil || err2 != nil || tx.Description != "frames xroce sent" ||
+		rx.Description != "frames xroce received; the link recomputes the ICRC of some of them (e.g. IPv4 over the kernel UDP link), so a good ICRC there was not checked" {
+		t.Errorf("interfaces %q %q (%v %v)", tx.Description, rx.Description, err1, err2)
 	}
 	tap.Wake()
 	if err := tap.Wait(time.Now().Add(time.Millisecond)); err != nil {

@@ -3,17 +3,16 @@ package roce_test
 import (
 	"testing"
 
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/roce/internal/rocetest"
 )
 
 // writeFirstFrame returns the first RDMA_WRITE_FIRST frame (1098 bytes, 1024 of
 // payload) of the ib_write_bw capture.
 func writeFirstFrame(b *testing.B) []byte {
-	for _, f := range readRoCE(b, captureFiles(b, "rxe")) {
-		if f.file == "ib_write_bw.pcap" && f.pkt.BTH.Opcode == roce.RC_RDMA_WRITE_FIRST {
-			return f.data
+	for _, f := range rocetest.ReadRoCE(b, rocetest.CaptureFiles(b, "rxe")) {
+		if f.File == "ib_write_bw.pcap" && f.Pkt.BTH.Opcode == roce.RC_RDMA_WRITE_FIRST {
+			return f.Data
 		}
 	}
 	b.Fatal("no RDMA_WRITE_FIRST in ib_write_bw.pcap")
@@ -35,7 +34,7 @@ func BenchmarkDecodeWriteFrame(b *testing.B) {
 
 // BenchmarkICRC4K: the ICRC of a frame carrying a 4096-byte payload.
 func BenchmarkICRC4K(b *testing.B) {
-	p := samplePackets(false)["RDMA_WRITE_MIDDLE"]
+	p := rocetest.Samples(false)["RDMA_WRITE_MIDDLE"]
 	p.Payload = make([]byte, 4096)
 	buf := make([]byte, p.Len())
 	if _, err := p.Encode(buf); err != nil {
@@ -52,7 +51,7 @@ func BenchmarkICRC4K(b *testing.B) {
 
 // BenchmarkEncodeWriteFrame: building an RDMA WRITE frame with 1024 bytes of payload.
 func BenchmarkEncodeWriteFrame(b *testing.B) {
-	p := samplePackets(false)["RDMA_WRITE_FIRST"]
+	p := rocetest.Samples(false)["RDMA_WRITE_FIRST"]
 	buf := make([]byte, p.Len())
 	payload := p.Payload
 	b.SetBytes(int64(len(buf)))
@@ -61,20 +60,6 @@ func BenchmarkEncodeWriteFrame(b *testing.B) {
 		p.Payload = payload
 		if _, err := p.Encode(buf); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkGopacketDecodeWriteFrame: the same frame through gopacket's layers, for
-// comparison with the hot-path decoder.
-func BenchmarkGopacketDecodeWriteFrame(b *testing.B) {
-	frame := writeFirstFrame(b)
-	b.SetBytes(int64(len(frame)))
-	b.ReportAllocs()
-	for b.Loop() {
-		gp := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.NoCopy)
-		if gp.Layer(roce.LayerTypeBTH) == nil {
-			b.Fatal("no BTH")
 		}
 	}
 }

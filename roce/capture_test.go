@@ -3,67 +3,24 @@ package roce_test
 import (
 	"bytes"
 	"errors"
-	"github.com/xroce/xroce/test/captures"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/roce/internal/rocetest"
 )
 
-func pcapDir(t testing.TB) string { return captures.Dir(t) }
-
-func captureFiles(t testing.TB, sub string) []string {
-	files, err := filepath.Glob(filepath.Join(pcapDir(t), sub, "*.pcap"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no captures in %s: %v", sub, err)
-	}
-	return files
-}
-
-// roceFrame is a decoded RoCE frame of a capture.
-type roceFrame struct {
-	file  string
-	index int
-	time  time.Time
-	data  []byte
-	pkt   roce.Packet
-	err   error
-}
-
-// readRoCE decodes every UDP/4791 frame of the capture files.
-func readRoCE(t testing.TB, files []string) []roceFrame {
-	var out []roceFrame
-	for _, file := range files {
-		frames, err := pcap.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fr := range frames {
-			var p roce.Packet
-			err := p.Decode(fr.Data)
-			if errors.Is(err, roce.ErrNotRoCE) {
-				continue
-			}
-			out = append(out, roceFrame{filepath.Base(file), fr.Index, fr.Time, fr.Data, p, err})
-		}
-	}
-	return out
-}
-
 func TestCapturesDecodeAndICRC(t *testing.T) {
-	frames := readRoCE(t, append(captureFiles(t, "rxe"), captureFiles(t, "rxe-loss")...))
+	frames := rocetest.ReadRoCE(t, append(rocetest.CaptureFiles(t, "rxe"), rocetest.CaptureFiles(t, "rxe-loss")...))
 	perFile := map[string]int{}
-	var bad []roceFrame
+	var bad []rocetest.Frame
 	for _, f := range frames {
-		perFile[f.file]++
+		perFile[f.File]++
 		switch {
-		case f.err == nil:
-		case errors.Is(f.err, roce.ErrBadICRC):
+		case f.Err == nil:
+		case errors.Is(f.Err, roce.ErrBadICRC):
 			bad = append(bad, f)
 		default:
-			t.Errorf("%s frame %d: %v", f.file, f.index, f.err)
+			t.Errorf("%s frame %d: %v", f.File, f.Index, f.Err)
 		}
 	}
 	// Frame counts from the captures' README and tshark's "udp.dstport==4791".
@@ -81,39 +38,39 @@ func TestCapturesDecodeAndICRC(t *testing.T) {
 	if len(perFile) != len(want) {
 		t.Errorf("RoCE frames found in %d files, want %d: %v", len(perFile), len(want), perFile)
 	}
-	if len(bad) != 1 || bad[0].file != "hostpeer_bad_icrc.pcap" {
+	if len(bad) != 1 || bad[0].File != "hostpeer_bad_icrc.pcap" {
 		t.Fatalf("bad ICRC frames: %+v, want exactly one in hostpeer_bad_icrc.pcap", bad)
 	}
 	b := bad[0]
-	if got := b.pkt.ComputeICRC(); got == b.pkt.ICRC {
+	if got := b.Pkt.ComputeICRC(); got == b.Pkt.ICRC {
 		t.Errorf("bad frame's ICRC 0x%08x recomputes equal", got)
 	}
-	t.Logf("%d RoCE frames in %d files; bad ICRC: %s frame %d", len(frames), len(perFile), b.file, b.index)
+	t.Logf("%d RoCE frames in %d files; bad ICRC: %s frame %d", len(frames), len(perFile), b.File, b.Index)
 }
 
 func TestCapturesReencodeByteExact(t *testing.T) {
-	frames := readRoCE(t, append(captureFiles(t, "rxe"), captureFiles(t, "rxe-loss")...))
+	frames := rocetest.ReadRoCE(t, append(rocetest.CaptureFiles(t, "rxe"), rocetest.CaptureFiles(t, "rxe-loss")...))
 	buf := make([]byte, 10000)
 	for _, f := range frames {
-		if f.err != nil && !errors.Is(f.err, roce.ErrBadICRC) {
-			t.Fatalf("%s frame %d: %v", f.file, f.index, f.err)
+		if f.Err != nil && !errors.Is(f.Err, roce.ErrBadICRC) {
+			t.Fatalf("%s frame %d: %v", f.File, f.Index, f.Err)
 		}
-		orig := f.pkt.Frame()
-		q := f.pkt // copy: Encode rewrites Payload to alias buf
-		q.Payload = append([]byte(nil), f.pkt.Payload...)
+		orig := f.Pkt.Frame()
+		q := f.Pkt // copy: Encode rewrites Payload to alias buf
+		q.Payload = append([]byte(nil), f.Pkt.Payload...)
 		n, err := q.Encode(buf)
 		if err != nil {
-			t.Fatalf("%s frame %d: encode: %v", f.file, f.index, err)
+			t.Fatalf("%s frame %d: encode: %v", f.File, f.Index, err)
 		}
 		got := buf[:n]
-		if f.err != nil { // the corrupted frame: all but the ICRC must match
+		if f.Err != nil { // the corrupted frame: all but the ICRC must match
 			if !bytes.Equal(got[:n-4], orig[:len(orig)-4]) || bytes.Equal(got[n-4:], orig[len(orig)-4:]) {
-				t.Errorf("%s frame %d: re-encoding of the bad-ICRC frame", f.file, f.index)
+				t.Errorf("%s frame %d: re-encoding of the bad-ICRC frame", f.File, f.Index)
 			}
 			continue
 		}
 		if !bytes.Equal(got, orig) {
-			t.Errorf("%s frame %d: re-encoded\n%x\nwant\n%x", f.file, f.index, got, orig)
+			t.Errorf("%s frame %d: re-encoded\n%x\nwant\n%x", f.File, f.Index, got, orig)
 		}
 	}
 }

@@ -6,17 +6,8 @@ import (
 	"testing"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/roce/internal/rocetest"
 )
-
-func encodeSample(t testing.TB, name string, v6 bool) []byte {
-	t.Helper()
-	p := samplePackets(v6)[name]
-	buf := make([]byte, p.Len())
-	if _, err := p.Encode(buf); err != nil {
-		t.Fatal(err)
-	}
-	return buf
-}
 
 func TestDecodeErrors(t *testing.T) {
 	// IPv4 offsets: IP 14, UDP 34, BTH 42.
@@ -62,7 +53,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"BTH MigReq (covered)", "ACKNOWLEDGE", false, func(f []byte) []byte { f[43] ^= 0x40; return f }, roce.ErrBadICRC},
 		{"IPv6 payload byte", "SEND_ONLY", true, func(f []byte) []byte { f[80] ^= 1; return f }, roce.ErrBadICRC},
 	} {
-		f := c.mutate(encodeSample(t, c.sample, c.v6))
+		f := c.mutate(rocetest.EncodeSample(t, c.sample, c.v6))
 		var p roce.Packet
 		err := p.Decode(f)
 		if err != c.want {
@@ -98,9 +89,9 @@ func fixLengths(f []byte) []byte {
 }
 
 // TestDecodeAcceptsVariantFields: what the ICRC masks may change in flight and the
-// frame still verifies (design.md §2: receivers accept any BTH byte 4, TTL, TOS, UDP
-// checksum, IPv6 flow label and hop limit); Ethernet padding after the datagram is
-// ignored; a VLAN tag is accepted.
+// frame still verifies (IBTA Vol 1 Annex A17.3.3 masks BTH byte 4, TTL, TOS, the UDP
+// checksum, the IPv6 flow label and hop limit, so a receiver accepts any value
+// there); Ethernet padding after the datagram is ignored; a VLAN tag is accepted.
 func TestDecodeAcceptsVariantFields(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -119,7 +110,7 @@ func TestDecodeAcceptsVariantFields(t *testing.T) {
 			return append(g, f[12:]...)
 		}},
 	} {
-		f := c.mutate(encodeSample(t, "ATOMIC_ACKNOWLEDGE", c.v6))
+		f := c.mutate(rocetest.EncodeSample(t, "ATOMIC_ACKNOWLEDGE", c.v6))
 		var p roce.Packet
 		if err := p.Decode(f); err != nil {
 			t.Errorf("%s: %v", c.name, err)
@@ -130,7 +121,7 @@ func TestDecodeAcceptsVariantFields(t *testing.T) {
 		}
 	}
 	// The VLAN frame re-encodes to itself.
-	f := encodeSample(t, "SEND_ONLY", false)
+	f := rocetest.EncodeSample(t, "SEND_ONLY", false)
 	g := append(append(append([]byte(nil), f[:12]...), 0x81, 0x00, 0x20, 0x07), f[12:]...)
 	var p roce.Packet
 	if err := p.Decode(g); err != nil || !p.Eth.HasVLAN || p.Eth.VLANTCI != 0x2007 {
@@ -149,7 +140,7 @@ func TestDecodeAcceptsVariantFields(t *testing.T) {
 func TestDecodeEveryTruncation(t *testing.T) {
 	for _, name := range []string{"RDMA_WRITE_FIRST", "ATOMIC_ACKNOWLEDGE", "COMPARE_SWAP", "UD_SEND_ONLY_WITH_IMMEDIATE"} {
 		for _, v6 := range []bool{false, true} {
-			f := encodeSample(t, name, v6)
+			f := rocetest.EncodeSample(t, name, v6)
 			for n := 0; n < len(f); n++ {
 				var p roce.Packet
 				err := p.Decode(f[:n])
@@ -165,12 +156,12 @@ func TestDecodeEveryTruncation(t *testing.T) {
 }
 
 func TestEncodeErrors(t *testing.T) {
-	p := samplePackets(false)["ACKNOWLEDGE"]
+	p := rocetest.Samples(false)["ACKNOWLEDGE"]
 	p.Payload = []byte{1, 2, 3, 4}
 	if _, err := p.Encode(make([]byte, 200)); err != roce.ErrUnexpectedPayload {
 		t.Errorf("ACK with payload: %v", err)
 	}
-	p = samplePackets(false)["SEND_ONLY"]
+	p = rocetest.Samples(false)["SEND_ONLY"]
 	if _, err := p.Encode(make([]byte, p.Len()-1)); err != roce.ErrTruncated {
 		t.Errorf("short buffer: %v", err)
 	}
@@ -178,7 +169,7 @@ func TestEncodeErrors(t *testing.T) {
 	if _, err := p.Encode(make([]byte, 200)); err != roce.ErrUnknownOpcode || p.Len() != 0 {
 		t.Errorf("unknown opcode: %v", err)
 	}
-	p = samplePackets(false)["SEND_ONLY"]
+	p = rocetest.Samples(false)["SEND_ONLY"]
 	p.Payload = make([]byte, 65536)
 	if _, err := p.Encode(make([]byte, 100)); err != roce.ErrLengthMismatch {
 		t.Errorf("oversized datagram: %v", err)
@@ -198,7 +189,7 @@ func TestEncodeInPlace(t *testing.T) {
 		{"add VLAN", func(p *roce.Packet) { p.Eth.HasVLAN = true; p.Eth.VLANTCI = 7 }},
 		{"IPv4 to IPv6", func(p *roce.Packet) { p.IsIPv6 = true; p.IPv6.HopLimit = 9 }},
 	} {
-		f := encodeSample(t, "SEND_ONLY", false)
+		f := rocetest.EncodeSample(t, "SEND_ONLY", false)
 		buf := make([]byte, 200)
 		copy(buf, f)
 		var p roce.Packet
@@ -221,7 +212,7 @@ func TestEncodeInPlace(t *testing.T) {
 // TestEncodeNormalizes: after Encode the packet holds what Decode reads back, fields
 // cut to their wire widths, and the UDP destination port is 4791.
 func TestEncodeNormalizes(t *testing.T) {
-	p := samplePackets(true)["UD_SEND_ONLY_WITH_IMMEDIATE"]
+	p := rocetest.Samples(true)["UD_SEND_ONLY_WITH_IMMEDIATE"]
 	p.BTH.DestQP, p.BTH.PSN, p.BTH.Resv6, p.BTH.Resv7 = 0x1234567, 0xFF000001, 0xFF, 0xFF
 	p.DETH.SrcQP = 0xAB000001
 	p.IPv6.FlowLabel = 0xFFFFFFFF
@@ -246,7 +237,7 @@ func TestEncodeNormalizes(t *testing.T) {
 // not return stale bytes.
 func TestAfterFailedDecode(t *testing.T) {
 	var p roce.Packet
-	good := encodeSample(t, "SEND_ONLY", false)
+	good := rocetest.EncodeSample(t, "SEND_ONLY", false)
 	if err := p.Decode(good); err != nil {
 		t.Fatal(err)
 	}

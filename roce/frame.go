@@ -242,6 +242,21 @@ func (p *Packet) decode(f []byte, verify bool) error {
 	return nil
 }
 
+// DecodeTransport parses the payload b of a UDP/4791 datagram: BTH, the extension
+// headers its opcode names, the message data, pad and ICRC, with the checks Decode
+// makes of them. The ICRC is read but not verified (it covers the IP and UDP
+// headers, which b does not hold); the Ethernet, IP and UDP fields keep whatever they
+// held, the offsets count from the start of b (BTHOff is 0), Payload aliases b, and
+// Frame returns nil. It is for tools that take the datagram apart with other decoders
+// (roce/rocelayers).
+//
+// Errors: ErrTruncated, ErrLengthMismatch, ErrUnknownOpcode, ErrBadVersion,
+// ErrBadPadCount, ErrUnexpectedPayload.
+func (p *Packet) DecodeTransport(b []byte) error {
+	p.frame = nil
+	return p.decodeTransport(b, 0)
+}
+
 // decodeTransport parses BTH … ICRC from f[off:], where f ends at the end of the UDP
 // datagram.
 func (p *Packet) decodeTransport(f []byte, off int) error {

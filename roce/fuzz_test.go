@@ -5,9 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/roce/internal/rocetest"
 )
 
 // Seed corpora come from the rdma_rxe captures (every RoCE frame, and each header
@@ -15,12 +14,12 @@ import (
 
 func seedFrames(f *testing.F) [][]byte {
 	var seeds [][]byte
-	for _, fr := range readRoCE(f, captureFiles(f, "rxe")) {
-		seeds = append(seeds, fr.data)
+	for _, fr := range rocetest.ReadRoCE(f, rocetest.CaptureFiles(f, "rxe")) {
+		seeds = append(seeds, fr.Data)
 	}
 	for _, v6 := range []bool{false, true} {
-		for name := range samplePackets(v6) {
-			seeds = append(seeds, encodeSample(f, name, v6))
+		for name := range rocetest.Samples(v6) {
+			seeds = append(seeds, rocetest.EncodeSample(f, name, v6))
 		}
 	}
 	return seeds
@@ -62,31 +61,13 @@ func FuzzPacketDecode(f *testing.F) {
 	})
 }
 
-// FuzzGopacketDecode: the gopacket layers never panic and agree with Packet.Decode.
-func FuzzGopacketDecode(f *testing.F) {
-	for _, s := range seedFrames(f) {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		gp := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
-		var p roce.Packet
-		if err := p.Decode(data); err != nil {
-			return
-		}
-		l, ok := gp.Layer(roce.LayerTypeBTH).(*roce.BTHLayer)
-		if !ok || l.BTH != p.BTH {
-			t.Fatalf("gopacket BTH %v, Packet.Decode %+v (errors: %v)", l, p.BTH, gp.ErrorLayer())
-		}
-	})
-}
-
 // fuzzHeader seeds f with the header at off in every captured frame whose opcode
 // carries h, then checks decode → Put reproduces the input bytes.
 func fuzzHeader(f *testing.F, h roce.Header, n int, roundTrip func([]byte) ([]byte, error)) {
-	for _, fr := range readRoCE(f, captureFiles(f, "rxe")) {
-		p := &fr.pkt
+	for _, fr := range rocetest.ReadRoCE(f, rocetest.CaptureFiles(f, "rxe")) {
+		p := &fr.Pkt
 		if h == 0 {
-			f.Add(fr.data[p.BTHOff : p.BTHOff+roce.BTHLen])
+			f.Add(fr.Data[p.BTHOff : p.BTHOff+roce.BTHLen])
 			continue
 		}
 		if p.Headers&h == 0 {
@@ -105,7 +86,7 @@ func fuzzHeader(f *testing.F, h roce.Header, n int, roundTrip func([]byte) ([]by
 				off += e.n
 			}
 		}
-		f.Add(fr.data[off : off+n])
+		f.Add(fr.Data[off : off+n])
 	}
 	f.Add(make([]byte, n))
 	f.Add(bytes.Repeat([]byte{0xFF}, n))

@@ -1,13 +1,9 @@
 package roce_test
 
 import (
-	"net"
 	"net/netip"
-	"runtime"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"github.com/xroce/xroce/roce"
 )
 
@@ -89,61 +85,6 @@ func TestBuildGIDTableOrder(t *testing.T) {
 		if tbl[i].Index != i || tbl[i].GID.String() != w || tbl[i].Version != roce.RoCEv2 {
 			t.Errorf("entry %d = %+v, want %s", i, tbl[i], w)
 		}
-	}
-}
-
-// TestGIDTableFromInterface builds the table from a real interface through netlink,
-// inside a network namespace the test creates and removes.
-func TestGIDTableFromInterface(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New() // creates an anonymous namespace and enters it on this thread
-	if err != nil {
-		t.Skipf("cannot create a network namespace (needs root): %v", err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			t.Fatal(err)
-		}
-		ns.Close()
-	}()
-	la := netlink.NewLinkAttrs()
-	la.Name = "xroce0"
-	la.HardwareAddr = net.HardwareAddr(rxeServerMAC[:])
-	veth := &netlink.Veth{LinkAttrs: la, PeerName: "xroce1"}
-	if err := netlink.LinkAdd(veth); err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range []string{"10.77.0.11/24", "fd00:77::b/64"} {
-		addr, _ := netlink.ParseAddr(a)
-		addr.Flags = 0x02 // IFA_F_NODAD
-		if err := netlink.AddrAdd(veth, addr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := netlink.LinkSetUp(veth); err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := roce.GIDTableFromInterface("xroce0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"fe80::5054:ff:fe77:b", "::ffff:10.77.0.11", "fd00:77::b"}
-	if len(tbl) != len(want) {
-		t.Fatalf("table\n%s", tbl)
-	}
-	for i, w := range want {
-		if tbl[i].GID.String() != w {
-			t.Errorf("entry %d = %s, want %s", i, tbl[i].GID, w)
-		}
-	}
-	if _, err := roce.GIDTableFromInterface("nosuch0"); err == nil {
-		t.Error("GIDTableFromInterface(nosuch0) succeeded")
 	}
 }
 

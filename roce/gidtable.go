@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // GIDEntry is one slot of a port's GID table.
@@ -73,34 +70,4 @@ func (t GIDTable) String() string {
 		fmt.Fprintf(&b, "%d\t%s\t%s\n", e.Index, e.GID, e.Version)
 	}
 	return b.String()
-}
-
-// GIDTableFromInterface reads the MAC and addresses of the named network interface
-// through netlink (github.com/vishvananda/netlink) and returns BuildGIDTable of them.
-// Like roce_gid_mgmt.c's enum_netdev_ipv6_ips, it takes every address the kernel
-// lists, whatever its flags, except those whose duplicate address detection failed.
-// Errors: no such interface, not an Ethernet MAC, or the netlink request failed.
-func GIDTableFromInterface(name string) (GIDTable, error) {
-	link, err := netlink.LinkByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("roce: interface %q: %w", name, err)
-	}
-	mac, err := MACFromHardwareAddr(link.Attrs().HardwareAddr)
-	if err != nil {
-		return nil, fmt.Errorf("roce: interface %q has no Ethernet address, so no RoCE GIDs", name)
-	}
-	list, err := netlink.AddrList(link, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, fmt.Errorf("roce: addresses of %q: %w", name, err)
-	}
-	addrs := make([]netip.Addr, 0, len(list))
-	for _, a := range list {
-		if a.Flags&unix.IFA_F_DADFAILED != 0 {
-			continue
-		}
-		if ip, ok := netip.AddrFromSlice(a.IP); ok {
-			addrs = append(addrs, ip.Unmap())
-		}
-	}
-	return BuildGIDTable(mac, addrs), nil
 }

@@ -16,8 +16,9 @@ import (
 //   - the BTH with byte 4 (FECN, BECN, reserved) set to all ones,
 //   - the remaining transport headers, the payload and the pad.
 //
-// The four ICRC bytes on the wire are the CRC's little-endian bytes. These rules were
-// checked on every frame of the rdma_rxe captures in shared/pcaps.
+// The four ICRC bytes on the wire are the CRC's little-endian bytes, as Linux rdma_rxe
+// computes them (drivers/infiniband/sw/rxe/rxe_icrc.c); the tests check them on
+// every frame of recordings of rdma_rxe traffic.
 
 var ones = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
 

@@ -127,59 +127,146 @@ func (p Position) String() string {
 	return "Position(" + strconv.Itoa(int(p)) + ")"
 }
 
+// OpClass is a bit set of what an opcode does: the operation it belongs to, which
+// side sends it, and what it asks of the receiver. It plays the part of the per-opcode
+// mask of rdma_rxe (drivers/infiniband/sw/rxe/rxe_opcode.c, enum rxe_hdr_mask in
+// rxe_opcode.h); the message position (rxe's START/MIDDLE/END bits) is Position.
+type OpClass uint16
+
+// Opcode classes (IBTA Vol 1 §9.4 and Table 38). Every known opcode but CNP is either
+// a ClassRequest or a ClassResponse.
+const (
+	ClassSend          OpClass = 1 << iota // SEND_* of RC, UC and UD: the data goes to a receive WQE
+	ClassWrite                             // RDMA_WRITE_*: the data goes to the memory a RETH names
+	ClassRead                              // RDMA_READ_REQUEST
+	ClassReadResponse                      // RDMA_READ_RESPONSE_*
+	ClassAtomic                            // COMPARE_SWAP and FETCH_ADD (requests; the answer is ATOMIC_ACKNOWLEDGE)
+	ClassAtomicWrite                       // ATOMIC_WRITE (IBTA 1.5 memory placement extensions)
+	ClassFlush                             // FLUSH (IBTA 1.5 memory placement extensions)
+	ClassAck                               // ACKNOWLEDGE and ATOMIC_ACKNOWLEDGE: an AETH without data
+	ClassRequest                           // sent by a requester (rxe RXE_REQ_MASK)
+	ClassResponse                          // sent by a responder: read responses and ACKs (rxe RXE_ACK_MASK)
+	ClassImmediate                         // carries immediate data (ImmDt)
+	ClassInvalidate                        // carries an IETH: SEND with invalidate
+	ClassConsumesRecv                      // the responder takes a receive WQE at this packet (rxe RXE_RWR_MASK)
+	ClassCompletesRecv                     // the responder completes that receive WQE here (rxe RXE_COMP_MASK)
+	ClassCNP                               // congestion notification (Annex A17.9.3)
+)
+
+var classNames = [...]string{
+	"Send", "Write", "Read", "ReadResponse", "Atomic", "AtomicWrite", "Flush", "Ack",
+	"Request", "Response", "Immediate", "Invalidate", "ConsumesRecv", "CompletesRecv", "CNP",
+}
+
+// String lists the classes in c joined by "|", in the order of the constants, e.g.
+// "Send|Request|ConsumesRecv"; "none" when c is empty. Unknown bits show as hex.
+func (c OpClass) String() string {
+	s := ""
+	for i, name := range classNames {
+		if c&(1<<i) == 0 {
+			continue
+		}
+		if s != "" {
+			s += "|"
+		}
+		s += name
+	}
+	if rest := c &^ (1<<len(classNames) - 1); rest != 0 {
+		if s != "" {
+			s += "|"
+		}
+		s += "0x" + strconv.FormatUint(uint64(rest), 16)
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
 // OpcodeInfo describes one opcode: its spec name, the extension headers that follow
-// the BTH in order, whether a payload may follow them, and its message position.
+// the BTH in order, whether a payload may follow them, its message position and its
+// classes.
 type OpcodeInfo struct {
-	Name       string   // as IBTA Table 38 spells it, e.g. "RDMA_WRITE_FIRST"
-	Headers    Header   // extension headers after the BTH
-	HeaderLen  int      // bytes of BTH plus extension headers
-	Payload    bool     // whether the packet may carry a payload
-	Position   Position // FIRST, MIDDLE, LAST or ONLY
-	IsResponse bool     // sent by a responder (read responses, ACKs)
+	Name      string   // as IBTA Table 38 spells it, e.g. "RDMA_WRITE_FIRST"
+	Headers   Header   // extension headers after the BTH
+	HeaderLen int      // bytes of BTH plus extension headers
+	Payload   bool     // whether the packet may carry a payload
+	Position  Position // FIRST, MIDDLE, LAST or ONLY
+	Class     OpClass  // what the opcode does; ClassImmediate and ClassInvalidate follow Headers
+
+	// IsResponse equals Class&ClassResponse != 0 (sent by a responder: read
+	// responses and ACKs).
+	IsResponse bool
 }
 
 var opcodeTable [256]OpcodeInfo
 
-func defineOp(op Opcode, name string, h Header, payload bool, pos Position) {
-	info := OpcodeInfo{Name: name, Headers: h, Payload: payload, Position: pos}
-	info.HeaderLen = BTHLen + h.Len()
-	op5 := op & 0x1F
-	info.IsResponse = op&0xE0 == ServiceRC && op5 >= 0x0D && op5 <= 0x12
-	opcodeTable[op] = info
+// defineOp fills the table entry of op. ClassImmediate and ClassInvalidate are
+// added from the headers (ImmDt, IETH), so the two can never disagree.
+func defineOp(op Opcode, name string, h Header, payload bool, pos Position, c OpClass) {
+	if h&HdrImmDt != 0 {
+		c |= ClassImmediate
+	}
+	if h&HdrIETH != 0 {
+		c |= ClassInvalidate
+	}
+	opcodeTable[op] = OpcodeInfo{
+		Name: name, Headers: h, HeaderLen: BTHLen + h.Len(), Payload: payload, Position: pos,
+		Class: c, IsResponse: c&ClassResponse != 0,
+	}
 }
 
 func init() {
-	// Operations shared by RC and UC, at the same 5-bit code (Table 38).
-	for _, svc := range []Opcode{ServiceRC, ServiceUC} {
-		defineOp(svc, "SEND_FIRST", 0, true, PosFirst)
-		defineOp(svc|0x01, "SEND_MIDDLE", 0, true, PosMiddle)
-		defineOp(svc|0x02, "SEND_LAST", 0, true, PosLast)
-		defineOp(svc|0x03, "SEND_LAST_WITH_IMMEDIATE", HdrImmDt, true, PosLast)
-		defineOp(svc|0x04, "SEND_ONLY", 0, true, PosOnly)
-		defineOp(svc|0x05, "SEND_ONLY_WITH_IMMEDIATE", HdrImmDt, true, PosOnly)
-		defineOp(svc|0x06, "RDMA_WRITE_FIRST", HdrRETH, true, PosFirst)
-		defineOp(svc|0x07, "RDMA_WRITE_MIDDLE", 0, true, PosMiddle)
-		defineOp(svc|0x08, "RDMA_WRITE_LAST", 0, true, PosLast)
-		defineOp(svc|0x09, "RDMA_WRITE_LAST_WITH_IMMEDIATE", HdrImmDt, true, PosLast)
-		defineOp(svc|0x0A, "RDMA_WRITE_ONLY", HdrRETH, true, PosOnly)
-		defineOp(svc|0x0B, "RDMA_WRITE_ONLY_WITH_IMMEDIATE", HdrRETH|HdrImmDt, true, PosOnly)
+	const (
+		send  = ClassSend | ClassRequest
+		write = ClassWrite | ClassRequest
+		recv  = ClassConsumesRecv | ClassCompletesRecv
+		resp  = ClassReadResponse | ClassResponse
+		ack   = ClassAck | ClassResponse
+	)
+	rc, uc := ServiceRC, ServiceUC
+	for _, d := range []struct {
+		svc         Opcode
+		send, write [6]Opcode // FIRST, MIDDLE, LAST, LAST_WITH_IMMEDIATE, ONLY, ONLY_WITH_IMMEDIATE
+	}{
+		{rc, [6]Opcode{RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_LAST_WITH_IMMEDIATE, RC_SEND_ONLY, RC_SEND_ONLY_WITH_IMMEDIATE},
+			[6]Opcode{RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_MIDDLE, RC_RDMA_WRITE_LAST, RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, RC_RDMA_WRITE_ONLY, RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE}},
+		{uc, [6]Opcode{UC_SEND_FIRST, UC_SEND_MIDDLE, UC_SEND_LAST, UC_SEND_LAST_WITH_IMMEDIATE, UC_SEND_ONLY, UC_SEND_ONLY_WITH_IMMEDIATE},
+			[6]Opcode{UC_RDMA_WRITE_FIRST, UC_RDMA_WRITE_MIDDLE, UC_RDMA_WRITE_LAST, UC_RDMA_WRITE_LAST_WITH_IMMEDIATE, UC_RDMA_WRITE_ONLY, UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE}},
+	} {
+		// Operations shared by RC and UC (Table 38).
+		s, w := d.send, d.write
+		defineOp(s[0], "SEND_FIRST", 0, true, PosFirst, send|ClassConsumesRecv)
+		defineOp(s[1], "SEND_MIDDLE", 0, true, PosMiddle, send)
+		defineOp(s[2], "SEND_LAST", 0, true, PosLast, send|ClassCompletesRecv)
+		defineOp(s[3], "SEND_LAST_WITH_IMMEDIATE", HdrImmDt, true, PosLast, send|ClassCompletesRecv)
+		defineOp(s[4], "SEND_ONLY", 0, true, PosOnly, send|recv)
+		defineOp(s[5], "SEND_ONLY_WITH_IMMEDIATE", HdrImmDt, true, PosOnly, send|recv)
+		defineOp(w[0], "RDMA_WRITE_FIRST", HdrRETH, true, PosFirst, write)
+		defineOp(w[1], "RDMA_WRITE_MIDDLE", 0, true, PosMiddle, write)
+		defineOp(w[2], "RDMA_WRITE_LAST", 0, true, PosLast, write)
+		// Only a WRITE with immediate data takes (and completes) a receive WQE, at
+		// the packet that carries the immediate data.
+		defineOp(w[3], "RDMA_WRITE_LAST_WITH_IMMEDIATE", HdrImmDt, true, PosLast, write|recv)
+		defineOp(w[4], "RDMA_WRITE_ONLY", HdrRETH, true, PosOnly, write)
+		defineOp(w[5], "RDMA_WRITE_ONLY_WITH_IMMEDIATE", HdrRETH|HdrImmDt, true, PosOnly, write|recv)
 	}
-	defineOp(RC_RDMA_READ_REQUEST, "RDMA_READ_REQUEST", HdrRETH, false, PosOnly)
-	defineOp(RC_RDMA_READ_RESPONSE_FIRST, "RDMA_READ_RESPONSE_FIRST", HdrAETH, true, PosFirst)
-	defineOp(RC_RDMA_READ_RESPONSE_MIDDLE, "RDMA_READ_RESPONSE_MIDDLE", 0, true, PosMiddle)
-	defineOp(RC_RDMA_READ_RESPONSE_LAST, "RDMA_READ_RESPONSE_LAST", HdrAETH, true, PosLast)
-	defineOp(RC_RDMA_READ_RESPONSE_ONLY, "RDMA_READ_RESPONSE_ONLY", HdrAETH, true, PosOnly)
-	defineOp(RC_ACKNOWLEDGE, "ACKNOWLEDGE", HdrAETH, false, PosOnly)
-	defineOp(RC_ATOMIC_ACKNOWLEDGE, "ATOMIC_ACKNOWLEDGE", HdrAETH|HdrAtomicAckETH, false, PosOnly)
-	defineOp(RC_COMPARE_SWAP, "COMPARE_SWAP", HdrAtomicETH, false, PosOnly)
-	defineOp(RC_FETCH_ADD, "FETCH_ADD", HdrAtomicETH, false, PosOnly)
-	defineOp(RC_SEND_LAST_WITH_INVALIDATE, "SEND_LAST_WITH_INVALIDATE", HdrIETH, true, PosLast)
-	defineOp(RC_SEND_ONLY_WITH_INVALIDATE, "SEND_ONLY_WITH_INVALIDATE", HdrIETH, true, PosOnly)
-	defineOp(RC_FLUSH, "FLUSH", HdrFETH|HdrRETH, false, PosOnly)
-	defineOp(RC_ATOMIC_WRITE, "ATOMIC_WRITE", HdrRETH, true, PosOnly) // 8 bytes of payload
-	defineOp(UD_SEND_ONLY, "SEND_ONLY", HdrDETH, true, PosOnly)
-	defineOp(UD_SEND_ONLY_WITH_IMMEDIATE, "SEND_ONLY_WITH_IMMEDIATE", HdrDETH|HdrImmDt, true, PosOnly)
-	defineOp(CNP, "CNP", HdrCNPReserved, false, PosOnly)
+	defineOp(RC_RDMA_READ_REQUEST, "RDMA_READ_REQUEST", HdrRETH, false, PosOnly, ClassRead|ClassRequest)
+	defineOp(RC_RDMA_READ_RESPONSE_FIRST, "RDMA_READ_RESPONSE_FIRST", HdrAETH, true, PosFirst, resp)
+	defineOp(RC_RDMA_READ_RESPONSE_MIDDLE, "RDMA_READ_RESPONSE_MIDDLE", 0, true, PosMiddle, resp)
+	defineOp(RC_RDMA_READ_RESPONSE_LAST, "RDMA_READ_RESPONSE_LAST", HdrAETH, true, PosLast, resp)
+	defineOp(RC_RDMA_READ_RESPONSE_ONLY, "RDMA_READ_RESPONSE_ONLY", HdrAETH, true, PosOnly, resp)
+	defineOp(RC_ACKNOWLEDGE, "ACKNOWLEDGE", HdrAETH, false, PosOnly, ack)
+	defineOp(RC_ATOMIC_ACKNOWLEDGE, "ATOMIC_ACKNOWLEDGE", HdrAETH|HdrAtomicAckETH, false, PosOnly, ack)
+	defineOp(RC_COMPARE_SWAP, "COMPARE_SWAP", HdrAtomicETH, false, PosOnly, ClassAtomic|ClassRequest)
+	defineOp(RC_FETCH_ADD, "FETCH_ADD", HdrAtomicETH, false, PosOnly, ClassAtomic|ClassRequest)
+	defineOp(RC_SEND_LAST_WITH_INVALIDATE, "SEND_LAST_WITH_INVALIDATE", HdrIETH, true, PosLast, send|ClassCompletesRecv)
+	defineOp(RC_SEND_ONLY_WITH_INVALIDATE, "SEND_ONLY_WITH_INVALIDATE", HdrIETH, true, PosOnly, send|recv)
+	defineOp(RC_FLUSH, "FLUSH", HdrFETH|HdrRETH, false, PosOnly, ClassFlush|ClassRequest)
+	defineOp(RC_ATOMIC_WRITE, "ATOMIC_WRITE", HdrRETH, true, PosOnly, ClassAtomicWrite|ClassRequest) // 8 bytes of payload
+	defineOp(UD_SEND_ONLY, "SEND_ONLY", HdrDETH, true, PosOnly, send|recv)
+	defineOp(UD_SEND_ONLY_WITH_IMMEDIATE, "SEND_ONLY_WITH_IMMEDIATE", HdrDETH|HdrImmDt, true, PosOnly, send|recv)
+	defineOp(CNP, "CNP", HdrCNPReserved, false, PosOnly, ClassCNP)
 }
 
 // Info returns the opcode's description; its Name is empty for an opcode this package
@@ -192,6 +279,14 @@ func (op Opcode) Valid() bool { return opcodeTable[op].Name != "" }
 
 // Service returns the transport-service prefix (ServiceRC, ServiceUC, ServiceUD, ...).
 func (op Opcode) Service() Opcode { return op & 0xE0 }
+
+// Class returns the opcode's classes; 0 for an unknown opcode.
+func (op Opcode) Class() OpClass { return opcodeTable[op].Class }
+
+// Is reports whether op has every class in c: RC_SEND_ONLY.Is(ClassSend) and
+// RC_SEND_ONLY.Is(ClassSend|ClassConsumesRecv) are true. It is false for an unknown
+// opcode and for c == 0.
+func (op Opcode) Is(c OpClass) bool { return c != 0 && opcodeTable[op].Class&c == c }
 
 // String returns the spec name with its service, e.g. "RC_RDMA_WRITE_FIRST", or
 // "Opcode(0xNN)" for an unknown opcode.

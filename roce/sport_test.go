@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/roce/internal/rocetest"
 )
 
 // hostPeer is the plain-UDP peer of the hostpeer_* captures; it always sends from
@@ -18,43 +19,43 @@ const hostPeer = "10.77.0.1"
 // way (each capture holds runs seconds apart, and each run has its own QPNs).
 func TestUDPSourcePortMatchesRxe(t *testing.T) {
 	var files []string
-	for _, f := range captureFiles(t, "rxe") {
+	for _, f := range rocetest.CaptureFiles(t, "rxe") {
 		if filepath.Base(f) != "ib_write_bw_rdmacm.pcap" {
 			files = append(files, f)
 		}
 	}
-	files = append(files, captureFiles(t, "rxe-loss")...)
+	files = append(files, rocetest.CaptureFiles(t, "rxe-loss")...)
 	checked, pairs := 0, map[[2]uint32]bool{}
-	byFile := map[string][]roceFrame{}
-	for _, f := range readRoCE(t, files) {
-		byFile[f.file] = append(byFile[f.file], f)
+	byFile := map[string][]rocetest.Frame{}
+	for _, f := range rocetest.ReadRoCE(t, files) {
+		byFile[f.File] = append(byFile[f.File], f)
 	}
 	for file, frames := range byFile {
 		for _, f := range frames {
-			p := &f.pkt
+			p := &f.Pkt
 			if p.SrcAddr().String() == hostPeer {
 				if p.UDP.SrcPort != roce.UDPPort {
-					t.Errorf("%s frame %d: host peer sport %d", file, f.index, p.UDP.SrcPort)
+					t.Errorf("%s frame %d: host peer sport %d", file, f.Index, p.UDP.SrcPort)
 				}
 				continue
 			}
-			var rev *roceFrame
+			var rev *rocetest.Frame
 			for j := range frames {
 				q := &frames[j]
-				if q.pkt.SrcAddr() != p.DstAddr() || q.pkt.DstAddr() != p.SrcAddr() {
+				if q.Pkt.SrcAddr() != p.DstAddr() || q.Pkt.DstAddr() != p.SrcAddr() {
 					continue
 				}
-				if rev == nil || absDur(q.time.Sub(f.time)) < absDur(rev.time.Sub(f.time)) {
+				if rev == nil || absDur(q.Time.Sub(f.Time)) < absDur(rev.Time.Sub(f.Time)) {
 					rev = q
 				}
 			}
 			if rev == nil {
-				t.Fatalf("%s frame %d: no reverse flow", file, f.index)
+				t.Fatalf("%s frame %d: no reverse flow", file, f.Index)
 			}
-			lqpn, rqpn := rev.pkt.BTH.DestQP, p.BTH.DestQP
+			lqpn, rqpn := rev.Pkt.BTH.DestQP, p.BTH.DestQP
 			if want := roce.UDPSourcePort(0, lqpn, rqpn); p.UDP.SrcPort != want {
 				t.Errorf("%s frame %d: sport 0x%04x, rdma_get_udp_sport(0x%x, 0x%x) = 0x%04x",
-					file, f.index, p.UDP.SrcPort, lqpn, rqpn, want)
+					file, f.Index, p.UDP.SrcPort, lqpn, rqpn, want)
 			}
 			pairs[[2]uint32{lqpn, rqpn}] = true
 			checked++

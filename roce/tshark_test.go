@@ -2,7 +2,6 @@ package roce_test
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -11,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/roce/internal/rocetest"
 )
 
 // tsharkFields are the Wireshark InfiniBand dissector fields the test compares.
@@ -69,7 +67,7 @@ func TestTsharkDecodesBuiltFrames(t *testing.T) {
 	var names []string
 	var pkts []roce.Packet
 	for _, v6 := range []bool{false, true} {
-		m := samplePackets(v6)
+		m := rocetest.Samples(v6)
 		keys := make([]string, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)
@@ -84,27 +82,16 @@ func TestTsharkDecodesBuiltFrames(t *testing.T) {
 		}
 	}
 	file := filepath.Join(t.TempDir(), "built.pcap")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := pcapgo.NewWriter(f)
-	if err := w.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 9000)
+	frames := make([][]byte, len(pkts))
 	for i := range pkts {
-		n, err := pkts[i].Encode(buf)
-		if err != nil {
+		frames[i] = make([]byte, pkts[i].Len())
+		if _, err := pkts[i].Encode(frames[i]); err != nil {
 			t.Fatalf("%s: %v", names[i], err)
 		}
-		frame := append([]byte(nil), buf[:n]...)
-		ci := captureInfo(time.Unix(1796007739, int64(i)*1000), n)
-		if err := w.WritePacket(ci, frame); err != nil {
-			t.Fatal(err)
-		}
 	}
-	f.Close()
+	if err := rocetest.WritePcap(file, frames, time.Unix(1796007739, 0)); err != nil {
+		t.Fatal(err)
+	}
 	// The SEND payloads are test patterns: keep Wireshark's RPC-over-RDMA heuristic
 	// from reading them as RPC messages.
 	args := []string{"-r", file, "-n", "--disable-protocol", "rpcordma", "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"}

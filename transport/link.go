@@ -2,15 +2,15 @@ package transport
 
 import (
 	"errors"
-
-	"github.com/xroce/xroce/roce"
 	"net/netip"
 	"time"
+
+	"github.com/xroce/xroce/roce"
 )
 
 // Link carries whole Ethernet frames holding RoCEv2 packets between the engine and a
-// network. Implementations: the in-memory Pipe here, the AF_XDP link (package xdp),
-// the pcap tap (package pcap).
+// network. Implementations: the in-memory Pipe here, the AF_XDP link and the kernel
+// UDP link (package xdp); the pcap tap (package pcap) wraps any of them.
 type Link interface {
 	// Send queues frames for transmission and returns how many it accepted, in order,
 	// from the start of frames. The link copies what it accepts. Accepting fewer than
@@ -29,6 +29,9 @@ type Link interface {
 	Wake()
 	// MTU is the netdev MTU in bytes (the IP packet size limit).
 	MTU() int
+	// Caps is what the link can carry beyond what MTU says, and how faithfully it
+	// delivers received frames. It does not change while the link is open.
+	Caps() LinkCaps
 	// HardwareAddr is the link's Ethernet address.
 	HardwareAddr() [6]byte
 	// Addrs are the link's IP addresses, in the kernel's order, for the GID table.
@@ -39,11 +42,23 @@ type Link interface {
 	Close() error
 }
 
-// PathMTULimiter is implemented by links that carry less than their netdev MTU
-// suggests (the AF_XDP link without multi-buffer support): MaxPathMTU returns the
-// largest path MTU and why.
-type PathMTULimiter interface {
-	MaxPathMTU() (roce.MTU, string)
+// LinkCaps describes what a link can carry and what it guarantees about the frames
+// it receives, beyond its netdev MTU. The zero value is a link with no limit of its
+// own that delivers frames exactly as they were on the wire (the Pipe, by default).
+type LinkCaps struct {
+	// MaxPathMTU is the largest path MTU the link carries whatever its netdev MTU
+	// (the AF_XDP link without multi-buffer support stops at roce.MTU2048); 0 means
+	// no limit of its own: the netdev MTU alone decides (roce.MTUFromNetdev).
+	// QueuePair.Modify refuses a larger PathMTU with MaxPathMTUReason.
+	MaxPathMTU roce.MTU
+	// MaxPathMTUReason says why MaxPathMTU is what it is, for error messages.
+	MaxPathMTUReason string
+	// ICRCRecomputed is true when the link rebuilds the headers of some received
+	// frames and recomputes their ICRC (the kernel UDP link for IPv4, whose socket
+	// does not report the sender's IPv4 ID that the ICRC covers): the engine's ICRC
+	// check (IBTA Vol 1 Annex A17.3.3) then cannot detect a corrupted frame, and a
+	// recording of those frames shows the link's ICRC, not the sender's.
+	ICRCRecomputed bool
 }
 
 // ErrLinkClosed is returned by a closed link.

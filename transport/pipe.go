@@ -35,6 +35,10 @@ type PipeConfig struct {
 	Queue int
 	// Faults applies to frames travelling towards this end.
 	Faults Faults
+	// Caps is what this end's Caps reports, to stand in for a link with limits
+	// (a MaxPathMTU) or one that recomputes ICRCs; the Pipe itself carries any
+	// path MTU its MTU allows and delivers frames unchanged except for Faults.
+	Caps LinkCaps
 }
 
 // PipeEnd is one end of an in-memory Ethernet link, a Link.
@@ -69,14 +73,6 @@ func newPipeEnd(c PipeConfig) *PipeEnd {
 		c.Queue = 4096
 	}
 	return &PipeEnd{cfg: c, rng: rand.New(rand.NewPCG(c.Faults.Seed, 0x78726f6365)), notify: make(chan struct{}, 1)}
-}
-
-// SetFaults replaces the faults applied to frames arriving at this end; the random
-// sequence continues.
-func (e *PipeEnd) SetFaults(f Faults) {
-	e.mu.Lock()
-	e.cfg.Faults = f
-	e.mu.Unlock()
 }
 
 // SetQueue sets how many frames may wait at this end before senders are refused.
@@ -212,6 +208,9 @@ func (e *PipeEnd) Wake() {
 
 // MTU implements Link.
 func (e *PipeEnd) MTU() int { return e.cfg.MTU }
+
+// Caps implements Link: PipeConfig.Caps.
+func (e *PipeEnd) Caps() LinkCaps { return e.cfg.Caps }
 
 // HardwareAddr implements Link.
 func (e *PipeEnd) HardwareAddr() [6]byte { return e.cfg.MAC }

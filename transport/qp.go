@@ -173,15 +173,6 @@ func (qp *QueuePair) QPN() uint32 { return qp.qpn }
 // State returns the current state. It does not wait for the engine.
 func (qp *QueuePair) State() QPState { return QPState(qp.pubState.Load()) }
 
-// Attr returns the current attributes.
-func (qp *QueuePair) Attr() QPAttr {
-	qp.dev.mu.Lock()
-	defer qp.dev.mu.Unlock()
-	a := qp.attr
-	a.State = qp.state
-	return a
-}
-
 // transitions lists, for each allowed state change, the attributes it requires and
 // those it may set (IBTA Vol 1 §11.2.4.2 Table 93; ibv_modify_qp(3)).
 var transitions = map[[2]QPState][2]QPAttrMask{
@@ -248,11 +239,9 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		if !attr.PathMTU.Valid() {
 			return fmt.Errorf("transport: QP 0x%x: path MTU %v is not an IB MTU", qp.qpn, attr.PathMTU)
 		}
-		if l, ok := d.link.(PathMTULimiter); ok {
-			if limit, why := l.MaxPathMTU(); attr.PathMTU > limit {
-				return fmt.Errorf("transport: QP 0x%x: path MTU %d is not supported on this link (at most %d): %s",
-					qp.qpn, attr.PathMTU.Bytes(), limit.Bytes(), why)
-			}
+		if c := d.link.Caps(); c.MaxPathMTU != 0 && attr.PathMTU > c.MaxPathMTU {
+			return fmt.Errorf("transport: QP 0x%x: path MTU %d is not supported on this link (at most %d): %s",
+				qp.qpn, attr.PathMTU.Bytes(), c.MaxPathMTU.Bytes(), c.MaxPathMTUReason)
 		}
 		if limit := roce.MTUFromNetdev(d.link.MTU()); attr.PathMTU > limit {
 			return fmt.Errorf("transport: QP 0x%x: path MTU %d exceeds what the link's MTU %d carries (%d); use %d or lower",

@@ -64,7 +64,7 @@ func TestReplayAgainstRxe(t *testing.T) {
 	}
 }
 
-func isResponse(p *roce.Packet) bool { return p.BTH.Opcode.Info().IsResponse }
+func isResponse(p *roce.Packet) bool { return p.BTH.Opcode.Is(roce.ClassResponse) }
 
 func replayRun(t *testing.T, run []capFrame) {
 	var requests, want []*roce.Packet

@@ -117,32 +117,7 @@ func (r *requester) armTimer(qp *QueuePair) {
 
 // dataOpcode returns the opcode of packet i of n of a SEND or WRITE.
 func dataOpcode(wop WROpcode, i, n int) roce.Opcode {
-	write := wop == WR_RDMA_WRITE || wop == WR_RDMA_WRITE_WITH_IMM
-	imm := wop == WR_SEND_WITH_IMM || wop == WR_RDMA_WRITE_WITH_IMM
-	var op roce.Opcode
-	switch {
-	case n == 1 && imm:
-		op = roce.RC_SEND_ONLY_WITH_IMMEDIATE
-	case n == 1:
-		op = roce.RC_SEND_ONLY
-	case i == 0:
-		op = roce.RC_SEND_FIRST
-	case i == n-1 && imm:
-		op = roce.RC_SEND_LAST_WITH_IMMEDIATE
-	case i == n-1:
-		op = roce.RC_SEND_LAST
-	default:
-		op = roce.RC_SEND_MIDDLE
-	}
-	if write { // RDMA_WRITE_* sit 6 above SEND_* for FIRST..LAST_WITH_IMM; ONLY differs
-		switch op {
-		case roce.RC_SEND_ONLY:
-			return roce.RC_RDMA_WRITE_ONLY
-		case roce.RC_SEND_ONLY_WITH_IMMEDIATE:
-			return roce.RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE
-		}
-		return op + 6
-	}
+	op, _ := roce.NextOpcode(roce.ServiceRC, wop.operation(), i, n) // RC carries every WROpcode
 	return op
 }
 

@@ -74,9 +74,7 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 	r.nakSent = false
 	op := p.BTH.Opcode
 	info := op.Info()
-	kind := op & 0x1F
-	isSend := kind <= 0x05 || op == roce.RC_SEND_LAST_WITH_INVALIDATE || op == roce.RC_SEND_ONLY_WITH_INVALIDATE
-	isWrite := kind >= 0x06 && kind <= 0x0B
+	isSend, isWrite := op.Is(roce.ClassSend), op.Is(roce.ClassWrite)
 	cont := info.Position == roce.PosMiddle || info.Position == roce.PosLast
 	// Opcode sequence (§9.7.5.1.5): a message continues only what it belongs to.
 	if (r.inSend && !(isSend && cont)) || (r.inWrite && !(isWrite && cont)) || (!r.inSend && !r.inWrite && cont) {
@@ -106,10 +104,10 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 		if !r.write(qp, p) {
 			return
 		}
-	case op == roce.RC_RDMA_READ_REQUEST:
+	case op.Is(roce.ClassRead):
 		r.read(qp, p)
 		return
-	case op == roce.RC_COMPARE_SWAP || op == roce.RC_FETCH_ADD:
+	case op.Is(roce.ClassAtomic):
 		r.atomic(qp, p)
 		return
 	default:
@@ -431,17 +429,7 @@ func (r *responder) readStep(qp *QueuePair, budget int) bool {
 			did = true
 			continue
 		}
-		var op roce.Opcode
-		switch {
-		case s.npkts == 1:
-			op = roce.RC_RDMA_READ_RESPONSE_ONLY
-		case s.idx == 0:
-			op = roce.RC_RDMA_READ_RESPONSE_FIRST
-		case s.idx == s.npkts-1:
-			op = roce.RC_RDMA_READ_RESPONSE_LAST
-		default:
-			op = roce.RC_RDMA_READ_RESPONSE_MIDDLE
-		}
+		op, _ := roce.ReadResponseOpcode(s.idx, s.npkts) // s.idx < s.npkts
 		p := qp.dev.start(qp, op, roce.PSNAdd(s.psn, s.idx))
 		off := s.idx * qp.pmtu
 		p.Payload = s.data[off:min(off+qp.pmtu, len(s.data))]

@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -37,19 +38,40 @@ func TestRunConcurrent(t *testing.T) {
 	}
 	const n = 200
 	fill(a.buf[:n*1000], 5)
+	// The poster reports its error on a channel (t.Fatal belongs to the test's own
+	// goroutine) and cancels the run, so the wait below ends at once.
+	posted := make(chan error, 1)
 	go func() {
-		for i := 0; i < n; i++ {
-			must(t, postRecv(b, uint64(i), i*1000, 1000))
+		err := func() error {
+			for i := 0; i < n; i++ {
+				if err := postRecv(b, uint64(i), i*1000, 1000); err != nil {
+					return fmt.Errorf("PostRecv %d: %w", i, err)
+				}
+			}
+			for i := 0; i < n; i++ {
+				if err := postSend(a, transport.SendWR{WRID: uint64(i), Opcode: transport.WR_SEND, SGList: sge(a, i*1000, 1000),
+					Flags: transport.SendSignaled}); err != nil {
+					return fmt.Errorf("PostSend %d: %w", i, err)
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			cancel()
 		}
-		for i := 0; i < n; i++ {
-			must(t, postSend(a, transport.SendWR{WRID: uint64(i), Opcode: transport.WR_SEND, SGList: sge(a, i*1000, 1000),
-				Flags: transport.SendSignaled}))
-		}
+		posted <- err
 	}()
 	var got []transport.WorkCompletion
 	buf := make([]transport.WorkCompletion, 16)
 	for len(got) < n {
 		if err := b.cq.Wait(ctx); err != nil {
+			select {
+			case perr := <-posted:
+				if perr != nil {
+					t.Fatal(perr)
+				}
+			default:
+			}
 			t.Fatalf("after %d receives: %v", len(got), err)
 		}
 		k := b.cq.Poll(buf)
@@ -57,6 +79,9 @@ func TestRunConcurrent(t *testing.T) {
 	}
 	for i, wc := range got {
 		checkWC(t, wc, uint64(i), transport.WC_SUCCESS, transport.WC_RECV, 1000)
+	}
+	if err := <-posted; err != nil {
+		t.Fatal(err)
 	}
 	checkBytes(t, "received", b.buf[:n*1000], a.buf[:n*1000])
 	cancel()

@@ -1,6 +1,10 @@
 package transport
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/xroce/xroce/roce"
+)
 
 // WROpcode is a send work request's operation (enum ibv_wr_opcode).
 type WROpcode uint8
@@ -48,6 +52,27 @@ func (o WROpcode) wcOpcode() WCOpcode {
 		return WC_FETCH_ADD
 	}
 	return WC_SEND
+}
+
+// operation returns the wire operation of o (0 for an unknown WROpcode).
+func (o WROpcode) operation() roce.Operation {
+	switch o {
+	case WR_RDMA_WRITE:
+		return roce.OpRDMAWrite
+	case WR_RDMA_WRITE_WITH_IMM:
+		return roce.OpRDMAWriteWithImm
+	case WR_SEND:
+		return roce.OpSend
+	case WR_SEND_WITH_IMM:
+		return roce.OpSendWithImm
+	case WR_RDMA_READ:
+		return roce.OpRDMARead
+	case WR_ATOMIC_CMP_AND_SWP:
+		return roce.OpCompareSwap
+	case WR_ATOMIC_FETCH_AND_ADD:
+		return roce.OpFetchAdd
+	}
+	return 0
 }
 
 func (o WROpcode) isReadOrAtomic() bool {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xroce/xroce/roce"
 )
 
 // iface is what both links know about their interface, through a netlink handle
@@ -69,16 +71,23 @@ func (i *iface) close() {
 	i.nl.Close()
 }
 
-// addrs lists the interface's IP addresses in the kernel's order, leaving out those
-// whose duplicate address detection failed (as roce.GIDTableFromInterface does).
+// addrs lists the interface's IP addresses as linkAddrs does.
 func (i *iface) addrs() []netip.Addr {
 	l, err := i.nl.LinkByIndex(i.index)
 	if err != nil {
 		return nil
 	}
-	list, err := i.nl.AddrList(l, netlink.FAMILY_ALL)
+	out, _ := linkAddrs(i.nl, l)
+	return out
+}
+
+// linkAddrs lists the IP addresses of l in the kernel's order, leaving out those
+// whose duplicate address detection failed, as ib_core's roce_gid_mgmt.c
+// (enum_netdev_ipv6_ips) does when it fills the GID table.
+func linkAddrs(nl *netlink.Handle, l netlink.Link) ([]netip.Addr, error) {
+	list, err := nl.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var out []netip.Addr
 	for _, a := range list {
@@ -89,7 +98,39 @@ func (i *iface) addrs() []netip.Addr {
 			out = append(out, ip.Unmap())
 		}
 	}
-	return out
+	return out, nil
+}
+
+// GIDTable returns the GID table rdma_rxe shows for the named interface of the
+// current network namespace: roce.BuildGIDTable of its MAC and of the addresses
+// netlink lists for it (in the kernel's order, without those whose duplicate address
+// detection failed). It opens no socket and needs no privilege.
+//
+// Errors: ErrNoInterface when the interface does not exist; an interface without a
+// 6-byte Ethernet address (loopback, tun) has no RoCE GIDs; netlink failures.
+func GIDTable(name string) (roce.GIDTable, error) {
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("xdp: netlink: %w", err)
+	}
+	defer nl.Close()
+	l, err := nl.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil, fmt.Errorf("xdp: interface %q: %w", name, ErrNoInterface)
+		}
+		return nil, fmt.Errorf("xdp: interface %q: %w", name, err)
+	}
+	mac, err := roce.MACFromHardwareAddr(l.Attrs().HardwareAddr)
+	if err != nil {
+		return nil, fmt.Errorf("xdp: interface %q has no Ethernet address, so no RoCE GIDs", name)
+	}
+	addrs, err := linkAddrs(nl, l)
+	if err != nil {
+		return nil, fmt.Errorf("xdp: addresses of %q: %w", name, err)
+	}
+	return roce.BuildGIDTable(mac, addrs), nil
 }
 
 // Neighbour resolution bounds.

@@ -18,7 +18,7 @@ import (
 
 // UMEM and ring sizing. A 4 KiB chunk holds one frame (AF_XDP chunks are at most a
 // page). 2048 chunks each for receive and transmit are 8 MiB each way: at the ~430
-// kpps of 1 KiB frames measured for copy-mode veth (design.md §4) that is ~5 ms of
+// kpps of 1 KiB frames that copy-mode veth carries (docs/afxdp.md) that is ~5 ms of
 // traffic, far above the bandwidth-delay product of a LAN path (10 Gb/s × 100 µs =
 // 125 KB), so the rings never limit a window of 128 unacknowledged PSNs per QP. The
 // library's defaults (128 frames, 64-entry rings) would.
@@ -52,9 +52,8 @@ type Link struct {
 	w      *waiter
 	rxNext int
 
-	mu       sync.Mutex // Send, Recv and Close; Wait and Wake need no lock
-	closed   bool
-	kickErrs uint64
+	mu     sync.Mutex // Send, Recv and Close; Wait and Wake need no lock
+	closed bool
 }
 
 // queue is one AF_XDP socket and its UMEM bookkeeping.
@@ -207,7 +206,6 @@ func (l *Link) kick(q *queue) error {
 		switch errno {
 		case 0, unix.EAGAIN, unix.EBUSY, unix.EINTR:
 		case unix.ENOBUFS:
-			l.kickErrs++
 			return nil // frames stay in the ring; the next send kicks again
 		default:
 			return fmt.Errorf("xdp: AF_XDP kick: %w", errno)
@@ -291,10 +289,13 @@ func (l *Link) Wake() { l.w.wake() }
 // MTU implements transport.Link: the interface's MTU.
 func (l *Link) MTU() int { return l.ifc.mtu }
 
-// MaxPathMTU implements transport.PathMTULimiter: without multi-buffer AF_XDP, a
-// frame must fit one chunk, so the path MTU stops at 2048.
-func (l *Link) MaxPathMTU() (roce.MTU, string) {
-	return roce.MTU2048, fmt.Sprintf("a path MTU 4096 frame needs AF_XDP multi-buffer (XDP_USE_SG), which xroce does not implement yet; one %d-byte UMEM chunk holds at most %d bytes of frame", FrameSize, MaxFrame)
+// Caps implements transport.Link: without multi-buffer AF_XDP a frame must fit one
+// UMEM chunk, so the path MTU stops at 2048; frames arrive as they were on the wire.
+func (l *Link) Caps() transport.LinkCaps {
+	return transport.LinkCaps{
+		MaxPathMTU:       roce.MTU2048,
+		MaxPathMTUReason: fmt.Sprintf("a path MTU 4096 frame needs AF_XDP multi-buffer (XDP_USE_SG), which xroce does not implement yet; one %d-byte UMEM chunk holds at most %d bytes of frame", FrameSize, MaxFrame),
+	}
 }
 
 // HardwareAddr implements transport.Link.

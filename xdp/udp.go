@@ -13,6 +13,7 @@ import (
 
 	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
 )
 
 // UDPConfig opens a UDPLink.
@@ -24,12 +25,13 @@ type UDPConfig struct {
 // UDPLink is a transport.Link on kernel UDP sockets bound to port 4791 (IPv4 and
 // IPv6). It needs no privileges beyond binding the port, and works where XDP cannot
 // attach. The kernel owns the IP and UDP headers, so on the way out the link sends
-// from port 4791 with IPv4 ID 0 (DF, unconnected socket: RFC 6864, as the captures'
-// host peer does) and recomputes the ICRC for those headers; on the way in it
-// rebuilds the headers around the datagram for the engine. The kernel does not tell
-// a UDP socket the IPv4 ID that the sender's ICRC covers, so the ICRC of received
-// IPv4 datagrams cannot be checked and is recomputed (the Ethernet FCS still guards
-// the link); for IPv6 the rebuilt header is exact and the engine checks the ICRC.
+// from port 4791 with IPv4 ID 0 (Linux sends DF datagrams of an unconnected socket
+// with ID 0, as RFC 6864 allows) and recomputes the ICRC for those headers; on the
+// way in it rebuilds the headers around the datagram for the engine. The kernel does
+// not tell a UDP socket the IPv4 ID that the sender's ICRC covers, so the ICRC of
+// received IPv4 datagrams cannot be checked and is recomputed (the Ethernet FCS
+// still guards the link; Caps reports ICRCRecomputed); for IPv6 the rebuilt header
+// is exact and the engine checks the ICRC.
 type UDPLink struct {
 	ifc *iface
 	fds []int // IPv4 and IPv6 sockets
@@ -299,6 +301,10 @@ func (l *UDPLink) Wake() { l.w.wake() }
 
 // MTU implements transport.Link.
 func (l *UDPLink) MTU() int { return l.ifc.mtu }
+
+// Caps implements transport.Link: any path MTU the interface's MTU allows; the ICRC
+// of received IPv4 datagrams is recomputed (see UDPLink and UnverifiedICRC).
+func (l *UDPLink) Caps() transport.LinkCaps { return transport.LinkCaps{ICRCRecomputed: true} }
 
 // HardwareAddr implements transport.Link.
 func (l *UDPLink) HardwareAddr() [6]byte { return l.ifc.mac }

@@ -75,7 +75,7 @@ func TestDumpGolden(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join(captures.Dir(t), "rxe", "*.pcap"))
 	must(t, err)
 	if len(names) < 11 {
-		t.Fatalf("%d captures in %s: set XROCE_PCAPS to shared/pcaps", len(names), captures.Dir(t))
+		t.Fatalf("%d captures in %s: set XROCE_PCAPS to the directory of the rdma_rxe captures", len(names), captures.Dir(t))
 	}
 	for _, path := range names {
 		name := filepath.Base(path)

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/xdp"
 )
 
 // runGids prints the GID table of an interface like show_gids:
@@ -25,7 +26,7 @@ func gids(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	t, err := roce.GIDTableFromInterface(*dev)
+	t, err := xdp.GIDTable(*dev)
 	if err != nil {
 		return err
 	}

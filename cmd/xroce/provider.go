@@ -58,9 +58,8 @@ func (e *engine) GIDTable() roce.GIDTable { return e.dev.GIDTable() }
 
 func (e *engine) MaxMTU() roce.MTU {
 	m := roce.MTUFromNetdev(e.link.MTU())
-	if l, ok := e.link.(transport.PathMTULimiter); ok {
-		limit, _ := l.MaxPathMTU()
-		m = roce.MinMTU(m, limit)
+	if c := e.link.Caps(); c.MaxPathMTU != 0 {
+		m = roce.MinMTU(m, c.MaxPathMTU)
 	}
 	return m
 }

@@ -87,7 +87,8 @@ func rawTx(args []string) error {
 		return err
 	}
 	defer l.Close()
-	pmtu, reason := l.MaxPathMTU()
+	c := l.Caps()
+	pmtu, reason := c.MaxPathMTU, c.MaxPathMTUReason
 	fmt.Println("ready")
 	batch := make([][]byte, 64)
 	for i := range batch {

@@ -1,4 +1,4 @@
-package roce_test
+package rocelayers_test
 
 import (
 	"bytes"
@@ -9,7 +9,10 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/roce/internal/rocetest"
+	"github.com/xroce/xroce/roce/rocelayers"
 )
 
 // expectedLayerTypes lists the gopacket layers a decoded RoCE frame must yield.
@@ -23,15 +26,15 @@ func expectedLayerTypes(p *roce.Packet) []gopacket.LayerType {
 	} else {
 		ts = append(ts, layers.LayerTypeIPv4)
 	}
-	ts = append(ts, layers.LayerTypeUDP, roce.LayerTypeBTH)
+	ts = append(ts, layers.LayerTypeUDP, rocelayers.LayerTypeBTH)
 	for _, h := range []struct {
 		h roce.Header
 		t gopacket.LayerType
 	}{
-		{roce.HdrDETH, roce.LayerTypeDETH}, {roce.HdrFETH, roce.LayerTypeFETH}, {roce.HdrRETH, roce.LayerTypeRETH},
-		{roce.HdrAtomicETH, roce.LayerTypeAtomicETH}, {roce.HdrAETH, roce.LayerTypeAETH},
-		{roce.HdrAtomicAckETH, roce.LayerTypeAtomicAckETH}, {roce.HdrImmDt, roce.LayerTypeImmDt},
-		{roce.HdrIETH, roce.LayerTypeIETH}, {roce.HdrCNPReserved, roce.LayerTypeCNPReserved},
+		{roce.HdrDETH, rocelayers.LayerTypeDETH}, {roce.HdrFETH, rocelayers.LayerTypeFETH}, {roce.HdrRETH, rocelayers.LayerTypeRETH},
+		{roce.HdrAtomicETH, rocelayers.LayerTypeAtomicETH}, {roce.HdrAETH, rocelayers.LayerTypeAETH},
+		{roce.HdrAtomicAckETH, rocelayers.LayerTypeAtomicAckETH}, {roce.HdrImmDt, rocelayers.LayerTypeImmDt},
+		{roce.HdrIETH, rocelayers.LayerTypeIETH}, {roce.HdrCNPReserved, rocelayers.LayerTypeCNPReserved},
 	} {
 		if p.Headers&h.h != 0 {
 			ts = append(ts, h.t)
@@ -58,32 +61,32 @@ func checkGopacket(t *testing.T, name string, frame []byte, p *roce.Packet) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("%s: layers %v, want %v", name, got, want)
 	}
-	bth := gp.Layer(roce.LayerTypeBTH).(*roce.BTHLayer)
+	bth := gp.Layer(rocelayers.LayerTypeBTH).(*rocelayers.BTHLayer)
 	if bth.BTH != p.BTH || bth.ICRC != p.ICRC || len(bth.Pad) != int(p.BTH.PadCnt) {
 		t.Errorf("%s: BTH layer %+v ICRC %08x, want %+v %08x", name, bth.BTH, bth.ICRC, p.BTH, p.ICRC)
 	}
-	if l, ok := gp.Layer(roce.LayerTypeRETH).(*roce.RETHLayer); ok && l.Header != p.RETH {
+	if l, ok := gp.Layer(rocelayers.LayerTypeRETH).(*rocelayers.RETHLayer); ok && l.Header != p.RETH {
 		t.Errorf("%s: RETH %+v, want %+v", name, l.Header, p.RETH)
 	}
-	if l, ok := gp.Layer(roce.LayerTypeAETH).(*roce.AETHLayer); ok && l.Header != p.AETH {
+	if l, ok := gp.Layer(rocelayers.LayerTypeAETH).(*rocelayers.AETHLayer); ok && l.Header != p.AETH {
 		t.Errorf("%s: AETH %+v, want %+v", name, l.Header, p.AETH)
 	}
-	if l, ok := gp.Layer(roce.LayerTypeAtomicETH).(*roce.AtomicETHLayer); ok && l.Header != p.AtomicETH {
+	if l, ok := gp.Layer(rocelayers.LayerTypeAtomicETH).(*rocelayers.AtomicETHLayer); ok && l.Header != p.AtomicETH {
 		t.Errorf("%s: AtomicETH %+v, want %+v", name, l.Header, p.AtomicETH)
 	}
-	if l, ok := gp.Layer(roce.LayerTypeAtomicAckETH).(*roce.AtomicAckETHLayer); ok && l.Header != p.AtomicAckETH {
+	if l, ok := gp.Layer(rocelayers.LayerTypeAtomicAckETH).(*rocelayers.AtomicAckETHLayer); ok && l.Header != p.AtomicAckETH {
 		t.Errorf("%s: AtomicAckETH %+v, want %+v", name, l.Header, p.AtomicAckETH)
 	}
-	if l, ok := gp.Layer(roce.LayerTypeImmDt).(*roce.ImmDtLayer); ok && l.Header != p.ImmDt {
+	if l, ok := gp.Layer(rocelayers.LayerTypeImmDt).(*rocelayers.ImmDtLayer); ok && l.Header != p.ImmDt {
 		t.Errorf("%s: ImmDt %x, want %x", name, l.Header, p.ImmDt)
 	}
-	if l, ok := gp.Layer(roce.LayerTypeIETH).(*roce.IETHLayer); ok && l.Header != p.IETH {
+	if l, ok := gp.Layer(rocelayers.LayerTypeIETH).(*rocelayers.IETHLayer); ok && l.Header != p.IETH {
 		t.Errorf("%s: IETH %+v, want %+v", name, l.Header, p.IETH)
 	}
-	if l, ok := gp.Layer(roce.LayerTypeFETH).(*roce.FETHLayer); ok && l.Header != p.FETH {
+	if l, ok := gp.Layer(rocelayers.LayerTypeFETH).(*rocelayers.FETHLayer); ok && l.Header != p.FETH {
 		t.Errorf("%s: FETH %+v, want %+v", name, l.Header, p.FETH)
 	}
-	if l, ok := gp.Layer(roce.LayerTypeDETH).(*roce.DETHLayer); ok && l.Header != p.DETH {
+	if l, ok := gp.Layer(rocelayers.LayerTypeDETH).(*rocelayers.DETHLayer); ok && l.Header != p.DETH {
 		t.Errorf("%s: DETH %+v, want %+v", name, l.Header, p.DETH)
 	}
 	var payload []byte
@@ -121,39 +124,39 @@ func serializeLayers(t *testing.T, p *roce.Packet) []byte {
 		}
 		ls = append(ls, ip)
 	}
-	ls = append(ls, udp, &roce.BTHLayer{BTH: p.BTH})
+	ls = append(ls, udp, &rocelayers.BTHLayer{BTH: p.BTH})
 	h := p.Headers
 	if h&roce.HdrDETH != 0 {
-		ls = append(ls, &roce.DETHLayer{Header: p.DETH})
+		ls = append(ls, &rocelayers.DETHLayer{Header: p.DETH})
 	}
 	if h&roce.HdrFETH != 0 {
-		ls = append(ls, &roce.FETHLayer{Header: p.FETH})
+		ls = append(ls, &rocelayers.FETHLayer{Header: p.FETH})
 	}
 	if h&roce.HdrRETH != 0 {
-		ls = append(ls, &roce.RETHLayer{Header: p.RETH})
+		ls = append(ls, &rocelayers.RETHLayer{Header: p.RETH})
 	}
 	if h&roce.HdrAtomicETH != 0 {
-		ls = append(ls, &roce.AtomicETHLayer{Header: p.AtomicETH})
+		ls = append(ls, &rocelayers.AtomicETHLayer{Header: p.AtomicETH})
 	}
 	if h&roce.HdrAETH != 0 {
-		ls = append(ls, &roce.AETHLayer{Header: p.AETH})
+		ls = append(ls, &rocelayers.AETHLayer{Header: p.AETH})
 	}
 	if h&roce.HdrAtomicAckETH != 0 {
-		ls = append(ls, &roce.AtomicAckETHLayer{Header: p.AtomicAckETH})
+		ls = append(ls, &rocelayers.AtomicAckETHLayer{Header: p.AtomicAckETH})
 	}
 	if h&roce.HdrImmDt != 0 {
-		ls = append(ls, &roce.ImmDtLayer{Header: p.ImmDt})
+		ls = append(ls, &rocelayers.ImmDtLayer{Header: p.ImmDt})
 	}
 	if h&roce.HdrIETH != 0 {
-		ls = append(ls, &roce.IETHLayer{Header: p.IETH})
+		ls = append(ls, &rocelayers.IETHLayer{Header: p.IETH})
 	}
 	if h&roce.HdrCNPReserved != 0 {
-		ls = append(ls, &roce.CNPReservedLayer{Header: p.CNPReserved})
+		ls = append(ls, &rocelayers.CNPReservedLayer{Header: p.CNPReserved})
 	}
 	ls = append(ls, gopacket.Payload(p.Payload))
 	buf := gopacket.NewSerializeBuffer()
 	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
-	if err := roce.SerializeFrame(buf, opts, ls...); err != nil {
+	if err := rocelayers.SerializeFrame(buf, opts, ls...); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -163,17 +166,17 @@ func serializeLayers(t *testing.T, p *roce.Packet) []byte {
 // the layers agree with Packet.Decode; then rebuilds each frame from gopacket layers
 // and checks the bytes equal the capture's.
 func TestGopacketOnCaptures(t *testing.T) {
-	for _, f := range readRoCE(t, captureFiles(t, "rxe")) {
-		if f.err != nil {
-			if !errors.Is(f.err, roce.ErrBadICRC) {
-				t.Fatalf("%s frame %d: %v", f.file, f.index, f.err)
+	for _, f := range rocetest.ReadRoCE(t, rocetest.CaptureFiles(t, "rxe")) {
+		if f.Err != nil {
+			if !errors.Is(f.Err, roce.ErrBadICRC) {
+				t.Fatalf("%s frame %d: %v", f.File, f.Index, f.Err)
 			}
 			continue
 		}
-		name := fmt.Sprintf("%s frame %d", f.file, f.index)
-		checkGopacket(t, name, f.data, &f.pkt)
-		if got := serializeLayers(t, &f.pkt); !bytes.Equal(got, f.pkt.Frame()) {
-			t.Errorf("%s: gopacket serialization\n%x\nwant\n%x", name, got, f.pkt.Frame())
+		name := fmt.Sprintf("%s frame %d", f.File, f.Index)
+		checkGopacket(t, name, f.Data, &f.Pkt)
+		if got := serializeLayers(t, &f.Pkt); !bytes.Equal(got, f.Pkt.Frame()) {
+			t.Errorf("%s: gopacket serialization\n%x\nwant\n%x", name, got, f.Pkt.Frame())
 		}
 	}
 }
@@ -183,7 +186,7 @@ func TestGopacketOnCaptures(t *testing.T) {
 func TestSerializeLayersEqualsEncode(t *testing.T) {
 	buf := make([]byte, 9000)
 	for _, v6 := range []bool{false, true} {
-		for name, p := range samplePackets(v6) {
+		for name, p := range rocetest.Samples(v6) {
 			name = fmt.Sprintf("%s/v6=%v", name, v6)
 			n, err := p.Encode(buf)
 			if err != nil {
@@ -206,17 +209,17 @@ func TestSerializeLayersEqualsEncode(t *testing.T) {
 // DecodingLayerParser stops after the BTH with an error instead of misreading the
 // extension headers as payload; without FixLengths the BTH's PadCnt decides the pad.
 func TestGopacketEdges(t *testing.T) {
-	f := encodeSample(t, "RDMA_WRITE_ONLY_WITH_IMMEDIATE", false)
+	f := rocetest.EncodeSample(t, "RDMA_WRITE_ONLY_WITH_IMMEDIATE", false)
 	g := append([]byte(nil), f...)
 	g[34], g[35], g[36], g[37] = 0x12, 0xb7, 0x9c, 0x40 // sport 4791, dport 40000
 	gp := gopacket.NewPacket(g, layers.LayerTypeEthernet, gopacket.Default)
-	if gp.Layer(roce.LayerTypeBTH) != nil {
+	if gp.Layer(rocelayers.LayerTypeBTH) != nil {
 		t.Error("decoded RoCE from source port 4791")
 	}
 	var eth layers.Ethernet
 	var ip4 layers.IPv4
 	var udp layers.UDP
-	var bth roce.BTHLayer
+	var bth rocelayers.BTHLayer
 	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &udp, &bth)
 	var decoded []gopacket.LayerType
 	err := parser.DecodeLayers(f, &decoded)
@@ -227,7 +230,7 @@ func TestGopacketEdges(t *testing.T) {
 		t.Errorf("BTH payload %d bytes, want RETH+ImmDt+8", len(bth.Payload))
 	}
 	buf := gopacket.NewSerializeBuffer()
-	l := &roce.BTHLayer{BTH: roce.BTH{Opcode: roce.RC_SEND_ONLY, PadCnt: 1}}
+	l := &rocelayers.BTHLayer{BTH: roce.BTH{Opcode: roce.RC_SEND_ONLY, PadCnt: 1}}
 	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{}, l, gopacket.Payload{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,25 @@
-package roce_test
+// Package rocetest holds what the tests of roce and roce/rocelayers share: sample
+// packets of every kind and the RoCE frames of the rdma_rxe captures. Only tests
+// import it.
+package rocetest
 
 import (
+	"encoding/binary"
+	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
 
+	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/captures"
 )
 
-// samplePackets returns one packet of each kind tests need, over IPv4 or IPv6, with
+// Samples returns one packet of each kind tests need, over IPv4 or IPv6, with
 // distinctive field values.
-func samplePackets(v6 bool) map[string]roce.Packet {
+func Samples(v6 bool) map[string]roce.Packet {
 	base := func(op roce.Opcode, payload int) roce.Packet {
 		p := roce.Packet{IsIPv6: v6}
 		p.Eth.Dst = [6]byte{0x52, 0x54, 0x00, 0x77, 0x00, 0x0b}
@@ -97,4 +108,79 @@ func samplePackets(v6 bool) map[string]roce.Packet {
 	p.BTH.AckReq = false
 	m["CNP"] = p
 	return m
+}
+
+// EncodeSample returns the frame of Samples(v6)[name], failing t if it does not encode.
+func EncodeSample(t testing.TB, name string, v6 bool) []byte {
+	t.Helper()
+	p := Samples(v6)[name]
+	buf := make([]byte, p.Len())
+	if _, err := p.Encode(buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+// CaptureFiles returns the .pcap files under the captures directory's sub folder
+// ("rxe" or "rxe-loss"), failing t if there are none.
+func CaptureFiles(t testing.TB, sub string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(captures.Dir(t), sub, "*.pcap"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no captures in %s: %v", sub, err)
+	}
+	return files
+}
+
+// Frame is one UDP/4791 frame of a capture and what Packet.Decode made of it.
+type Frame struct {
+	File  string    // the capture's base name
+	Index int       // the frame's index in the capture, from 0
+	Time  time.Time // its capture time
+	Data  []byte    // the frame's bytes
+	Pkt   roce.Packet
+	Err   error // Decode's error: nil, ErrBadICRC or another DecodeError
+}
+
+// ReadRoCE decodes every UDP/4791 frame of the capture files, failing t if a file
+// cannot be read.
+func ReadRoCE(t testing.TB, files []string) []Frame {
+	t.Helper()
+	var out []Frame
+	for _, file := range files {
+		frames, err := pcap.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range frames {
+			var p roce.Packet
+			err := p.Decode(fr.Data)
+			if errors.Is(err, roce.ErrNotRoCE) {
+				continue
+			}
+			out = append(out, Frame{filepath.Base(file), fr.Index, fr.Time, fr.Data, p, err})
+		}
+	}
+	return out
+}
+
+// WritePcap writes frames to a new classic pcap file (link type Ethernet, microsecond
+// timestamps, little-endian), frame i stamped start plus i microseconds.
+func WritePcap(path string, frames [][]byte, start time.Time) error {
+	b := make([]byte, 24)
+	binary.LittleEndian.PutUint32(b[0:], 0xa1b2c3d4) // magic: microsecond timestamps
+	binary.LittleEndian.PutUint16(b[4:], 2)          // version 2.4
+	binary.LittleEndian.PutUint16(b[6:], 4)
+	binary.LittleEndian.PutUint32(b[16:], 65535) // snaplen
+	binary.LittleEndian.PutUint32(b[20:], 1)     // LINKTYPE_ETHERNET
+	for i, f := range frames {
+		ts := start.Add(time.Duration(i) * time.Microsecond)
+		var h [16]byte
+		binary.LittleEndian.PutUint32(h[0:], uint32(ts.Unix()))
+		binary.LittleEndian.PutUint32(h[4:], uint32(ts.Nanosecond()/1000))
+		binary.LittleEndian.PutUint32(h[8:], uint32(len(f)))
+		binary.LittleEndian.PutUint32(h[12:], uint32(len(f)))
+		b = append(append(b, h[:]...), f...)
+	}
+	return os.WriteFile(path, b, 0o644)
 }

@@ -1,0 +1,54 @@
+package transport_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// TestPathMTULimits: QueuePair.Modify refuses a path MTU above the link's
+// Caps().MaxPathMTU with the link's reason, and one above what its netdev MTU
+// carries; it takes the largest MTU both allow.
+func TestPathMTULimits(t *testing.T) {
+	for _, c := range []struct {
+		mtu  int
+		caps transport.LinkCaps
+		pmtu roce.MTU
+		err  string // "" for success
+	}{
+		{9000, transport.LinkCaps{}, roce.MTU4096, ""},
+		{9000, transport.LinkCaps{MaxPathMTU: roce.MTU2048, MaxPathMTUReason: "one chunk per frame"}, roce.MTU2048, ""},
+		{9000, transport.LinkCaps{MaxPathMTU: roce.MTU2048, MaxPathMTUReason: "one chunk per frame"}, roce.MTU4096,
+			"transport: QP 0x11: path MTU 4096 is not supported on this link (at most 2048): one chunk per frame"},
+		{1500, transport.LinkCaps{}, roce.MTU1024, ""},
+		{1500, transport.LinkCaps{}, roce.MTU2048,
+			"transport: QP 0x11: path MTU 2048 exceeds what the link's MTU 1500 carries (1024); use 1024 or lower"},
+		{1500, transport.LinkCaps{MaxPathMTU: roce.MTU2048}, roce.MTU2048,
+			"transport: QP 0x11: path MTU 2048 exceeds what the link's MTU 1500 carries (1024); use 1024 or lower"},
+	} {
+		end, _ := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}, MTU: c.mtu, Caps: c.caps},
+			transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+		if got := end.Caps(); got != c.caps {
+			t.Errorf("PipeEnd.Caps() = %+v, want %+v", got, c.caps)
+		}
+		dev, err := transport.Open(end, transport.Options{Clock: transport.NewFakeClock()})
+		must(t, err)
+		cq := dev.CreateCQ(16)
+		qp, err := dev.AllocPD().CreateQP(transport.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: transport.QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+		must(t, err)
+		must(t, qp.Modify(transport.QPAttr{State: transport.QPS_INIT}, transport.QP_STATE|transport.QP_ACCESS_FLAGS))
+		err = qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: c.pmtu, DestQPN: 0x22,
+			AH: transport.AddressHandle{DGID: roce.GIDFromAddr(addrB), SGIDIndex: 1}},
+			transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
+				transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("MTU %d, caps %+v, path MTU %d: %v", c.mtu, c.caps, c.pmtu.Bytes(), err)
+		case c.err != "" && (err == nil || err.Error() != c.err):
+			t.Errorf("MTU %d, caps %+v, path MTU %d: error %v, want %q", c.mtu, c.caps, c.pmtu.Bytes(), err, c.err)
+		}
+		must(t, dev.Close())
+	}
+}
