@@ -193,10 +193,6 @@ type OpcodeInfo struct {
 	Payload   bool     // whether the packet may carry a payload
 	Position  Position // FIRST, MIDDLE, LAST or ONLY
 	Class     OpClass  // what the opcode does; ClassImmediate and ClassInvalidate follow Headers
-
-	// IsResponse equals Class&ClassResponse != 0 (sent by a responder: read
-	// responses and ACKs).
-	IsResponse bool
 }
 
 var opcodeTable [256]OpcodeInfo
@@ -212,7 +208,7 @@ func defineOp(op Opcode, name string, h Header, payload bool, pos Position, c Op
 	}
 	opcodeTable[op] = OpcodeInfo{
 		Name: name, Headers: h, HeaderLen: BTHLen + h.Len(), Payload: payload, Position: pos,
-		Class: c, IsResponse: c&ClassResponse != 0,
+		Class: c,
 	}
 }
 

@@ -67,8 +67,8 @@ func TestOpcodeTable(t *testing.T) {
 	if s := roce.Opcode(0x15).String(); s != "Opcode(0x15)" {
 		t.Errorf("unknown opcode String = %q", s)
 	}
-	if !roce.RC_RDMA_READ_RESPONSE_ONLY.Info().IsResponse || roce.RC_FETCH_ADD.Info().IsResponse {
-		t.Error("IsResponse")
+	if !roce.RC_RDMA_READ_RESPONSE_ONLY.Is(roce.ClassResponse) || roce.RC_FETCH_ADD.Is(roce.ClassResponse) {
+		t.Error("ClassResponse")
 	}
 }
 

@@ -253,7 +253,7 @@ func (d *Device) input(f []byte) {
 	}
 	qp.count(CntRcvdPkts)
 	d.schedule(qp) // an answer may open the send window; a request may need a READ response
-	if p.BTH.Opcode.Info().IsResponse {
+	if p.BTH.Opcode.Is(roce.ClassResponse) {
 		if qp.state >= QPS_RTS {
 			qp.req.complete(qp, p)
 		}
@@ -301,7 +301,7 @@ func (d *Device) start(qp *QueuePair, op roce.Opcode, psn uint32) *roce.Packet {
 
 // flushTx hands queued frames to the link. Frames the link refuses stay queued and
 // are offered again after the adaptive delay: an EWMA of how long recent busy
-// periods lasted (rdma_rxe's read-reply retry patch, in the seeds of this project).
+// periods lasted.
 func (d *Device) flushTx() (bool, error) {
 	if d.txq.len() == 0 {
 		return false, nil

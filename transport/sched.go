@@ -27,9 +27,7 @@ func (d *Device) runReady() bool {
 	did := false
 	for i, qp := range cur {
 		if d.txq.len() >= txBudget { // the rest wait for the next pass, in order
-			for _, rest := range cur[i:] {
-				d.ready = append(d.ready, rest)
-			}
+			d.ready = append(d.ready, cur[i:]...)
 			break
 		}
 		qp.ready = false
