@@ -111,7 +111,8 @@ type CompletionQueue struct {
 // ErrCQOverrun is the error of a completion queue that overran: a completion arrived
 // while it held its full depth of unpolled completions. The CQ stays in error: its
 // queued completions can still be polled, new ones are lost, and the QP whose
-// completion was lost moves to ERR (IBTA Vol 1 §11.4.2.1 "CQ overrun"; rdma_rxe's
+// completion was lost moves to ERR (IBTA Vol 1 ch. 11, CQ overrun among the
+// affiliated asynchronous errors; rdma_rxe's
 // rxe_cq_post raises IB_EVENT_CQ_ERR and its responder moves the QP to error).
 var ErrCQOverrun = errors.New("transport: completion queue overrun (IBV_EVENT_CQ_ERR)")
 
