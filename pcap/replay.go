@@ -769,15 +769,11 @@ func replayConn(as netip.Addr, c Conn, evs []*packet) (rep ConnReport) {
 	if rd <= 0 {
 		rd = transport.MaxQPRdAtom
 	}
-	err = qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite |
-		transport.AccessRemoteRead | transport.AccessRemoteAtomic}, transport.QP_STATE|transport.QP_ACCESS_FLAGS)
-	if err == nil {
-		err = qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: c.MTU, DestQPN: c.PeerQPN, RQPSN: c.PSN & roce.PSNMask,
-			MaxDestRdAtomic: uint8(min(rd, transport.MaxQPRdAtom)), MinRNRTimer: 12,
-			AH: transport.AddressHandle{DGID: roce.GIDFromAddr(c.Peer), SGIDIndex: sgid}},
-			transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-				transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER)
-	}
+	// The emulated side only answers: its QP stops at RTR.
+	err = transport.BringUp(qp, transport.QPS_RESET, transport.QPS_RTR, transport.ConnectParams{
+		Access: transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic,
+		AH:     transport.AddressHandle{DGID: roce.GIDFromAddr(c.Peer), SGIDIndex: sgid}, PathMTU: c.MTU,
+		DestQPN: c.PeerQPN, RQPSN: c.PSN & roce.PSNMask, MaxDestRdAtomic: uint8(min(rd, transport.MaxQPRdAtom))})
 	if err != nil {
 		rep.Err = err
 		return rep

@@ -419,8 +419,7 @@ func (c *conn) setup() error {
 		if err != nil {
 			return err
 		}
-		if err := qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite |
-			transport.AccessRemoteRead | transport.AccessRemoteAtomic}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
+		if err := transport.BringUp(qp, transport.QPS_RESET, transport.QPS_INIT, transport.ConnectParams{Access: remoteAccess}); err != nil {
 			return err
 		}
 		c.qps = append(c.qps, qp)
@@ -481,18 +480,11 @@ func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 		if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote[i].GID); err != nil {
 			return err
 		}
-		maxRd := uint8(min(max(remote[i].OutReads, 1), transport.MaxQPRdAtom))
-		if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: mtu, DestQPN: remote[i].QPN, RQPSN: remote[i].PSN,
-			MaxDestRdAtomic: transport.MaxQPRdAtom, MinRNRTimer: 12,
-			AH: transport.AddressHandle{DGID: remote[i].GID, SGIDIndex: c.env.gid.Index, TrafficClass: uint8(c.o.tclass)}},
-			transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-				transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
-			return err
-		}
-		if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: c.local[i].PSN, Timeout: uint8(c.o.qpTimeout), RetryCnt: 7,
-			RNRRetry: 7, MaxRdAtomic: maxRd},
-			transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|
-				transport.QP_MAX_QP_RD_ATOMIC); err != nil {
+		timers := transport.DefaultTimers()
+		timers.Timeout = uint8(c.o.qpTimeout)
+		p := connectParams(remote[i], c.local[i], c.env.gid.Index, mtu, transport.MaxQPRdAtom)
+		p.AH.TrafficClass, p.Timers = uint8(c.o.tclass), &timers
+		if err := transport.BringUp(qp, transport.QPS_INIT, transport.QPS_RTS, p); err != nil {
 			return err
 		}
 	}
