@@ -72,3 +72,18 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 		return 0, fmt.Errorf("no completion for %v and no frame from the peer: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (%s), the path MTU (-m), and that UDP port 4791 is open", limit, c.gidOpt())
 	}
 }
+
+// completions waits up to 30 s for a batch of completions, polled into wcs, and
+// returns it; a completion that failed gives its errCompletion instead.
+func (c *conn) completions(wcs []transport.WorkCompletion) ([]transport.WorkCompletion, error) {
+	n, err := c.waitCQ(wcs, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	for _, wc := range wcs[:n] {
+		if wc.Status != transport.WC_SUCCESS {
+			return nil, c.errCompletion(wc)
+		}
+	}
+	return wcs[:n], nil
+}

@@ -13,8 +13,8 @@ import (
 	"github.com/xroce/xroce/transport"
 )
 
-// remoteAccess is what the perftest-style tools' QPs allow their peer: perftest
-// sets IBV_ACCESS_REMOTE_WRITE, _READ and _ATOMIC at INIT for every test.
+// remoteAccess is what the QPs of the perftest-style tools and crosscheck allow
+// their peer, whatever the test: RDMA WRITE, RDMA READ and atomics.
 const remoteAccess = transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic
 
 // connectParams are the bring-up attributes of a QP towards the peer QP of a perftest

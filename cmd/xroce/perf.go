@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -114,6 +113,9 @@ func (c *conn) maxSize() int {
 	return s[len(s)-1]
 }
 
+// perf runs test t as o says, perftest's way: it opens the provider, creates the
+// QPs, makes the out-of-band exchange that connects them, runs each size and prints
+// its table, exchanges the results and checks the data with --verify.
 func perf(ctx context.Context, t test, o *perfOptions) error {
 	e, err := openEnv(o.linkOptions)
 	if err != nil {
@@ -132,18 +134,7 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	if err != nil {
 		return err
 	}
-	// Each exchange step gets a minute, plus the test's duration for the barrier
-	// that waits for the test to end, and more while the peer's frames keep
-	// arriving (a long -n); --run_infinitely waits without limit. A -a run's
-	// bandwidth server waits for every size.
-	timeout := 60*time.Second + time.Duration(o.duration)*time.Second
-	if o.all && t.kind == oob.BW {
-		timeout = 10 * time.Minute
-	}
-	if o.runInf {
-		timeout = 0
-	}
-	s := oob.NewSession(nc, c.client, t.kind, timeout)
+	s := oob.NewSession(nc, c.client, t.kind, c.exchangeTimeout())
 	s.RunAll = o.all
 	s.Alive = c.peerAlive()
 	ours := c.ourMTU()
@@ -154,82 +145,39 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	}
 	c.remote = remote
 	c.printHeader(peerMTU)
-	if t.lat {
-		if !c.client && t.op == transport.WR_RDMA_READ {
-			fmt.Fprintf(o.out, " The client reads; the server waits for it to finish.\n")
-		}
-		table := false
-		for k, size := range c.sizes() {
-			if k > 0 {
-				if err := s.NextSize(func() error { return c.startSize(size) }); err != nil {
-					nc.Close()
-					return err
-				}
-			}
-			lats, err := c.runLat()
-			if err == nil {
-				err = c.verifySize(false)
-			}
-			if err != nil {
-				nc.Close()
-				return err
-			}
-			if len(lats) > 0 {
-				if !table {
-					c.printLatHead()
-					table = true
-				}
-				c.printLat(lats)
-			}
-		}
-		if table {
-			fmt.Fprintln(o.out, rule)
-		}
-		if _, err := s.Finish(oob.Results{}); err != nil {
-			return err
-		}
-		return c.verifyEnd()
-	}
-	// A bandwidth server of write/read/atomic waits for its client and prints the
-	// client's results (of the last size with -a), as perftest's does.
-	moves := c.client || t.op == transport.WR_SEND
-	if moves {
-		c.printBWHead()
-	}
 	var res oob.Results
-	for k, size := range c.sizes() {
-		if k > 0 {
-			if err := s.NextSize(func() error { return c.startSize(size) }); err != nil {
-				nc.Close()
-				return err
-			}
-		}
-		if moves {
-			res, err = c.runBW(ctx)
-			if err == nil {
-				err = c.verifySize(true)
-			}
-			if err != nil {
-				nc.Close()
-				return err
-			}
-			c.printBWRow(res)
-		}
+	if t.lat {
+		err = c.latSizes(s)
+	} else {
+		res, err = c.bwSizes(ctx, s)
 	}
-	if moves {
-		fmt.Fprintln(o.out, rule)
+	if err != nil {
+		nc.Close()
+		return err
 	}
 	got, err := s.Finish(res)
 	if err != nil {
 		return err
 	}
-	if !moves {
-		c.remoteIters = got.Iters
-		c.printBWHead()
-		c.printBWRow(got)
-		fmt.Fprintln(o.out, rule)
+	if !t.lat && !c.movesData() {
+		c.printServerBW(got)
 	}
 	return c.verifyEnd()
+}
+
+// exchangeTimeout is how long each step of the out-of-band exchange waits: a
+// minute, plus the test's duration for the barrier that waits for the test to end,
+// and more while the peer's frames keep arriving (a long -n); --run_infinitely
+// waits without limit (0). A -a run's bandwidth server waits for every size.
+func (c *conn) exchangeTimeout() time.Duration {
+	timeout := 60*time.Second + time.Duration(c.o.duration)*time.Second
+	if c.o.all && c.t.kind == oob.BW {
+		timeout = 10 * time.Minute
+	}
+	if c.o.runInf {
+		timeout = 0
+	}
+	return timeout
 }
 
 // ourMTU is -m, or the largest path MTU the link carries.

@@ -9,101 +9,201 @@ import (
 	"github.com/xroce/xroce/transport"
 )
 
+// movesData says whether this side moves the data of a bandwidth test: the client,
+// and send_bw's server, which receives. A bandwidth server of write/read/atomic
+// only waits for its client and prints the client's results (of the last size with
+// -a), as perftest's does.
+func (c *conn) movesData() bool { return c.client || c.t.op == transport.WR_SEND }
+
+// bwSizes runs a bandwidth test's sizes in turn, a table row each, and returns the
+// last size's results.
+func (c *conn) bwSizes(ctx context.Context, s *oob.Session) (oob.Results, error) {
+	moves := c.movesData()
+	if moves {
+		c.printBWHead()
+	}
+	var res oob.Results
+	for k, size := range c.sizes() {
+		if k > 0 {
+			if err := s.NextSize(func() error { return c.startSize(size) }); err != nil {
+				return res, err
+			}
+		}
+		if !moves {
+			continue
+		}
+		var err error
+		res, err = c.runBW(ctx)
+		if err == nil {
+			err = c.verifySize(true)
+		}
+		if err != nil {
+			return res, err
+		}
+		c.printBWRow(res)
+	}
+	if moves {
+		fmt.Fprintln(c.o.out, rule)
+	}
+	return res, nil
+}
+
+// printServerBW prints, on a server that does not move the data, the client's
+// results got from the final exchange.
+func (c *conn) printServerBW(got oob.Results) {
+	c.remoteIters = got.Iters
+	c.printBWHead()
+	c.printBWRow(got)
+	fmt.Fprintln(c.o.out, rule)
+}
+
 // runBW runs one size of a bandwidth test: the client posts on every QP, -n work
 // requests each, up to -t in flight per QP, as perftest's run_iter_bw does; a
 // send_bw server receives. The results count the iterations of all QPs.
 func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 	o := c.o
 	res := oob.Results{Size: uint64(c.size)}
+	r := c.newBWRun()
 	q := len(c.qps)
-	iters := o.iters
-	deadline := time.Time{}
-	if o.duration > 0 || o.runInf {
-		iters = 1 << 40
-		if o.duration > 0 && !o.runInf {
-			deadline = time.Now().Add(time.Duration(o.duration) * time.Second)
-		}
-	}
 	wcs := make([]transport.WorkCompletion, 64)
-	wrs := make([]transport.SendWR, q)
-	for i := range wrs {
-		wrs[i] = c.wr(i)
-	}
-	batch := make([]transport.SendWR, 0, o.txDepth)
-	posted, completed := make([]int, q), make([]int, q)
-	sent, done := 0, 0
-	start := time.Now()
-	last, lastDone := start, 0
-	peak := 0.0
-	window := max(1, min(o.txDepth, iters*q/100))
-	winStart, winDone := start, 0
 	receiver := !c.client
-	for done < iters*q {
-		if !deadline.IsZero() && time.Now().After(deadline) && sent == done {
+	for r.done < r.iters*q {
+		if !r.deadline.IsZero() && time.Now().After(r.deadline) && r.sent == r.done {
 			break
 		}
-		// Post what each QP's window allows as one list (ibv_post_send's chained
-		// list): one wake of the engine per batch, not one per work request.
-		for i := 0; !receiver && i < q; i++ {
-			batch = batch[:0]
-			for posted[i]+len(batch) < iters && posted[i]+len(batch)-completed[i] < o.txDepth && (deadline.IsZero() || time.Now().Before(deadline)) {
-				wrs[i].WRID = wrID(i, uint64(posted[i]+len(batch)))
-				batch = append(batch, wrs[i])
-			}
-			if len(batch) > 0 {
-				k, err := c.qps[i].PostSend(batch...)
-				posted[i] += k
-				sent += k
-				if err != nil {
-					return res, err
-				}
+		if !receiver {
+			if err := r.post(); err != nil {
+				return res, err
 			}
 		}
-		n, err := c.waitCQ(wcs, 30*time.Second)
+		got, err := c.completions(wcs)
 		if err != nil {
 			return res, err
 		}
-		for _, wc := range wcs[:n] {
-			if wc.Status != transport.WC_SUCCESS {
-				return res, c.errCompletion(wc)
-			}
-			qp := wrQP(wc.WRID)
-			if qp >= q {
-				return res, fmt.Errorf("a completion for work request %#x of no QP of this test", wc.WRID)
-			}
-			completed[qp]++
-			if receiver {
-				if err := c.postRecv(qp, wc.WRID&(1<<40-1)); err != nil {
-					return res, err
-				}
-			}
+		if err := r.reap(got); err != nil {
+			return res, err
 		}
-		done += n
-		// The peak is the best rate over windows of completions that last at least a
-		// millisecond: a burst of completions polled at once is not a rate.
-		if done-winDone >= window && time.Since(winStart) >= time.Millisecond {
-			now := time.Now()
-			if r := float64(done-winDone) / now.Sub(winStart).Seconds(); r > peak {
-				peak = r
-			}
-			winStart, winDone = now, done
-		}
-		if (o.duration > 0 || o.runInf) && time.Since(last) >= max(time.Second, time.Duration(o.duration)*time.Second*boolDur(o.runInf)) {
-			now := time.Now()
-			rate := float64(done-lastDone) / now.Sub(last).Seconds()
-			fmt.Fprintf(o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", c.size, done-lastDone, c.bw(rate), c.bw(rate), rate/1e6)
-			last, lastDone = now, done
-		}
-		if receiver && done >= o.iters*q && deadline.IsZero() && !o.runInf {
+		r.done += len(got)
+		r.rate.tick(r.done)
+		r.progress()
+		if receiver && r.done >= o.iters*q && r.deadline.IsZero() && !o.runInf {
 			break
 		}
 	}
-	el := time.Since(start).Seconds()
-	rate := float64(done) / el
-	peak = max(peak, rate)
-	res.Iters = uint64(done)
+	rate := float64(r.done) / time.Since(r.rate.start).Seconds()
+	peak := max(r.rate.peak, rate)
+	res.Iters = uint64(r.done)
 	res.PeakBW, res.AvgBW, res.MsgRate = c.bw(peak), c.bw(rate), rate/1e6
 	return res, nil
+}
+
+// bwRun is one size of a bandwidth test in progress.
+type bwRun struct {
+	c                 *conn
+	iters             int                // per QP: -n, or without end with -D or --run_infinitely
+	deadline          time.Time          // the end of -D's run; zero without -D
+	wrs               []transport.SendWR // each QP's work request
+	batch             []transport.SendWR // the list being posted
+	posted, completed []int              // per QP
+	sent, done        int                // posted and completed, on all QPs
+	rate              rateMeter
+}
+
+func (c *conn) newBWRun() *bwRun {
+	o := c.o
+	q := len(c.qps)
+	r := &bwRun{c: c, iters: o.iters}
+	if o.duration > 0 || o.runInf {
+		r.iters = 1 << 40
+		if o.duration > 0 && !o.runInf {
+			r.deadline = time.Now().Add(time.Duration(o.duration) * time.Second)
+		}
+	}
+	r.wrs = make([]transport.SendWR, q)
+	for i := range r.wrs {
+		r.wrs[i] = c.wr(i)
+	}
+	r.batch = make([]transport.SendWR, 0, o.txDepth)
+	r.posted, r.completed = make([]int, q), make([]int, q)
+	now := time.Now()
+	r.rate = rateMeter{start: now, winStart: now, last: now, window: max(1, min(o.txDepth, r.iters*q/100))}
+	return r
+}
+
+// post posts what each QP's window allows as one list (ibv_post_send's chained
+// list): one wake of the engine per batch, not one per work request.
+func (r *bwRun) post() error {
+	for i, qp := range r.c.qps {
+		r.batch = r.batch[:0]
+		for r.posted[i]+len(r.batch) < r.iters && r.posted[i]+len(r.batch)-r.completed[i] < r.c.o.txDepth &&
+			(r.deadline.IsZero() || time.Now().Before(r.deadline)) {
+			r.wrs[i].WRID = wrID(i, uint64(r.posted[i]+len(r.batch)))
+			r.batch = append(r.batch, r.wrs[i])
+		}
+		if len(r.batch) > 0 {
+			k, err := qp.PostSend(r.batch...)
+			r.posted[i] += k
+			r.sent += k
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reap counts successful completions per QP; a receiver posts each completed
+// receive again.
+func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
+	for _, wc := range wcs {
+		qp := wrQP(wc.WRID)
+		if qp >= len(r.c.qps) {
+			return fmt.Errorf("a completion for work request %#x of no QP of this test", wc.WRID)
+		}
+		r.completed[qp]++
+		if !r.c.client {
+			if err := r.c.postRecv(qp, wc.WRID&(1<<40-1)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// progress prints perftest's progress line of a -D or --run_infinitely run: every
+// second, or every -D seconds with both.
+func (r *bwRun) progress() {
+	o, m := r.c.o, &r.rate
+	if (o.duration > 0 || o.runInf) && time.Since(m.last) >= max(time.Second, time.Duration(o.duration)*time.Second*boolDur(o.runInf)) {
+		now := time.Now()
+		rate := float64(r.done-m.lastDone) / now.Sub(m.last).Seconds()
+		fmt.Fprintf(o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.c.size, r.done-m.lastDone, r.c.bw(rate), r.c.bw(rate), rate/1e6)
+		m.last, m.lastDone = now, r.done
+	}
+}
+
+// rateMeter follows a bandwidth run's completion rate, in completions per second.
+type rateMeter struct {
+	start    time.Time // the run's start
+	window   int       // completions a peak window holds at least
+	winStart time.Time // the current window's start
+	winDone  int       // completions before it
+	peak     float64   // the best window's rate
+	last     time.Time // the last progress line (or the start)
+	lastDone int       // completions before it
+}
+
+// tick takes the count of completions so far. The peak is the best rate over
+// windows of completions that last at least a millisecond: a burst of completions
+// polled at once is not a rate.
+func (m *rateMeter) tick(done int) {
+	if done-m.winDone >= m.window && time.Since(m.winStart) >= time.Millisecond {
+		now := time.Now()
+		if r := float64(done-m.winDone) / now.Sub(m.winStart).Seconds(); r > m.peak {
+			m.peak = r
+		}
+		m.winStart, m.winDone = now, done
+	}
 }
 
 func boolDur(b bool) time.Duration {

@@ -38,10 +38,34 @@ type perfOptions struct {
 	out         io.Writer
 }
 
+// parsePerf parses the flags of perftest's test name (write_bw, read_lat, ...) and
+// the server address a client is given. Errors name the flag and its range;
+// -h/--help gives errUsage.
 func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) {
 	o := &perfOptions{out: out}
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(out)
+	o.addFlags(fs, name)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, errUsage
+		}
+		return nil, err
+	}
+	if err := o.check(name, fs.Args()); err != nil {
+		return nil, err
+	}
+	if fs.NArg() == 1 {
+		o.server = fs.Arg(0)
+	}
+	if o.txDepth > o.iters && o.duration == 0 && !o.runInf {
+		o.txDepth = o.iters // as perftest's parser does: no more in flight than there are
+	}
+	return o, nil
+}
+
+// addFlags defines test name's flags on fs, with perftest's names and defaults.
+func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	lat := strings.HasSuffix(name, "_lat")
 	defSize, defIters := 65536, 5000
 	if lat {
@@ -66,7 +90,7 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	fs.BoolVar(&o.reportGbits, "report_gbits", false, "report bandwidth in Gb/s")
 	fs.BoolVar(&o.runInf, "run_infinitely", false, "run until interrupted, a line a second (with -D: a line every D seconds)")
 	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
-	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", 14, "local ACK timeout: 4.096 µs × 2^u")
+	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", transport.DefaultTimeout, "local ACK timeout: 4.096 µs × 2^u")
 	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
 	if name == "atomic_bw" {
 		fs.StringVarP(&o.atomicType, "atomic_type", "A", "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP (the client's choice)")
@@ -78,67 +102,61 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	addLinkFlags(fs, &o.linkOptions)
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, errUsage
-		}
-		return nil, err
-	}
+}
+
+// check refuses flag values out of range and combinations test name does not take;
+// args are the arguments left after the flags.
+func (o *perfOptions) check(name string, args []string) error {
+	lat := strings.HasSuffix(name, "_lat")
 	switch {
-	case fs.NArg() > 1:
-		return nil, fmt.Errorf("one server address at most, got %q", fs.Args())
+	case len(args) > 1:
+		return fmt.Errorf("one server address at most, got %q", args)
 	case o.conn != "RC":
-		return nil, fmt.Errorf("-c %s: xroce implements RC only", o.conn)
+		return fmt.Errorf("-c %s: xroce implements RC only", o.conn)
 	case o.qps < 1 || o.qps > maxQPs:
-		return nil, fmt.Errorf("-q %d: the number of QPs is 1..%d", o.qps, maxQPs)
+		return fmt.Errorf("-q %d: the number of QPs is 1..%d", o.qps, maxQPs)
 	case o.ibPort != 1:
-		return nil, fmt.Errorf("-i %d: xroce devices have port 1 only", o.ibPort)
+		return fmt.Errorf("-i %d: xroce devices have port 1 only", o.ibPort)
 	case lat && o.qps != 1:
-		return nil, fmt.Errorf("-q %d: multiple QPs only available on bw tests (as in perftest)", o.qps)
+		return fmt.Errorf("-q %d: multiple QPs only available on bw tests (as in perftest)", o.qps)
 	case lat && (o.duration != 0 || o.runInf):
-		return nil, fmt.Errorf("-D and --run_infinitely are for the bandwidth tests: %s runs -n iterations", name)
+		return fmt.Errorf("-D and --run_infinitely are for the bandwidth tests: %s runs -n iterations", name)
 	case o.all && name == "atomic_bw":
-		return nil, fmt.Errorf("-a: the message size cannot be changed for atomic tests (as in perftest)")
+		return fmt.Errorf("-a: the message size cannot be changed for atomic tests (as in perftest)")
 	case o.all && (o.duration > 0 || o.runInf):
-		return nil, fmt.Errorf("-a runs -n iterations of each size: it does not go with -D or --run_infinitely")
+		return fmt.Errorf("-a runs -n iterations of each size: it does not go with -D or --run_infinitely")
 	case o.size < 0 || o.size > transport.MaxMsgSize:
-		return nil, fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
+		return fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
 	case name == "atomic_bw" && o.atomicType != "FETCH_AND_ADD" && o.atomicType != "CMP_AND_SWAP":
-		return nil, fmt.Errorf("-A %s: FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
+		return fmt.Errorf("-A %s: FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
 	case o.atomicType == "CMP_AND_SWAP" && o.verify:
-		return nil, fmt.Errorf("--verify checks FETCH_AND_ADD's counters: it does not go with -A CMP_AND_SWAP")
+		return fmt.Errorf("--verify checks FETCH_AND_ADD's counters: it does not go with -A CMP_AND_SWAP")
 	case name == "atomic_bw" && o.size != 8:
-		return nil, fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
+		return fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
 	case o.duration < 0:
-		return nil, fmt.Errorf("-D %d: the duration is in seconds, at least 1", o.duration)
+		return fmt.Errorf("-D %d: the duration is in seconds, at least 1", o.duration)
 	case o.busyPoll < 0:
-		return nil, fmt.Errorf("--busy-poll %v: 0 (never) or a positive duration", o.busyPoll)
+		return fmt.Errorf("--busy-poll %v: 0 (never) or a positive duration", o.busyPoll)
 	case o.iters <= 0 || o.txDepth <= 0:
-		return nil, fmt.Errorf("-n and -t must be positive")
+		return fmt.Errorf("-n and -t must be positive")
 	case o.tclass < 0 || o.tclass > 255:
-		return nil, fmt.Errorf("--tclass %d: the traffic class is 0..255", o.tclass)
+		return fmt.Errorf("--tclass %d: the traffic class is 0..255", o.tclass)
 	case o.gidIndex < -1:
-		return nil, fmt.Errorf("-x %d: GID indexes start at 0", o.gidIndex)
+		return fmt.Errorf("-x %d: GID indexes start at 0", o.gidIndex)
 	case o.port <= 0 || o.port > 65535:
-		return nil, fmt.Errorf("-p %d: TCP ports are 1..65535", o.port)
+		return fmt.Errorf("-p %d: TCP ports are 1..65535", o.port)
 	case o.qpTimeout < 0 || o.qpTimeout > 31:
-		return nil, fmt.Errorf("-u %d: the QP timeout is 0..31", o.qpTimeout)
+		return fmt.Errorf("-u %d: the QP timeout is 0..31", o.qpTimeout)
 	case o.inline < 0 || o.inline > transport.MaxInline:
-		return nil, fmt.Errorf("-I %d: the inline size is 0..%d", o.inline, transport.MaxInline)
+		return fmt.Errorf("-I %d: the inline size is 0..%d", o.inline, transport.MaxInline)
 	}
 	if _, err := o.pcap.tapOptions(); err != nil {
-		return nil, err
+		return err
 	}
 	if o.mtu != 0 {
 		if _, err := roce.MTUFromBytes(o.mtu); err != nil {
-			return nil, fmt.Errorf("-m %d: %v", o.mtu, err)
+			return fmt.Errorf("-m %d: %v", o.mtu, err)
 		}
 	}
-	if fs.NArg() == 1 {
-		o.server = fs.Arg(0)
-	}
-	if o.txDepth > o.iters && o.duration == 0 && !o.runInf {
-		o.txDepth = o.iters // as perftest's parser does: no more in flight than there are
-	}
-	return o, nil
+	return nil
 }
