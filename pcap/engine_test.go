@@ -68,14 +68,10 @@ func (e *engines) node(l transport.Link) *node {
 }
 
 func (e *engines) connect(n, peer *node, peerAddr netip.Addr, sq, rq uint32) {
-	must(e.t, n.qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite |
-		transport.AccessRemoteRead | transport.AccessRemoteAtomic}, transport.QP_STATE|transport.QP_ACCESS_FLAGS))
-	must(e.t, n.qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: roce.MTU1024, DestQPN: peer.qp.QPN(),
-		RQPSN: rq, MaxDestRdAtomic: 128, MinRNRTimer: 12, AH: transport.AddressHandle{DGID: roce.GIDFromAddr(peerAddr), SGIDIndex: 1}},
-		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER))
-	must(e.t, n.qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: sq, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
-		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC))
+	must(e.t, transport.BringUp(n.qp, transport.QPS_RESET, transport.QPS_RTS, transport.ConnectParams{
+		Access: transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic,
+		AH:     transport.AddressHandle{DGID: roce.GIDFromAddr(peerAddr), SGIDIndex: 1}, PathMTU: roce.MTU1024,
+		DestQPN: peer.qp.QPN(), RQPSN: rq, MaxDestRdAtomic: 128, SQPSN: sq, MaxRdAtomic: 16}))
 }
 
 // post posts count work requests of op from the client, size bytes each, and runs

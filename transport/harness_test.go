@@ -121,17 +121,15 @@ func (p *pair) newSide(end *transport.PipeEnd, c pairConfig, cqDepth int) *side 
 func (p *pair) connect(s, peer *side, c pairConfig, sqPSN, rqPSN uint32) {
 	p.t.Helper()
 	qp := s.qp
-	must(p.t, qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: c.access},
-		transport.QP_STATE|transport.QP_ACCESS_FLAGS|transport.QP_PKEY_INDEX|transport.QP_PORT))
-	must(p.t, qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: c.mtu, DestQPN: peer.qp.QPN(),
-		RQPSN: rqPSN, MaxDestRdAtomic: c.maxRdAtomic, MinRNRTimer: c.minRNRTimer,
-		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(peer.end.Addrs()[0]), SGIDIndex: 1}},
-		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER))
-	must(p.t, qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: sqPSN, Timeout: c.timeout,
-		RetryCnt: c.retryCnt, RNRRetry: c.rnrRetry, MaxRdAtomic: c.maxRdAtomic},
-		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|
-			transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC))
+	must(p.t, transport.BringUp(qp, transport.QPS_RESET, transport.QPS_RTS,
+		c.connectParams(peer.end.Addrs()[0], c.mtu, peer.qp.QPN(), sqPSN, rqPSN)))
+}
+
+// connectParams are c's bring-up attributes towards the QP dqpn at addr.
+func (c pairConfig) connectParams(addr netip.Addr, mtu roce.MTU, dqpn, sqPSN, rqPSN uint32) transport.ConnectParams {
+	return transport.ConnectParams{Access: c.access, AH: transport.AddressHandle{DGID: roce.GIDFromAddr(addr), SGIDIndex: 1},
+		PathMTU: mtu, DestQPN: dqpn, RQPSN: rqPSN, MaxDestRdAtomic: c.maxRdAtomic, SQPSN: sqPSN, MaxRdAtomic: c.maxRdAtomic,
+		Timers: &transport.Timers{Timeout: c.timeout, RetryCnt: c.retryCnt, RNRRetry: c.rnrRetry, MinRNRTimer: c.minRNRTimer}}
 }
 
 func must(t testing.TB, err error) {

@@ -35,17 +35,8 @@ func newRaw(t *testing.T, sqPSN, rqPSN uint32, c pairConfig) *raw {
 	peer := &side{end: eb, qp: nil}
 	_ = peer
 	qp := r.e.qp
-	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: c.access},
-		transport.QP_STATE|transport.QP_ACCESS_FLAGS))
-	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: roce.MTU1024, DestQPN: rawQPN,
-		RQPSN: rqPSN, MaxDestRdAtomic: c.maxRdAtomic, MinRNRTimer: c.minRNRTimer,
-		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(addrB), SGIDIndex: 1}},
-		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER))
-	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: sqPSN, Timeout: c.timeout,
-		RetryCnt: c.retryCnt, RNRRetry: c.rnrRetry, MaxRdAtomic: c.maxRdAtomic},
-		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|
-			transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC))
+	must(t, transport.BringUp(qp, transport.QPS_RESET, transport.QPS_RTS,
+		c.connectParams(addrB, roce.MTU1024, rawQPN, sqPSN, rqPSN)))
 	r.tmpl.Eth = roce.Ethernet{Src: macB, Dst: macA}
 	r.tmpl.IPv4 = roce.IPv4{FlagsFrag: 0x4000, TTL: 64, Src: addrB.As4(), Dst: addrA.As4()}
 	r.tmpl.UDP = roce.UDP{SrcPort: 0xc000, DstPort: roce.UDPPort}

@@ -132,13 +132,10 @@ func replayRun(t *testing.T, run []capFrame) {
 	recvBuf := make([]byte, 1<<20)
 	rmr, err := pd.RegMR(recvBuf, transport.AccessLocalWrite)
 	must(t, err)
-	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite |
-		transport.AccessRemoteRead | transport.AccessRemoteAtomic}, transport.QP_STATE|transport.QP_ACCESS_FLAGS))
-	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: roce.MTU1024, DestQPN: clientQPN,
-		RQPSN: requests[0].BTH.PSN, MaxDestRdAtomic: 16, MinRNRTimer: 12,
-		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(rxeClient), SGIDIndex: 1}},
-		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER))
+	must(t, transport.BringUp(qp, transport.QPS_RESET, transport.QPS_RTR, transport.ConnectParams{
+		Access: transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic,
+		AH:     transport.AddressHandle{DGID: roce.GIDFromAddr(rxeClient), SGIDIndex: 1}, PathMTU: roce.MTU1024,
+		DestQPN: clientQPN, RQPSN: requests[0].BTH.PSN, MaxDestRdAtomic: 16}))
 	for i := 0; i < 64; i++ {
 		_, err := qp.PostRecv(transport.RecvWR{WRID: uint64(i), SGList: []transport.SGE{
 			{Addr: rmr.Addr() + uint64(i)*16384, Length: 16384, LKey: rmr.LKey()}}})

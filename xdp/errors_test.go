@@ -42,14 +42,9 @@ func TestOpenErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := qp.Modify(transport.QPAttr{State: transport.QPS_INIT}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
-		t.Fatal(err)
-	}
-	err = qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: roce.MTU4096, DestQPN: 5,
-		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(n.ipB), SGIDIndex: 1}},
-		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER)
-	if err == nil || !strings.Contains(err.Error(), "multi-buffer") {
+	err = transport.BringUp(qp, transport.QPS_RESET, transport.QPS_RTS, transport.ConnectParams{
+		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(n.ipB), SGIDIndex: 1}, PathMTU: roce.MTU4096, DestQPN: 5})
+	if err == nil || !strings.HasPrefix(err.Error(), "bring-up INIT → RTR: ") || !strings.Contains(err.Error(), "multi-buffer") {
 		t.Errorf("path MTU 4096: %v", err)
 	}
 }

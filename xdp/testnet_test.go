@@ -80,23 +80,11 @@ func connect(t testing.TB, a, b *endpoint, peer netip.Addr, mtu roce.MTU) {
 	if sgid < 0 {
 		t.Fatalf("no GID of %v's kind in %v", peer, a.dev.GIDTable())
 	}
-	steps := []struct {
-		attr transport.QPAttr
-		mask transport.QPAttrMask
-	}{
-		{transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic},
-			transport.QP_STATE | transport.QP_ACCESS_FLAGS},
-		{transport.QPAttr{State: transport.QPS_RTR, PathMTU: mtu, DestQPN: b.qp.QPN(), RQPSN: 0x100, MaxDestRdAtomic: 16, MinRNRTimer: 12,
-			AH: transport.AddressHandle{DGID: roce.GIDFromAddr(peer), SGIDIndex: sgid, TrafficClass: 0x68}},
-			transport.QP_STATE | transport.QP_AV | transport.QP_PATH_MTU | transport.QP_DEST_QPN | transport.QP_RQ_PSN |
-				transport.QP_MAX_DEST_RD_ATOMIC | transport.QP_MIN_RNR_TIMER},
-		{transport.QPAttr{State: transport.QPS_RTS, SQPSN: 0x100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
-			transport.QP_STATE | transport.QP_SQ_PSN | transport.QP_TIMEOUT | transport.QP_RETRY_CNT | transport.QP_RNR_RETRY | transport.QP_MAX_QP_RD_ATOMIC},
-	}
-	for _, s := range steps {
-		if err := a.qp.Modify(s.attr, s.mask); err != nil {
-			t.Fatal(err)
-		}
+	if err := transport.BringUp(a.qp, transport.QPS_RESET, transport.QPS_RTS, transport.ConnectParams{
+		Access: transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic,
+		AH:     transport.AddressHandle{DGID: roce.GIDFromAddr(peer), SGIDIndex: sgid, TrafficClass: 0x68}, PathMTU: mtu,
+		DestQPN: b.qp.QPN(), RQPSN: 0x100, MaxDestRdAtomic: 16, SQPSN: 0x100, MaxRdAtomic: 16}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -3,6 +3,7 @@ package xdp_test
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/xroce/xroce/bpf"
@@ -103,4 +104,23 @@ func transferAll(t *testing.T, la, lb transport.Link, ipA, ipB netip.Addr, mtu r
 	}
 	t.Logf("A %v", nonzero(a.dev.Counters().Map()))
 	return a, b
+}
+
+// TestExampleOpen runs ExampleOpen's code on a veth pair in two namespaces, in the
+// default attach mode, and checks what it prints (ExampleOpen has no Output line:
+// it needs root and the veth pair).
+func TestExampleOpen(t *testing.T) {
+	n := newTestNet(t, 1500, false)
+	var out strings.Builder
+	err := writeReadXDP(&out, xdp.Config{Interface: n.ifA, Netns: nsPath(n.nsA)}, n.ipA,
+		xdp.Config{Interface: n.ifB, Netns: nsPath(n.nsB)}, n.ipB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "1 IBV_WC_RDMA_WRITE IBV_WC_SUCCESS 16\n" +
+		"2 IBV_WC_RDMA_READ IBV_WC_SUCCESS 16\n" +
+		"read back: \"hello over XDP!!\"\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
 }

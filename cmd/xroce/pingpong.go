@@ -80,7 +80,7 @@ func pingpong(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := qp.Modify(transport.QPAttr{State: transport.QPS_INIT}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
+	if err := transport.BringUp(qp, transport.QPS_RESET, transport.QPS_INIT, transport.ConnectParams{}); err != nil {
 		return err
 	}
 	recv := func(id uint64) error {
@@ -103,15 +103,11 @@ func pingpong(args []string, w io.Writer) error {
 		if err := checkPeerGID(prov.GIDTable(), e.gid, remote.GID); err != nil {
 			return err
 		}
-		if err := qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: pm, DestQPN: remote.QPN, RQPSN: remote.PSN,
-			MaxDestRdAtomic: 1, MinRNRTimer: 12, AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: e.gid.Index}},
-			transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-				transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
-			return err
-		}
-		// rc_pingpong's defaults: timeout 14, retry_cnt 7, rnr_retry 7.
-		return qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
-			transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|transport.QP_MAX_QP_RD_ATOMIC)
+		// rc_pingpong's pp_connect_ctx: one READ/atomic each way, default timers
+		// (access flags 0 at INIT).
+		return transport.BringUp(qp, transport.QPS_INIT, transport.QPS_RTS, transport.ConnectParams{
+			AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: e.gid.Index}, PathMTU: pm, DestQPN: remote.QPN,
+			RQPSN: remote.PSN, MaxDestRdAtomic: 1, SQPSN: local.PSN, MaxRdAtomic: 1})
 	}
 	// The server connects before it answers, so its QP is ready when the client's
 	// first SEND arrives (rc_pingpong's pp_server_exch_dest).
@@ -131,14 +127,11 @@ func pingpong(args []string, w io.Writer) error {
 	c := &conn{cq: cq, env: e, gidFlag: "-g"}
 	wcs := make([]transport.WorkCompletion, 16)
 	for scnt < *iters || rcnt < *iters {
-		n, err := c.waitCQ(wcs, 30*time.Second)
+		got, err := c.completions(wcs)
 		if err != nil {
 			return err
 		}
-		for _, wc := range wcs[:n] {
-			if wc.Status != transport.WC_SUCCESS {
-				return c.errCompletion(wc)
-			}
+		for _, wc := range got {
 			if wc.Opcode == transport.WC_SEND {
 				scnt++
 				pendingSend = false

@@ -107,3 +107,13 @@ func (c *conn) printLat(lats []time.Duration) {
 		usec(sorted[0]), usec(sorted[len(sorted)-1]), usec(percentile(sorted, 50)), avg, stdev,
 		usec(percentile(sorted, 99)), usec(percentile(sorted, 99.9)))
 }
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p/100+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func usec(d time.Duration) float64 { return float64(d) / 1e3 }

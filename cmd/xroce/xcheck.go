@@ -139,8 +139,7 @@ func newXcheck(e *env, client bool) (*xcheck, error) {
 		MaxSendSGE: 1, MaxRecvSGE: 1}); err != nil {
 		return nil, err
 	}
-	if err := x.qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: transport.AccessRemoteWrite |
-		transport.AccessRemoteRead | transport.AccessRemoteAtomic}, transport.QP_STATE|transport.QP_ACCESS_FLAGS); err != nil {
+	if err := transport.BringUp(x.qp, transport.QPS_RESET, transport.QPS_INIT, transport.ConnectParams{Access: remoteAccess}); err != nil {
 		return nil, err
 	}
 	x.local = oob.Dest{OutReads: 16, QPN: x.qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, RKey: x.mr.RKey(), VAddr: x.mr.Addr(), GID: e.gid.GID}
@@ -153,16 +152,7 @@ func (x *xcheck) connect(remote oob.Dest, mtu roce.MTU) error {
 		return err
 	}
 	x.mtu = mtu
-	if err := x.qp.Modify(transport.QPAttr{State: transport.QPS_RTR, PathMTU: mtu, DestQPN: remote.QPN, RQPSN: remote.PSN,
-		MaxDestRdAtomic: 16, MinRNRTimer: 12, AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: x.gid.Index}},
-		transport.QP_STATE|transport.QP_AV|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN|
-			transport.QP_MAX_DEST_RD_ATOMIC|transport.QP_MIN_RNR_TIMER); err != nil {
-		return err
-	}
-	if err := x.qp.Modify(transport.QPAttr{State: transport.QPS_RTS, SQPSN: x.local.PSN, Timeout: 14, RetryCnt: 7,
-		RNRRetry: 7, MaxRdAtomic: uint8(min(max(remote.OutReads, 1), 16))},
-		transport.QP_STATE|transport.QP_SQ_PSN|transport.QP_TIMEOUT|transport.QP_RETRY_CNT|transport.QP_RNR_RETRY|
-			transport.QP_MAX_QP_RD_ATOMIC); err != nil {
+	if err := transport.BringUp(x.qp, transport.QPS_INIT, transport.QPS_RTS, connectParams(remote, x.local, x.gid.Index, mtu, 16)); err != nil {
 		return err
 	}
 	if x.client {

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/xroce/xroce/cmd/xroce/oob"
+	"github.com/xroce/xroce/transport"
+)
+
+// movesData says whether this side moves the data of a bandwidth test: the client,
+// and send_bw's server, which receives. A bandwidth server of write/read/atomic
+// only waits for its client and prints the client's results (of the last size with
+// -a), as perftest's does.
+func (c *conn) movesData() bool { return c.client || c.t.op == transport.WR_SEND }
+
+// bwSizes runs a bandwidth test's sizes in turn, a table row each, and returns the
+// last size's results.
+func (c *conn) bwSizes(ctx context.Context, s *oob.Session) (oob.Results, error) {
+	moves := c.movesData()
+	if moves {
+		c.printBWHead()
+	}
+	var res oob.Results
+	for k, size := range c.sizes() {
+		if k > 0 {
+			if err := s.NextSize(func() error { return c.startSize(size) }); err != nil {
+				return res, err
+			}
+		}
+		if !moves {
+			continue
+		}
+		var err error
+		res, err = c.runBW(ctx)
+		if err == nil {
+			err = c.verifySize(true)
+		}
+		if err != nil {
+			return res, err
+		}
+		c.printBWRow(res)
+	}
+	if moves {
+		fmt.Fprintln(c.o.out, rule)
+	}
+	return res, nil
+}
+
+// printServerBW prints, on a server that does not move the data, the client's
+// results got from the final exchange.
+func (c *conn) printServerBW(got oob.Results) {
+	c.remoteIters = got.Iters
+	c.printBWHead()
+	c.printBWRow(got)
+	fmt.Fprintln(c.o.out, rule)
+}
+
+// runBW runs one size of a bandwidth test: the client posts on every QP, -n work
+// requests each, up to -t in flight per QP, as perftest's run_iter_bw does; a
+// send_bw server receives. The results count the iterations of all QPs.
+func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
+	o := c.o
+	res := oob.Results{Size: uint64(c.size)}
+	r := c.newBWRun()
+	q := len(c.qps)
+	wcs := make([]transport.WorkCompletion, 64)
+	receiver := !c.client
+	for r.done < r.iters*q {
+		if !r.deadline.IsZero() && time.Now().After(r.deadline) && r.sent == r.done {
+			break
+		}
+		if !receiver {
+			if err := r.post(); err != nil {
+				return res, err
+			}
+		}
+		got, err := c.completions(wcs)
+		if err != nil {
+			return res, err
+		}
+		if err := r.reap(got); err != nil {
+			return res, err
+		}
+		r.done += len(got)
+		r.rate.tick(r.done)
+		r.progress()
+		if receiver && r.done >= o.iters*q && r.deadline.IsZero() && !o.runInf {
+			break
+		}
+	}
+	rate := float64(r.done) / time.Since(r.rate.start).Seconds()
+	peak := max(r.rate.peak, rate)
+	res.Iters = uint64(r.done)
+	res.PeakBW, res.AvgBW, res.MsgRate = c.bw(peak), c.bw(rate), rate/1e6
+	return res, nil
+}
+
+// bwRun is one size of a bandwidth test in progress.
+type bwRun struct {
+	c                 *conn
+	iters             int                // per QP: -n, or without end with -D or --run_infinitely
+	deadline          time.Time          // the end of -D's run; zero without -D
+	wrs               []transport.SendWR // each QP's work request
+	batch             []transport.SendWR // the list being posted
+	posted, completed []int              // per QP
+	sent, done        int                // posted and completed, on all QPs
+	rate              rateMeter
+}
+
+func (c *conn) newBWRun() *bwRun {
+	o := c.o
+	q := len(c.qps)
+	r := &bwRun{c: c, iters: o.iters}
+	if o.duration > 0 || o.runInf {
+		r.iters = 1 << 40
+		if o.duration > 0 && !o.runInf {
+			r.deadline = time.Now().Add(time.Duration(o.duration) * time.Second)
+		}
+	}
+	r.wrs = make([]transport.SendWR, q)
+	for i := range r.wrs {
+		r.wrs[i] = c.wr(i)
+	}
+	r.batch = make([]transport.SendWR, 0, o.txDepth)
+	r.posted, r.completed = make([]int, q), make([]int, q)
+	now := time.Now()
+	r.rate = rateMeter{start: now, winStart: now, last: now, window: max(1, min(o.txDepth, r.iters*q/100))}
+	return r
+}
+
+// post posts what each QP's window allows as one list (ibv_post_send's chained
+// list): one wake of the engine per batch, not one per work request.
+func (r *bwRun) post() error {
+	for i, qp := range r.c.qps {
+		r.batch = r.batch[:0]
+		for r.posted[i]+len(r.batch) < r.iters && r.posted[i]+len(r.batch)-r.completed[i] < r.c.o.txDepth &&
+			(r.deadline.IsZero() || time.Now().Before(r.deadline)) {
+			r.wrs[i].WRID = wrID(i, uint64(r.posted[i]+len(r.batch)))
+			r.batch = append(r.batch, r.wrs[i])
+		}
+		if len(r.batch) > 0 {
+			k, err := qp.PostSend(r.batch...)
+			r.posted[i] += k
+			r.sent += k
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reap counts successful completions per QP; a receiver posts each completed
+// receive again.
+func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
+	for _, wc := range wcs {
+		qp := wrQP(wc.WRID)
+		if qp >= len(r.c.qps) {
+			return fmt.Errorf("a completion for work request %#x of no QP of this test", wc.WRID)
+		}
+		r.completed[qp]++
+		if !r.c.client {
+			if err := r.c.postRecv(qp, wc.WRID&(1<<40-1)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// progress prints perftest's progress line of a -D or --run_infinitely run: every
+// second, or every -D seconds with both.
+func (r *bwRun) progress() {
+	o, m := r.c.o, &r.rate
+	if (o.duration > 0 || o.runInf) && time.Since(m.last) >= max(time.Second, time.Duration(o.duration)*time.Second*boolDur(o.runInf)) {
+		now := time.Now()
+		rate := float64(r.done-m.lastDone) / now.Sub(m.last).Seconds()
+		fmt.Fprintf(o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.c.size, r.done-m.lastDone, r.c.bw(rate), r.c.bw(rate), rate/1e6)
+		m.last, m.lastDone = now, r.done
+	}
+}
+
+// rateMeter follows a bandwidth run's completion rate, in completions per second.
+type rateMeter struct {
+	start    time.Time // the run's start
+	window   int       // completions a peak window holds at least
+	winStart time.Time // the current window's start
+	winDone  int       // completions before it
+	peak     float64   // the best window's rate
+	last     time.Time // the last progress line (or the start)
+	lastDone int       // completions before it
+}
+
+// tick takes the count of completions so far. The peak is the best rate over
+// windows of completions that last at least a millisecond: a burst of completions
+// polled at once is not a rate.
+func (m *rateMeter) tick(done int) {
+	if done-m.winDone >= m.window && time.Since(m.winStart) >= time.Millisecond {
+		now := time.Now()
+		if r := float64(done-m.winDone) / now.Sub(m.winStart).Seconds(); r > m.peak {
+			m.peak = r
+		}
+		m.winStart, m.winDone = now, done
+	}
+}
+
+func boolDur(b bool) time.Duration {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// bw converts messages per second to MB/s, or Gb/s with --report_gbits.
+func (c *conn) bw(msgsPerSec float64) float64 {
+	bytes := msgsPerSec * float64(c.size)
+	if c.o.reportGbits {
+		return bytes * 8 / 1e9
+	}
+	return bytes / (1 << 20)
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xroce/xroce/cmd/xroce/oob"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// perfOptions are perftest's flags, where they apply, and xroce's own.
+type perfOptions struct {
+	linkOptions
+	port        int
+	size        int
+	iters       int
+	duration    int
+	mtu         int
+	qps         int
+	txDepth     int
+	tclass      int
+	reportGbits bool
+	runInf      bool
+	verify      bool
+	counters    bool
+	inline      int
+	qpTimeout   int
+	conn        string
+	ibPort      int
+	all         bool
+	atomicType  string // atomic_bw's -A: FETCH_AND_ADD or CMP_AND_SWAP
+	server      string // the client's server address; empty for the server
+	out         io.Writer
+}
+
+// parsePerf parses the flags of perftest's test name (write_bw, read_lat, ...) and
+// the server address a client is given. Errors name the flag and its range;
+// -h/--help gives errUsage.
+func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) {
+	o := &perfOptions{out: out}
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(out)
+	o.addFlags(fs, name)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, errUsage
+		}
+		return nil, err
+	}
+	if err := o.check(name, fs.Args()); err != nil {
+		return nil, err
+	}
+	if fs.NArg() == 1 {
+		o.server = fs.Arg(0)
+	}
+	if o.txDepth > o.iters && o.duration == 0 && !o.runInf {
+		o.txDepth = o.iters // as perftest's parser does: no more in flight than there are
+	}
+	return o, nil
+}
+
+// addFlags defines test name's flags on fs, with perftest's names and defaults.
+func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
+	lat := strings.HasSuffix(name, "_lat")
+	defSize, defIters := 65536, 5000
+	if lat {
+		defSize, defIters = 2, 1000
+	}
+	if name == "atomic_bw" {
+		defSize = 8
+	}
+	fs.StringVarP(&o.dev, "ib-dev", "d", "", "network interface to run on; with --provider verbs, the RDMA device (rxe0, mlx5_0)")
+	fs.IntVarP(&o.ibPort, "ib-port", "i", 1, "port number (xroce devices have port 1)")
+	fs.IntVarP(&o.gidIndex, "gid-index", "x", -1, "GID index (default: the interface's first IPv4 GID)")
+	fs.IntVarP(&o.size, "size", "s", defSize, "message size in bytes")
+	fs.BoolVarP(&o.all, "all", "a", false, "run every size from 2 to 2^23 bytes in turn, a table row each (give it on both sides)")
+	fs.IntVarP(&o.iters, "iters", "n", defIters, "number of iterations")
+	fs.IntVarP(&o.duration, "duration", "D", 0, "run for this many seconds instead of -n, with a progress line a second")
+	fs.IntVarP(&o.mtu, "mtu", "m", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link carries)")
+	fs.IntVarP(&o.qps, "qp", "q", 1, "number of RC QPs, each running -n iterations (give the same on both sides)")
+	fs.IntVarP(&o.txDepth, "tx-depth", "t", 128, "work requests in flight")
+	fs.BoolP("cpu-freq", "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
+	fs.IntVarP(&o.port, "port", "p", oob.DefaultPort, "TCP port of the out-of-band exchange")
+	fs.IntVar(&o.tclass, "tclass", 0, "traffic class (IPv4 TOS / IPv6 traffic class)")
+	fs.BoolVar(&o.reportGbits, "report_gbits", false, "report bandwidth in Gb/s")
+	fs.BoolVar(&o.runInf, "run_infinitely", false, "run until interrupted, a line a second (with -D: a line every D seconds)")
+	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
+	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", transport.DefaultTimeout, "local ACK timeout: 4.096 µs × 2^u")
+	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
+	if name == "atomic_bw" {
+		fs.StringVarP(&o.atomicType, "atomic_type", "A", "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP (the client's choice)")
+	}
+	if lat {
+		_ = fs.MarkHidden("duration")
+		_ = fs.MarkHidden("run_infinitely")
+	}
+	addLinkFlags(fs, &o.linkOptions)
+	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
+	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
+}
+
+// check refuses flag values out of range and combinations test name does not take;
+// args are the arguments left after the flags.
+func (o *perfOptions) check(name string, args []string) error {
+	lat := strings.HasSuffix(name, "_lat")
+	switch {
+	case len(args) > 1:
+		return fmt.Errorf("one server address at most, got %q", args)
+	case o.conn != "RC":
+		return fmt.Errorf("-c %s: xroce implements RC only", o.conn)
+	case o.qps < 1 || o.qps > maxQPs:
+		return fmt.Errorf("-q %d: the number of QPs is 1..%d", o.qps, maxQPs)
+	case o.ibPort != 1:
+		return fmt.Errorf("-i %d: xroce devices have port 1 only", o.ibPort)
+	case lat && o.qps != 1:
+		return fmt.Errorf("-q %d: multiple QPs only available on bw tests (as in perftest)", o.qps)
+	case lat && (o.duration != 0 || o.runInf):
+		return fmt.Errorf("-D and --run_infinitely are for the bandwidth tests: %s runs -n iterations", name)
+	case o.all && name == "atomic_bw":
+		return fmt.Errorf("-a: the message size cannot be changed for atomic tests (as in perftest)")
+	case o.all && (o.duration > 0 || o.runInf):
+		return fmt.Errorf("-a runs -n iterations of each size: it does not go with -D or --run_infinitely")
+	case o.size < 0 || o.size > transport.MaxMsgSize:
+		return fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
+	case name == "atomic_bw" && o.atomicType != "FETCH_AND_ADD" && o.atomicType != "CMP_AND_SWAP":
+		return fmt.Errorf("-A %s: FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
+	case o.atomicType == "CMP_AND_SWAP" && o.verify:
+		return fmt.Errorf("--verify checks FETCH_AND_ADD's counters: it does not go with -A CMP_AND_SWAP")
+	case name == "atomic_bw" && o.size != 8:
+		return fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
+	case o.duration < 0:
+		return fmt.Errorf("-D %d: the duration is in seconds, at least 1", o.duration)
+	case o.busyPoll < 0:
+		return fmt.Errorf("--busy-poll %v: 0 (never) or a positive duration", o.busyPoll)
+	case o.iters <= 0 || o.txDepth <= 0:
+		return fmt.Errorf("-n and -t must be positive")
+	case o.tclass < 0 || o.tclass > 255:
+		return fmt.Errorf("--tclass %d: the traffic class is 0..255", o.tclass)
+	case o.gidIndex < -1:
+		return fmt.Errorf("-x %d: GID indexes start at 0", o.gidIndex)
+	case o.port <= 0 || o.port > 65535:
+		return fmt.Errorf("-p %d: TCP ports are 1..65535", o.port)
+	case o.qpTimeout < 0 || o.qpTimeout > 31:
+		return fmt.Errorf("-u %d: the QP timeout is 0..31", o.qpTimeout)
+	case o.inline < 0 || o.inline > transport.MaxInline:
+		return fmt.Errorf("-I %d: the inline size is 0..%d", o.inline, transport.MaxInline)
+	}
+	if _, err := o.pcap.tapOptions(); err != nil {
+		return err
+	}
+	if o.mtu != 0 {
+		if _, err := roce.MTUFromBytes(o.mtu); err != nil {
+			return fmt.Errorf("-m %d: %v", o.mtu, err)
+		}
+	}
+	return nil
+}

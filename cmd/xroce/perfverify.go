@@ -1,0 +1,134 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/xroce/xroce/transport"
+)
+
+// Data verification (--verify, both sides xroce): the sender of each size's
+// messages puts pattern(size) in them; a read test's server offers
+// pattern(readSeed). Each receiver checks the last message of every size, on every
+// QP, where it is sure to be in place: after the size (SEND, READ, write_lat's
+// server), before its last answer (write_lat's client), or after the whole run
+// (write_bw's server, whose -a sizes each have their place; atomic_bw's counters).
+
+// checkData compares what arrived with what was sent.
+func checkData(what string, got, want []byte) error {
+	if string(got) == string(want) {
+		return nil
+	}
+	i := 0
+	for i < len(want) && got[i] == want[i] {
+		i++
+	}
+	return fmt.Errorf("verify: %s: %d bytes differ from byte %d (both sides need --verify: without it the sender sends no pattern)", what, len(want), i)
+}
+
+// checkLatWrite checks the peer's last write_lat message: the pattern, and the
+// iteration mark in its last byte.
+func (c *conn) checkLatWrite() error {
+	want := make([]byte, c.size)
+	pattern(want, uint64(c.size))
+	want[c.size-1] = byte(c.o.iters)
+	if err := checkData(fmt.Sprintf("%d-byte messages", c.size), c.buf[c.half:c.half+c.size], want); err != nil {
+		return err
+	}
+	c.verified++
+	return nil
+}
+
+// verifySize checks the data of the size just run, where this side can.
+func (c *conn) verifySize(bw bool) error {
+	if !c.o.verify {
+		return nil
+	}
+	n := c.size
+	want := make([]byte, n)
+	off := 0
+	switch {
+	case c.t.op == transport.WR_RDMA_WRITE && c.t.lat && !c.client:
+		return c.checkLatWrite()
+	case c.t.op == transport.WR_SEND && (c.t.lat || !c.client):
+		pattern(want, uint64(n))
+		off = c.half * boolInt(c.t.lat)
+	case c.t.op == transport.WR_RDMA_READ && c.client:
+		pattern(want, c.readSeed())
+		off = c.half * boolInt(c.t.lat)
+	default:
+		return nil // checked in runLat or after the run, or by the other side
+	}
+	for i := range c.qps {
+		b := c.base(i) + off
+		if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.buf[b:b+n], want); err != nil {
+			return err
+		}
+	}
+	c.verified++
+	return nil
+}
+
+// verifyEnd runs the checks that wait for the end of the run and prints what was
+// verified.
+func (c *conn) verifyEnd() error {
+	if !c.o.verify {
+		return nil
+	}
+	switch {
+	case c.atomic() && !c.client:
+		var sum uint64
+		for i := range c.qps {
+			sum += binary.NativeEndian.Uint64(c.buf[c.base(i):])
+		}
+		if sum != c.remoteIters {
+			return fmt.Errorf("verify: the counters add up to %d after %d FETCH_AND_ADDs", sum, c.remoteIters)
+		}
+		fmt.Fprintf(c.o.out, " Data verified: counter %d after %d FETCH_AND_ADD\n", sum, c.remoteIters)
+		return nil
+	case c.t.op == transport.WR_RDMA_WRITE && !c.t.lat && !c.client:
+		for _, n := range c.sizes() {
+			off := 0
+			if c.o.all {
+				off = n - 2
+			}
+			want := make([]byte, n)
+			pattern(want, uint64(n))
+			for i := range c.qps {
+				b := c.base(i) + off
+				if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.buf[b:b+n], want); err != nil {
+					return err
+				}
+			}
+			c.verified++
+		}
+	}
+	sizes := c.sizes()
+	if c.verified < len(sizes) {
+		return nil // the other side checks
+	}
+	what := fmt.Sprintf("the %d bytes of the last message", sizes[0])
+	if len(sizes) > 1 {
+		what = fmt.Sprintf("the last message of each size, %d to %d bytes", sizes[0], sizes[len(sizes)-1])
+	}
+	if len(c.qps) > 1 {
+		what += fmt.Sprintf(", on each of the %d QPs", len(c.qps))
+	}
+	fmt.Fprintf(c.o.out, " Data verified: %s\n", what)
+	return nil
+}
+
+// readSeed seeds what a read test's server offers: the client checks the first
+// size bytes of it, whatever the size.
+func (c *conn) readSeed() uint64 { return uint64(c.maxSize()) + 1 }
+
+// pattern fills b with a sequence both xroce sides compute.
+func pattern(b []byte, seed uint64) {
+	x := seed*0x9E3779B97F4A7C15 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+}
