@@ -96,8 +96,12 @@ func (e *engines) post(op transport.WROpcode, size, count int) {
 		if limit > 1_000_000 {
 			e.t.Fatalf("%d of %d completions", c.n-want+count, count)
 		}
-		busy := s.dev.Progress()
-		busy = c.dev.Progress() || busy
+		busyS, errS := s.dev.Progress()
+		busyC, errC := c.dev.Progress()
+		if errS != nil || errC != nil {
+			e.t.Fatalf("engine: %v, %v", errS, errC)
+		}
+		busy := busyS || busyC
 		var wcs [64]transport.WorkCompletion
 		for _, nd := range []*node{c, s} {
 			for {

@@ -290,7 +290,15 @@ func (r *connReplay) flush() {
 		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("the in-memory link refused frames at frame %d: %v", r.last.f.Index, err))
 	}
 	r.batch = r.batch[:0]
-	for i := 0; r.dev.Progress(); i++ {
+	for i := 0; ; i++ {
+		busy, err := r.dev.Progress()
+		if err != nil {
+			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("the engine's link failed after frame %d: %v", r.last.f.Index, err))
+			break
+		}
+		if !busy {
+			break
+		}
 		r.clock.Advance(time.Microsecond)
 		if i > 1_000_000 {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("the engine did not settle after frame %d", r.last.f.Index))

@@ -28,7 +28,7 @@ func TestCQOverrun(t *testing.T) {
 		if i > 100000 {
 			t.Fatalf("A's QP still %v; A: %v B: %v", a.qp.State(), a.counters(), b.counters())
 		}
-		busyA, busyB := a.dev.Progress(), b.dev.Progress()
+		busyA, busyB := progress(t, a.dev), progress(t, b.dev)
 		if busyA || busyB {
 			p.clock.Advance(time.Microsecond)
 		} else if next := earliest(a.dev.NextDeadline(), b.dev.NextDeadline()); !next.IsZero() {

@@ -175,12 +175,10 @@ func (d *Device) Run(ctx context.Context) error {
 }
 
 // Progress makes one non-blocking pass of the engine and reports whether it did
-// anything: receive a batch and answer it, run timers, send what the requesters and
-// READ responders have ready, and hand frames to the link.
-func (d *Device) Progress() bool {
-	busy, _ := d.progress()
-	return busy
-}
+// anything: take in posted work, receive a batch and answer it, run due timers, send
+// what the ready QPs have, and hand frames to the link (docs/engine.md). The error is
+// the link's when it failed (ErrLinkClosed after Close); the engine is then unusable.
+func (d *Device) Progress() (bool, error) { return d.progress() }
 
 func (d *Device) progress() (bool, error) {
 	d.mu.Lock()

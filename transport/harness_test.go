@@ -132,6 +132,16 @@ func (c pairConfig) connectParams(addr netip.Addr, mtu roce.MTU, dqpn, sqPSN, rq
 		Timers: &transport.Timers{Timeout: c.timeout, RetryCnt: c.retryCnt, RNRRetry: c.rnrRetry, MinRNRTimer: c.minRNRTimer}}
 }
 
+// progress makes one pass of d's engine, failing the test on a link error.
+func progress(t testing.TB, d *transport.Device) bool {
+	t.Helper()
+	busy, err := d.Progress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return busy
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
@@ -153,8 +163,8 @@ func (p *pair) run(cond func() bool, limit time.Duration) {
 		if p.clock.Now().Sub(start) > limit {
 			p.t.Fatalf("not done after %v of simulated time; A: %v B: %v", limit, p.a.counters(), p.b.counters())
 		}
-		busyA := p.a.dev.Progress()
-		busyB := p.b.dev.Progress()
+		busyA := progress(p.t, p.a.dev)
+		busyB := progress(p.t, p.b.dev)
 		if busyA || busyB {
 			p.clock.Advance(time.Microsecond)
 			continue

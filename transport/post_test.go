@@ -159,7 +159,11 @@ func TestModifyResolvesWithoutEngineLock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Modify never resolved the neighbour")
 	}
-	within(t, "Progress", 2*time.Second, func() { a.dev.Progress() })
+	within(t, "Progress", 2*time.Second, func() {
+		if _, err := a.dev.Progress(); err != nil {
+			t.Error(err)
+		}
+	})
 	within(t, "NextDeadline", 2*time.Second, func() { a.dev.NextDeadline() })
 	close(la.release)
 	if err := <-modified; err != nil {

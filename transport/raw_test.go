@@ -66,7 +66,7 @@ func ack(psn uint32, syn roce.Syndrome, msn uint32) (roce.Opcode, uint32, func(*
 // step runs the engine until idle (no timers are advanced) and returns what it sent.
 func (r *raw) step() []roce.Packet {
 	r.t.Helper()
-	for i := 0; i < 1000 && r.e.dev.Progress(); i++ {
+	for i := 0; i < 1000 && progress(r.t, r.e.dev); i++ {
 		r.clock.Advance(time.Microsecond)
 	}
 	var out []roce.Packet

@@ -148,7 +148,7 @@ func replayRun(t *testing.T, run []capFrame) {
 		if n, err := eq.Send([][]byte{f}); n != 1 || err != nil {
 			t.Fatalf("inject: %v", err)
 		}
-		for dev.Progress() {
+		for progress(t, dev) {
 			clock.Advance(time.Microsecond)
 		}
 		for {

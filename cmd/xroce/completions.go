@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -60,6 +61,9 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 		cancel()
 		if err == nil {
 			return c.cq.Poll(wcs), nil
+		}
+		if !errors.Is(err, context.DeadlineExceeded) { // the CQ is in error (overrun)
+			return 0, err
 		}
 		if alive() {
 			continue

@@ -199,8 +199,11 @@ func (x *xcheck) collect(n int) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := x.cq.Wait(ctx)
 			cancel()
-			if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("%d of %d completions after 30 s: the peer stopped answering", len(x.wcs), n)
+			}
+			if err != nil {
+				return fmt.Errorf("%d of %d completions: %w", len(x.wcs), n, err)
 			}
 			continue
 		}
