@@ -6,12 +6,13 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/captures"
 )
 
 // writeFirstFrame returns the first RDMA_WRITE_FIRST frame (1098 bytes, 1024 of
 // payload) of the ib_write_bw capture.
 func writeFirstFrame(b *testing.B) []byte {
-	for _, f := range readRoCE(b, captureFiles(b, "rxe")) {
+	for _, f := range readRoCE(b, captures.Repo(b).Files(b, "rxe")) {
 		if f.file == "ib_write_bw.pcap" && f.pkt.BTH.Opcode == roce.RC_RDMA_WRITE_FIRST {
 			return f.data
 		}

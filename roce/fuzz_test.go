@@ -15,7 +15,7 @@ import (
 
 func seedFrames(f *testing.F) [][]byte {
 	var seeds [][]byte
-	for _, fr := range readRoCE(f, captureFiles(f, "rxe")) {
+	for _, fr := range readRoCE(f, allCaptureFiles(f, "rxe")) {
 		seeds = append(seeds, fr.data)
 	}
 	for _, v6 := range []bool{false, true} {
@@ -83,7 +83,7 @@ func FuzzGopacketDecode(f *testing.F) {
 // fuzzHeader seeds f with the header at off in every captured frame whose opcode
 // carries h, then checks decode → Put reproduces the input bytes.
 func fuzzHeader(f *testing.F, h roce.Header, n int, roundTrip func([]byte) ([]byte, error)) {
-	for _, fr := range readRoCE(f, captureFiles(f, "rxe")) {
+	for _, fr := range readRoCE(f, allCaptureFiles(f, "rxe")) {
 		p := &fr.pkt
 		if h == 0 {
 			f.Add(fr.data[p.BTHOff : p.BTHOff+roce.BTHLen])

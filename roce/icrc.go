@@ -17,7 +17,7 @@ import (
 //   - the remaining transport headers, the payload and the pad.
 //
 // The four ICRC bytes on the wire are the CRC's little-endian bytes. These rules were
-// checked on every frame of the rdma_rxe captures in shared/pcaps.
+// checked on every frame of the rdma_rxe captures (testdata/, and shared/pcaps).
 
 var ones = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/captures"
 )
 
 // expectedLayerTypes lists the gopacket layers a decoded RoCE frame must yield.
@@ -163,7 +164,11 @@ func serializeLayers(t *testing.T, p *roce.Packet) []byte {
 // the layers agree with Packet.Decode; then rebuilds each frame from gopacket layers
 // and checks the bytes equal the capture's.
 func TestGopacketOnCaptures(t *testing.T) {
-	for _, f := range readRoCE(t, captureFiles(t, "rxe")) {
+	captures.Run(t, gopacketOnCaptures)
+}
+
+func gopacketOnCaptures(t *testing.T, s captures.Source) {
+	for _, f := range readRoCE(t, s.Files(t, "rxe")) {
 		if f.err != nil {
 			if !errors.Is(f.err, roce.ErrBadICRC) {
 				t.Fatalf("%s frame %d: %v", f.file, f.index, f.err)
@@ -172,8 +177,9 @@ func TestGopacketOnCaptures(t *testing.T) {
 		}
 		name := fmt.Sprintf("%s frame %d", f.file, f.index)
 		checkGopacket(t, name, f.data, &f.pkt)
-		if got := serializeLayers(t, &f.pkt); !bytes.Equal(got, f.pkt.Frame()) {
-			t.Errorf("%s: gopacket serialization\n%x\nwant\n%x", name, got, f.pkt.Frame())
+		want, _ := encodedForm(t, &f)
+		if got := serializeLayers(t, &f.pkt); !bytes.Equal(got, want) {
+			t.Errorf("%s: gopacket serialization\n%x\nwant\n%x", name, got, want)
 		}
 	}
 }

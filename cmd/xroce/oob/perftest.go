@@ -1,7 +1,8 @@
 // Package oob implements the out-of-band TCP exchanges that set up a connection
 // with a real perftest (Debian 12's perftest 4.5+0.17, which announces version
 // "6.06") or ibv_rc_pingpong (rdma-core) peer, in both roles, byte for byte as in the
-// rdma_rxe captures (shared/pcaps/rxe/ib_*.pcap, ibv_rc_pingpong.pcap).
+// rdma_rxe captures (testdata/rxe/ib_*.pcap, ibv_rc_pingpong.pcap, and the shared
+// set's).
 package oob
 
 import (
