@@ -1,5 +1,6 @@
-# xroce build targets. Go 1.26; tests need root (network namespaces), tshark and the
-# rdma_rxe captures (../shared/pcaps, or an absolute XROCE_PCAPS).
+# xroce build targets. Go 1.26; tests need root (network namespaces) and tshark. They
+# read the repository's rdma_rxe captures (testdata/), and also the shared ones when
+# present (../shared/pcaps, or XROCE_PCAPS).
 GO       ?= go
 # Fuzz budget per target. A count (N "x") rather than a duration: go1.26's fuzzer
 # can fail with "context deadline exceeded" when a -fuzztime duration runs out.

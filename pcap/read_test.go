@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/xroce/xroce/test/captures"
 	"os"
 	"strings"
 	"testing"
@@ -13,28 +12,40 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/test/captures"
 )
 
-func capture(t testing.TB, name string) string { return captures.Path(t, name) }
-
 func TestReadFile(t *testing.T) {
-	frames, err := pcap.ReadFile(capture(t, "ib_write_bw.pcap"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// tshark -r ib_write_bw.pcap | wc -l
-	if len(frames) != 110 {
-		t.Fatalf("%d frames, want 110", len(frames))
-	}
-	f := frames[70] // frame 71: the first RDMA_WRITE_FIRST, 1098 bytes
-	if f.Index != 71 || len(f.Data) != 1098 || f.Len != 1098 || f.Data[42] != 0x06 {
-		t.Errorf("frame 71: index %d, %d bytes, opcode 0x%02x", f.Index, len(f.Data), f.Data[42])
-	}
+	captures.Run(t, func(t *testing.T, s captures.Source) {
+		frames, err := pcap.ReadFile(capture(t, s, "ib_write_bw.pcap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// tshark -r ib_write_bw.pcap | wc -l
+		fs := factsOf(t, s)
+		if len(frames) != fs.writeFrames {
+			t.Fatalf("%d frames, want %d", len(frames), fs.writeFrames)
+		}
+		// The first RDMA_WRITE_FIRST: 1098 bytes, BTH opcode 0x06.
+		f := frames[fs.writeFirst-1]
+		if f.Index != fs.writeFirst || len(f.Data) != 1098 || f.Len != 1098 || f.Data[42] != 0x06 {
+			t.Errorf("frame %d: index %d, %d bytes, opcode 0x%02x", fs.writeFirst, f.Index, len(f.Data), f.Data[42])
+		}
+		for _, g := range frames[:fs.writeFirst-1] {
+			if len(g.Data) > 42 && g.Data[42] == 0x06 && g.Data[23] == 17 {
+				t.Errorf("frame %d: an earlier RDMA_WRITE_FIRST", g.Index)
+			}
+		}
+	})
 }
 
 // TestReadPcapng writes the same frames as pcapng and reads them back.
 func TestReadPcapng(t *testing.T) {
-	frames, err := pcap.ReadFile(capture(t, "ib_atomic_bw.pcap"))
+	captures.Run(t, readPcapng)
+}
+
+func readPcapng(t *testing.T, s captures.Source) {
+	frames, err := pcap.ReadFile(capture(t, s, "ib_atomic_bw.pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +108,14 @@ func TestReadRefusesBadInput(t *testing.T) {
 
 // FuzzRead: no input makes Read panic; what it returns is consistent.
 func FuzzRead(f *testing.F) {
-	for _, name := range []string{"hostpeer_bad_icrc.pcap", "ib_atomic_bw.pcap"} {
-		b, err := os.ReadFile(capture(f, name))
-		if err != nil {
-			f.Fatal(err)
+	for _, s := range captures.Sources(f) {
+		for _, name := range []string{"hostpeer_bad_icrc.pcap", "ib_atomic_bw.pcap"} {
+			b, err := os.ReadFile(capture(f, s, name))
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b[:min(len(b), 600)])
 		}
-		f.Add(b[:min(len(b), 600)])
 	}
 	var ng bytes.Buffer
 	w, _ := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
@@ -123,7 +136,11 @@ func FuzzRead(f *testing.F) {
 // it holds, and a timestamp resolution that panics inside pcapgo give the frames
 // before the damage and an error, never a panic or a huge allocation.
 func TestReadMalformedPcapng(t *testing.T) {
-	frames, err := pcap.ReadFile(capture(t, "ib_atomic_bw.pcap"))
+	captures.Run(t, readMalformedPcapng)
+}
+
+func readMalformedPcapng(t *testing.T, s captures.Source) {
+	frames, err := pcap.ReadFile(capture(t, s, "ib_atomic_bw.pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/captures"
 	"github.com/xroce/xroce/transport"
 )
 
@@ -16,15 +17,6 @@ var (
 	rxeServer = netip.MustParseAddr("10.77.0.11")
 	rxeClient = netip.MustParseAddr("10.77.0.12")
 )
-
-func readCapture(t *testing.T, name string) []pcap.Frame {
-	t.Helper()
-	frames, err := pcap.ReadFile(capture(t, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return frames
-}
 
 func report(t *testing.T, r *pcap.Report) string {
 	t.Helper()
@@ -37,6 +29,10 @@ func report(t *testing.T, r *pcap.Report) string {
 // the captures as rdma_rxe did, with the parameters inferred from the RoCE frames
 // (cmd/xroce's tests replay them with the TCP exchanges' parameters).
 func TestReplayRxeCaptures(t *testing.T) {
+	captures.Run(t, replayRxeCaptures)
+}
+
+func replayRxeCaptures(t *testing.T, s captures.Source) {
 	for _, c := range []struct {
 		file string
 		as   netip.Addr
@@ -48,7 +44,7 @@ func TestReplayRxeCaptures(t *testing.T) {
 		{"hostpeer_rc_pingpong.pcap", rxeClient}, {"hostpeer_rc_pingpong_s2500.pcap", rxeClient}, {"hostpeer_bad_icrc.pcap", rxeClient},
 	} {
 		t.Run(c.file+"/"+c.as.String(), func(t *testing.T) {
-			r, err := pcap.Replay(readCapture(t, c.file), pcap.ReplayConfig{As: c.as})
+			r, err := pcap.Replay(readCapture(t, s, c.file), pcap.ReplayConfig{As: c.as})
 			must(t, err)
 			out := report(t, r)
 			if r.Differences() != 0 || !strings.HasSuffix(out, "replay: no differences\n") {
@@ -66,7 +62,12 @@ func TestReplayRxeCaptures(t *testing.T) {
 // TestReplayBadICRC: the corrupted frame of hostpeer_bad_icrc.pcap is fed, the
 // engine drops it as rdma_rxe did (no answer), and the retransmission is ACKed.
 func TestReplayBadICRC(t *testing.T) {
-	r, err := pcap.Replay(readCapture(t, "hostpeer_bad_icrc.pcap"), pcap.ReplayConfig{As: rxeClient})
+	captures.Run(t, replayBadICRC)
+}
+
+func replayBadICRC(t *testing.T, s captures.Source) {
+	fs := factsOf(t, s)
+	r, err := pcap.Replay(readCapture(t, s, "hostpeer_bad_icrc.pcap"), pcap.ReplayConfig{As: rxeClient})
 	must(t, err)
 	if len(r.Conns) != 1 {
 		t.Fatalf("%d connections", len(r.Conns))
@@ -75,7 +76,7 @@ func TestReplayBadICRC(t *testing.T) {
 	if c.Fed != 3 || c.BadICRC != 1 || c.DroppedICRC != 1 || c.Compared != 2 || r.Differences() != 0 {
 		t.Fatalf("%+v\n%s", c, report(t, r))
 	}
-	if c.Conn.QPN != 0x23 || c.Conn.PeerQPN != 0xabc || c.Conn.Peer != netip.MustParseAddr("10.77.0.1") || c.Conn.PSN != 2549261 {
+	if c.Conn.QPN != fs.badQPN || c.Conn.PeerQPN != fs.badPeerQPN || c.Conn.Peer != netip.MustParseAddr("10.77.0.1") || c.Conn.PSN != fs.badPSN {
 		t.Errorf("inferred %+v", c.Conn)
 	}
 }
@@ -96,11 +97,16 @@ func reencode(t *testing.T, frames []pcap.Frame, n int, edit func(p *roce.Packet
 // run reads the same 2500 bytes five times, so the memory contents come from the
 // four unaltered responses.
 func TestReplayFlippedReadByte(t *testing.T) {
-	frames := readCapture(t, "ib_read_bw.pcap")
+	captures.Run(t, replayFlippedReadByte)
+}
+
+func replayFlippedReadByte(t *testing.T, s captures.Source) {
+	fs := factsOf(t, s)
+	frames := readCapture(t, s, "ib_read_bw.pcap")
 	var orig byte
-	reencode(t, frames, 80, func(p *roce.Packet, data []byte) { // RDMA_READ_RESPONSE_MIDDLE, PSN 16152544
+	reencode(t, frames, fs.readMiddle, func(p *roce.Packet, data []byte) {
 		if p.BTH.Opcode != roce.RC_RDMA_READ_RESPONSE_MIDDLE {
-			t.Fatalf("frame 80 is %v", p.BTH.Opcode)
+			t.Fatalf("frame %d is %v", fs.readMiddle, p.BTH.Opcode)
 		}
 		orig = data[p.PayloadOff+517]
 		data[p.PayloadOff+517] ^= 0x40
@@ -112,11 +118,11 @@ func TestReplayFlippedReadByte(t *testing.T) {
 		t.Fatalf("want exactly one difference:\n%s", out)
 	}
 	d := r.Conns[1].Diffs[0]
-	if d.Frame != 80 || len(d.Fields) != 1 || d.Fields[0].Field != "payload byte 517" ||
+	if d.Frame != fs.readMiddle || len(d.Fields) != 1 || d.Fields[0].Field != "payload byte 517" ||
 		d.Fields[0].Sent != fmt.Sprintf("0x%02x", orig) || !strings.HasPrefix(d.Fields[0].Captured, fmt.Sprintf("0x%02x (1 of 1024 bytes differ)", orig^0x40)) {
 		t.Errorf("difference %+v\n%s", d, out)
 	}
-	if r.Conns[1].NotCompared != 0 || r.Conns[1].Compared != 15 {
+	if r.Conns[1].NotCompared != 0 || r.Conns[1].Compared != fs.readConn2Responses {
 		t.Errorf("a payload difference must not stop the comparison:\n%s", out)
 	}
 }
@@ -126,6 +132,11 @@ func TestReplayFlippedReadByte(t *testing.T) {
 // error where rdma_rxe ACKed: one difference, naming the skipped PSN, after which
 // the comparison stops.
 func TestReplaySkippedPSN(t *testing.T) {
+	captures.Run(t, replaySkippedPSN)
+}
+
+func replaySkippedPSN(t *testing.T, s captures.Source) {
+	fs := factsOf(t, s)
 	check := func(t *testing.T, frames []pcap.Frame, frame int) {
 		r, err := pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer})
 		must(t, err)
@@ -134,29 +145,48 @@ func TestReplaySkippedPSN(t *testing.T) {
 			t.Fatalf("want exactly one difference:\n%s", out)
 		}
 		d := r.Conns[1].Diffs[0]
-		if !strings.Contains(d.Sent, "PSN 4052737 AETH 0x60 NAK PSN sequence error") || d.Frame != 87 ||
-			!strings.Contains(d.Note, fmt.Sprintf("the captured requests skip PSN 4052737: frame %d carries PSN 4052738, after frame 74 with PSN 4052736", frame)) {
+		psn := fs.cutPSN
+		if !strings.Contains(d.Sent, fmt.Sprintf("PSN %d AETH 0x60 NAK PSN sequence error", psn)) || d.Frame != fs.nakAt ||
+			!strings.Contains(d.Note, fmt.Sprintf("the captured requests skip PSN %d: frame %d carries PSN %d, after frame %d with PSN %d",
+				psn, frame, roce.PSNNext(psn), fs.prev, roce.PSNAdd(psn, -1))) {
 			t.Errorf("difference %+v\n%s", d, out)
 		}
-		if r.Conns[1].NotCompared != 3 || !strings.Contains(out, "parted at response 2: 3 later captured responses not compared") {
+		if r.Conns[1].NotCompared != fs.notCompared || !strings.Contains(out,
+			fmt.Sprintf("parted at response %d: %d later captured responses not compared", fs.partedAt, fs.notCompared)) {
 			t.Errorf("\n%s", out)
 		}
 	}
 	t.Run("cut", func(t *testing.T) {
-		frames := readCapture(t, "ib_write_bw.pcap")
-		frames = append(frames[:74:74], frames[75:]...) // frame 75: RDMA_WRITE_MIDDLE PSN 4052737
-		check(t, frames, 76)
+		frames := readCapture(t, s, "ib_write_bw.pcap")
+		checkRequest(t, frames, fs.cut, roce.RC_RDMA_WRITE_MIDDLE, fs.cutPSN)
+		checkRequest(t, frames, fs.prev, 0, roce.PSNAdd(fs.cutPSN, -1))
+		frames = append(frames[:fs.cut-1:fs.cut-1], frames[fs.cut:]...)
+		check(t, frames, fs.cut+1)
 	})
 	t.Run("renumbered", func(t *testing.T) {
-		frames := readCapture(t, "ib_write_bw.pcap")
-		for n := 75; n <= 85; n++ { // the client's requests after PSN 4052736
+		frames := readCapture(t, s, "ib_write_bw.pcap")
+		for n := fs.cut; n <= fs.lastRequest; n++ { // the client's requests from the cut PSN on
 			reencode(t, frames, n, func(p *roce.Packet, data []byte) {
+				if p.SrcAddr() != rxeClient {
+					return // the server's ACKs between them stay as captured
+				}
 				psn := roce.PSNNext(p.BTH.PSN)
 				data[p.BTHOff+9], data[p.BTHOff+10], data[p.BTHOff+11] = byte(psn>>16), byte(psn>>8), byte(psn)
 			})
 		}
-		check(t, frames, 75)
+		check(t, frames, fs.cut)
 	})
+}
+
+// checkRequest fails unless frame n (1-based) is a request from the rdma_rxe client
+// with the PSN (and the opcode, unless 0): the facts still name the frames.
+func checkRequest(t *testing.T, frames []pcap.Frame, n int, op roce.Opcode, psn uint32) {
+	t.Helper()
+	var p roce.Packet
+	must(t, p.Decode(frames[n-1].Data))
+	if p.SrcAddr() != rxeClient || p.BTH.PSN != psn || (op != 0 && p.BTH.Opcode != op) {
+		t.Fatalf("frame %d: %v PSN %d from %v; the facts say %v PSN %d from %v", n, p.BTH.Opcode, p.BTH.PSN, p.SrcAddr(), op, psn, rxeClient)
+	}
 }
 
 // TestReplayTapRoundTrip: traffic between two engines recorded by a Tap on the
@@ -193,23 +223,39 @@ func TestReplayTapRoundTrip(t *testing.T) {
 // TestReplayParameters: given parameters win over inference; a region with a
 // length makes requests beyond it fail as on the real responder.
 func TestReplayParameters(t *testing.T) {
-	frames := readCapture(t, "ib_write_bw.pcap")
+	captures.Run(t, replayParameters)
+}
+
+func replayParameters(t *testing.T, s captures.Source) {
+	fs := factsOf(t, s)
+	frames := readCapture(t, s, "ib_write_bw.pcap")
 	conns := pcap.InferConns(frames, rxeServer)
-	if len(conns) != 2 || conns[0].QPN != 0x11 || conns[0].PeerQPN != 0x11 || conns[0].PSN != 1616767 || conns[1].From != 71 {
+	if len(conns) != 2 || conns[0].QPN != fs.writeQPN || conns[0].PeerQPN != fs.writePeerQPN || conns[0].PSN != fs.writePSN || conns[1].From != fs.writeRun2 {
 		t.Fatalf("inferred %+v", conns)
+	}
+	// The first WRITE names the region the facts give.
+	for _, f := range frames {
+		var p roce.Packet
+		if p.Decode(f.Data) != nil {
+			continue
+		}
+		if p.BTH.Opcode != roce.RC_RDMA_WRITE_ONLY || p.RETH.RKey != fs.writeRKey || p.RETH.VA != fs.writeVA {
+			t.Fatalf("frame %d: %v RETH %+v, want RDMA_WRITE_ONLY to rkey 0x%x va 0x%x", f.Index, p.BTH.Opcode, p.RETH, fs.writeRKey, fs.writeVA)
+		}
+		break
 	}
 	// A wrong expected PSN: everything is a duplicate, answered by an ACK of PSN-1.
 	c := conns[:1:1]
-	c[0].PSN = 1616769
+	c[0].PSN = roce.PSNAdd(fs.writePSN, 2)
 	r, err := pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer, Conns: c})
 	must(t, err)
-	if r.Differences() != 1 || !strings.Contains(r.Conns[0].Diffs[0].Sent, "PSN 1616768 AETH 0x1f ACK credits=31 MSN 0") {
+	if r.Differences() != 1 || !strings.Contains(r.Conns[0].Diffs[0].Sent, fmt.Sprintf("PSN %d AETH 0x1f ACK credits=31 MSN 0", roce.PSNAdd(fs.writePSN, 1))) {
 		t.Errorf("\n%s", report(t, r))
 	}
 	// The region ends after the first 64 bytes: the second WRITE gets a remote
 	// access error.
-	c[0].PSN = 1616767
-	c[0].Regions = []pcap.Region{{RKey: 0x28e, VA: 0x564da7911000, Len: 64}}
+	c[0].PSN = fs.writePSN
+	c[0].Regions = []pcap.Region{{RKey: fs.writeRKey, VA: fs.writeVA, Len: 64}}
 	r, err = pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer, Conns: c})
 	must(t, err)
 	out := report(t, r)
@@ -221,7 +267,12 @@ func TestReplayParameters(t *testing.T) {
 // TestReplayBadInput: wrong endpoints and impossible parameters are errors, and
 // corrupted frames never make Replay panic.
 func TestReplayBadInput(t *testing.T) {
-	frames := readCapture(t, "ib_atomic_bw.pcap")
+	captures.Run(t, replayBadInput)
+}
+
+func replayBadInput(t *testing.T, s captures.Source) {
+	fs := factsOf(t, s)
+	frames := readCapture(t, s, "ib_atomic_bw.pcap")
 	if _, err := pcap.Replay(frames, pcap.ReplayConfig{}); err == nil {
 		t.Error("no address accepted")
 	}
@@ -237,9 +288,9 @@ func TestReplayBadInput(t *testing.T) {
 		edit func(c *pcap.Conn)
 		want string
 	}{
-		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: 0x101c, VA: 1, Len: 1 << 40}} }, "more than"},
-		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: 0x101c, VA: ^uint64(0), Len: 2}} }, "wraps"},
-		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: 0x1c, VA: 0x1000}} }, "not advertised"},
+		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: fs.atomicRKey, VA: 1, Len: 1 << 40}} }, "more than"},
+		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: fs.atomicRKey, VA: ^uint64(0), Len: 2}} }, "wraps"},
+		{func(c *pcap.Conn) { c.Regions = []pcap.Region{{RKey: fs.atomicRKey & 0xff, VA: 0x1000}} }, "not advertised"},
 		{func(c *pcap.Conn) { c.MTU = 9 }, "not an IB MTU"},
 	} {
 		k := base
@@ -252,10 +303,13 @@ func TestReplayBadInput(t *testing.T) {
 	}
 	// An rkey whose table index is 0 cannot be registered: a clear error.
 	reencodeAll := append([]pcap.Frame(nil), frames...)
-	for n := 20; n <= 24; n++ {
+	for n := fs.atomicFirst; n <= fs.atomicLast; n++ {
 		reencode(t, reencodeAll, n, func(p *roce.Packet, data []byte) {
+			if p.Headers&roce.HdrAtomicETH == 0 || p.AtomicETH.RKey != fs.atomicRKey {
+				t.Fatalf("frame %d: %v rkey 0x%x, not an atomic request with rkey 0x%x", n, p.BTH.Opcode, p.AtomicETH.RKey, fs.atomicRKey)
+			}
 			off := p.BTHOff + roce.BTHLen + 8
-			data[off], data[off+1], data[off+2], data[off+3] = 0, 0, 0, 0x1c
+			data[off], data[off+1], data[off+2], data[off+3] = 0, 0, 0, byte(fs.atomicRKey)
 		})
 	}
 	r, err := pcap.Replay(reencodeAll, pcap.ReplayConfig{As: rxeServer})
@@ -265,8 +319,8 @@ func TestReplayBadInput(t *testing.T) {
 	}
 	// Every header byte and some payload bytes of a READ request and of a response
 	// flipped in turn.
-	rd := readCapture(t, "ib_read_bw.pcap")
-	for _, n := range []int{71, 76} {
+	rd := readCapture(t, s, "ib_read_bw.pcap")
+	for _, n := range []int{fs.readRequest, fs.readResponse} {
 		for i := 14; i < len(rd[n-1].Data); i++ {
 			if i > 90 && i%61 != 0 {
 				continue
@@ -282,17 +336,18 @@ func TestReplayBadInput(t *testing.T) {
 	}
 }
 
-// FuzzReplay replays the second run of ib_read_bw.pcap (frames 60-110) with a
+// FuzzReplay replays the second run of the repository's ib_read_bw.pcap with a
 // byte of a frame changed.
 func FuzzReplay(f *testing.F) {
-	frames, err := pcap.ReadFile(capture(f, "ib_read_bw.pcap"))
+	s := captures.Repo(f)
+	frames, err := pcap.ReadFile(capture(f, s, "ib_read_bw.pcap"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	frames = frames[59:]
+	frames = frames[sourceFacts[s.Name].readRun2:]
 	f.Add(uint8(11), uint16(50), byte(0xFF), true)  // the first READ request's RETH
 	f.Add(uint8(17), uint16(60), byte(0x01), false) // a READ response, ICRC left bad
-	f.Add(uint8(12), uint16(45), byte(0x80), true)  // a READ request's PSN
+	f.Add(uint8(15), uint16(45), byte(0x80), true)  // a READ request's PSN
 	f.Fuzz(func(t *testing.T, frame uint8, off uint16, x byte, fix bool) {
 		fr := append([]pcap.Frame(nil), frames...)
 		n := int(frame) % len(fr)

@@ -10,12 +10,17 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/test/captures"
 )
 
 // TestTCPStreams: the perftest exchanges of ib_write_bw.pcap, one per run: the
 // client's and the server's bytes in order (tshark -z follow,tcp shows the same).
 func TestTCPStreams(t *testing.T) {
-	ss := pcap.TCPStreams(readCapture(t, "ib_write_bw.pcap"), 18515)
+	captures.Run(t, tcpStreams)
+}
+
+func tcpStreams(t *testing.T, src captures.Source) {
+	ss := pcap.TCPStreams(readCapture(t, src, "ib_write_bw.pcap"), 18515)
 	if len(ss) != 2 {
 		t.Fatalf("%d streams", len(ss))
 	}
@@ -29,7 +34,7 @@ func TestTCPStreams(t *testing.T) {
 			t.Errorf("stream %d: %q from %v to %v", i, s.ToServer[:4], s.Client, s.Server)
 		}
 	}
-	if ss[0].First != 3 || ss[1].First != 52 || ss[0].Last >= ss[1].First {
+	if want := factsOf(t, src).streamFirst; ss[0].First != want[0] || ss[1].First != want[1] || ss[0].Last >= ss[1].First {
 		t.Errorf("frames %d-%d, %d-%d", ss[0].First, ss[0].Last, ss[1].First, ss[1].Last)
 	}
 }

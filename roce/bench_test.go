@@ -5,12 +5,13 @@ import (
 
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/roce/internal/rocetest"
+	"github.com/xroce/xroce/test/captures"
 )
 
 // writeFirstFrame returns the first RDMA_WRITE_FIRST frame (1098 bytes, 1024 of
 // payload) of the ib_write_bw capture.
 func writeFirstFrame(b *testing.B) []byte {
-	for _, f := range rocetest.ReadRoCE(b, rocetest.CaptureFiles(b, "rxe")) {
+	for _, f := range rocetest.ReadRoCE(b, captures.Repo(b).Files(b, "rxe")) {
 		if f.File == "ib_write_bw.pcap" && f.Pkt.BTH.Opcode == roce.RC_RDMA_WRITE_FIRST {
 			return f.Data
 		}

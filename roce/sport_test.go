@@ -7,24 +7,33 @@ import (
 
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/roce/internal/rocetest"
+	"github.com/xroce/xroce/test/captures"
 )
 
 // hostPeer is the plain-UDP peer of the hostpeer_* captures; it always sends from
 // port 4791, so its frames are not rdma_rxe's.
-const hostPeer = "10.77.0.1"
+const hostPeer = rocetest.HostPeer
 
 // TestUDPSourcePortMatchesRxe checks every RC frame rdma_rxe sent in the captures made
 // without rdma_cm: its UDP source port is rdma_get_udp_sport of the flow's QPN pair.
 // The sender's own QPN is the DestQP of the frame nearest in time flowing the other
 // way (each capture holds runs seconds apart, and each run has its own QPNs).
 func TestUDPSourcePortMatchesRxe(t *testing.T) {
+	captures.Run(t, udpSourcePortMatchesRxe)
+}
+
+// sportChecked is, per source, how many frames rdma_rxe sent in the captures
+// without rdma_cm and how many QPN pairs they belong to.
+var sportChecked = map[string][2]int{captures.Shared: {2216, 15}, captures.Testdata: {2071, 21}}
+
+func udpSourcePortMatchesRxe(t *testing.T, s captures.Source) {
 	var files []string
-	for _, f := range rocetest.CaptureFiles(t, "rxe") {
+	for _, f := range s.Files(t, "rxe") {
 		if filepath.Base(f) != "ib_write_bw_rdmacm.pcap" {
 			files = append(files, f)
 		}
 	}
-	files = append(files, rocetest.CaptureFiles(t, "rxe-loss")...)
+	files = append(files, s.Files(t, "rxe-loss")...)
 	checked, pairs := 0, map[[2]uint32]bool{}
 	byFile := map[string][]rocetest.Frame{}
 	for _, f := range rocetest.ReadRoCE(t, files) {
@@ -61,8 +70,8 @@ func TestUDPSourcePortMatchesRxe(t *testing.T) {
 			checked++
 		}
 	}
-	if checked < 2000 || len(pairs) < 10 {
-		t.Errorf("checked %d frames in %d QPN pairs: too few", checked, len(pairs))
+	if want := sportChecked[s.Name]; checked != want[0] || len(pairs) != want[1] {
+		t.Errorf("checked %d frames in %d QPN pairs, want %d in %d", checked, len(pairs), want[0], want[1])
 	}
 	t.Logf("%d frames, %d QPN pairs", checked, len(pairs))
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"flag"
-	"github.com/xroce/xroce/test/captures"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,12 +17,11 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/test/captures"
 	"github.com/xroce/xroce/transport"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-func rxeCapture(t *testing.T, name string) string { return captures.Path(t, name) }
 
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
@@ -69,27 +67,31 @@ func runDumpArgs(t *testing.T, args ...string) (string, error) {
 	return b.String(), err
 }
 
-// TestDumpGolden: every rdma_rxe capture, one line per RoCE frame, each with ICRC
-// ok except the corrupted frame of hostpeer_bad_icrc.pcap.
+// TestDumpGolden: every rdma_rxe capture of each source, one line per RoCE frame,
+// each with ICRC ok except the corrupted frame of hostpeer_bad_icrc.pcap. The golden
+// files are testdata/dump/SOURCE/.
 func TestDumpGolden(t *testing.T) {
-	names, err := filepath.Glob(filepath.Join(captures.Dir(t), "rxe", "*.pcap"))
-	must(t, err)
-	if len(names) < 11 {
-		t.Fatalf("%d captures in %s: set XROCE_PCAPS to the directory of the rdma_rxe captures", len(names), captures.Dir(t))
+	captures.Run(t, dumpGolden)
+}
+
+func dumpGolden(t *testing.T, s captures.Source) {
+	names := s.Files(t, "rxe")
+	if len(names) != 11 {
+		t.Fatalf("%d captures in %s, want the 11 of its README", len(names), filepath.Join(s.Dir, "rxe"))
 	}
 	for _, path := range names {
 		name := filepath.Base(path)
 		t.Run(name, func(t *testing.T) {
 			out, err := runDumpArgs(t, path)
 			must(t, err)
-			golden(t, filepath.Join("dump", strings.TrimSuffix(name, ".pcap")+".txt"), out)
+			golden(t, filepath.Join("dump", s.Name, strings.TrimSuffix(name, ".pcap")+".txt"), out)
 			bad := strings.Count(out, " ICRC BAD (")
 			ok := strings.Count(out, " ICRC ok\n")
 			want := 0
 			if name == "hostpeer_bad_icrc.pcap" {
 				want = 1
-				if !strings.Contains(out, "   14    0.008914 10.77.0.1:4791 → 10.77.0.12:4791 RC_SEND_ONLY QPN 0x000023 PSN 2549261 AckReq payload 64 ICRC BAD (carried 0x6fc330a2, computed 0x807d9d7c)\n") {
-					t.Errorf("frame 14 not reported as Wireshark shows it")
+				if line := factsOf(t, s).badICRCLine; !strings.Contains(out, line) {
+					t.Errorf("the corrupted frame not reported as Wireshark shows it:\n%s", line)
 				}
 			}
 			lines := strings.Count(out, "\n") - 1
@@ -100,14 +102,18 @@ func TestDumpGolden(t *testing.T) {
 	}
 }
 
-// TestDumpFilters: by QPN and opcode (exact, prefix, number), absolute times.
+// TestDumpFilters: by QPN and opcode (exact, prefix, number), absolute times. In
+// both sources the second run of ib_read_bw uses QPN 0x14, and ib_write_bw's runs
+// 0x11 and 0x12.
 func TestDumpFilters(t *testing.T) {
-	out, err := runDumpArgs(t, "--qpn", "0x14", "--opcode", "RDMA_READ_RESPONSE,RC_RDMA_READ_REQUEST", rxeCapture(t, "ib_read_bw.pcap"))
-	must(t, err)
-	golden(t, "dump/filter_read_qpn14.txt", out)
-	out, err = runDumpArgs(t, "--opcode", "0x11", "--qpn", "17,0x12", "--abs", rxeCapture(t, "ib_write_bw.pcap"))
-	must(t, err)
-	golden(t, "dump/filter_ack_abs.txt", out)
+	captures.Run(t, func(t *testing.T, s captures.Source) {
+		out, err := runDumpArgs(t, "--qpn", "0x14", "--opcode", "RDMA_READ_RESPONSE,RC_RDMA_READ_REQUEST", s.Path(t, "ib_read_bw.pcap"))
+		must(t, err)
+		golden(t, "dump/"+s.Name+"/filter_read_qpn14.txt", out)
+		out, err = runDumpArgs(t, "--opcode", "0x11", "--qpn", "17,0x12", "--abs", s.Path(t, "ib_write_bw.pcap"))
+		must(t, err)
+		golden(t, "dump/"+s.Name+"/filter_ack_abs.txt", out)
+	})
 	for _, bad := range [][]string{{"--qpn", "0x1000000"}, {"--opcode", "NOPE"}, {"--qpn", "x"}, {}, {"a", "b"}} {
 		if _, err := runDumpArgs(t, bad...); err == nil {
 			t.Errorf("%q accepted", bad)
@@ -139,9 +145,13 @@ func writePcap(t *testing.T, path string, frames []pcap.Frame) {
 // reported as malformed, non-RoCE frames are skipped, and a capture that ends
 // mid-record prints what it holds and fails.
 func TestDumpMalformed(t *testing.T) {
-	frames, err := pcap.ReadFile(rxeCapture(t, "hostpeer_bad_icrc.pcap"))
+	captures.Run(t, dumpMalformed)
+}
+
+func dumpMalformed(t *testing.T, s captures.Source) {
+	frames, err := pcap.ReadFile(s.Path(t, "hostpeer_bad_icrc.pcap"))
 	must(t, err)
-	good := frames[11] // a SEND_ONLY
+	good := frames[11] // frame 12, in both sources rdma_rxe's first SEND_ONLY; frame 13 is its ACK
 	snapped := good
 	snapped.Data = good.Data[:60]
 	garbage := good
@@ -155,7 +165,7 @@ func TestDumpMalformed(t *testing.T) {
 	writePcap(t, path, []pcap.Frame{frames[0], good, snapped, garbage, frames[12]})
 	out, err := runDumpArgs(t, path)
 	must(t, err)
-	golden(t, "dump/malformed.txt", out)
+	golden(t, "dump/"+s.Name+"/malformed.txt", out)
 
 	b, err := os.ReadFile(path)
 	must(t, err)
@@ -172,14 +182,19 @@ func TestDumpMalformed(t *testing.T) {
 
 // TestDumpTapCapture: a capture written by the tap shows each frame's direction.
 func TestDumpTapCapture(t *testing.T) {
-	frames, err := pcap.ReadFile(rxeCapture(t, "ib_read_bw.pcap"))
+	captures.Run(t, dumpTapCapture)
+}
+
+func dumpTapCapture(t *testing.T, s captures.Source) {
+	fs := factsOf(t, s)
+	frames, err := pcap.ReadFile(s.Path(t, "ib_read_bw.pcap"))
 	must(t, err)
 	a, b := transport.NewPipe(transport.PipeConfig{Addrs: []netip.Addr{netip.MustParseAddr("10.77.0.11")}}, transport.PipeConfig{})
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	path := filepath.Join(t.TempDir(), "tap.pcapng")
 	tap, err := pcap.NewTap(a, path, pcap.TapOptions{Now: func() time.Time { now = now.Add(time.Millisecond); return now }})
 	must(t, err)
-	for _, i := range []int{70, 71, 72} { // READ requests arrive together
+	for _, i := range fs.tapRequests { // READ requests arrive together
 		_, err := b.Send([][]byte{frames[i].Data})
 		must(t, err)
 	}
@@ -188,19 +203,19 @@ func TestDumpTapCapture(t *testing.T) {
 	if n != 3 || err != nil {
 		t.Fatalf("recv %d %v", n, err)
 	}
-	for _, i := range []int{75, 76, 77} { // the responses, one Send each
+	for _, i := range fs.tapResponses { // the responses, one Send each
 		_, err := tap.Send([][]byte{frames[i].Data})
 		must(t, err)
 	}
 	must(t, tap.Close())
 	out, err := runDumpArgs(t, path)
 	must(t, err)
-	golden(t, "dump/tap.txt", out)
+	golden(t, "dump/"+s.Name+"/tap.txt", out)
 }
 
 // TestDumpBinary: the command through the binary: exit status and output.
 func TestDumpBinary(t *testing.T) {
-	out, err := exec.Command(bin, "dump", "--opcode", "ATOMIC_ACKNOWLEDGE", rxeCapture(t, "ib_atomic_bw.pcap")).CombinedOutput()
+	out, err := exec.Command(bin, "dump", "--opcode", "ATOMIC_ACKNOWLEDGE", captures.Repo(t).Path(t, "ib_atomic_bw.pcap")).CombinedOutput()
 	if err != nil || strings.Count(string(out), "RC_ATOMIC_ACKNOWLEDGE") != 5 {
 		t.Errorf("%v\n%s", err, out)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/captures"
 	"github.com/xroce/xroce/test/testnet"
 	"github.com/xroce/xroce/transport"
 )
@@ -31,6 +32,10 @@ func runReplayArgs(t *testing.T, args ...string) (string, error) {
 // hostpeer_bad_icrc.pcap is dropped, as rdma_rxe dropped it, and its retransmission
 // ACKed.
 func TestReplayCaptures(t *testing.T) {
+	captures.Run(t, replayCaptures)
+}
+
+func replayCaptures(t *testing.T, s captures.Source) {
 	for _, c := range []struct {
 		file, as, source string
 		conns            int
@@ -43,7 +48,7 @@ func TestReplayCaptures(t *testing.T) {
 		{"hostpeer_bad_icrc.pcap", "10.77.0.12", "rc_pingpong exchange", 1},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			out, err := runReplayArgs(t, rxeCapture(t, c.file), "--as", c.as)
+			out, err := runReplayArgs(t, s.Path(t, c.file), "--as", c.as)
 			if err != nil || !strings.HasSuffix(out, "replay: no differences\n") {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -60,10 +65,11 @@ func TestReplayCaptures(t *testing.T) {
 	}
 }
 
-// alter writes name's frames, changed by edit, to a temporary capture.
-func alter(t *testing.T, name string, edit func(frames []pcap.Frame) []pcap.Frame) string {
+// alter writes the frames of the source's capture name, changed by edit, to a
+// temporary capture.
+func alter(t *testing.T, s captures.Source, name string, edit func(frames []pcap.Frame) []pcap.Frame) string {
 	t.Helper()
-	frames, err := pcap.ReadFile(rxeCapture(t, name))
+	frames, err := pcap.ReadFile(s.Path(t, name))
 	must(t, err)
 	path := filepath.Join(t.TempDir(), "altered-"+name)
 	writePcap(t, path, edit(frames))
@@ -86,10 +92,18 @@ var diffHead = regexp.MustCompile(`(?m)^  response \d+`)
 // TestReplayAlteredCaptures: one READ response byte flipped, or one request PSN
 // skipped, and replay reports exactly that difference and exits non-zero.
 func TestReplayAlteredCaptures(t *testing.T) {
+	captures.Run(t, replayAlteredCaptures)
+}
+
+func replayAlteredCaptures(t *testing.T, s captures.Source) {
+	fs := factsOf(t, s)
 	t.Run("flipped READ response byte", func(t *testing.T) {
 		var orig byte
-		path := alter(t, "ib_read_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
-			edit(t, frames, 83, func(p *roce.Packet, b []byte) { // READ_RESPONSE_MIDDLE PSN 16152547
+		path := alter(t, s, "ib_read_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
+			edit(t, frames, fs.readMiddle, func(p *roce.Packet, b []byte) {
+				if p.BTH.Opcode != roce.RC_RDMA_READ_RESPONSE_MIDDLE || p.BTH.PSN != fs.readMiddlePSN {
+					t.Fatalf("frame %d: %v PSN %d", fs.readMiddle, p.BTH.Opcode, p.BTH.PSN)
+				}
 				orig = b[p.PayloadOff+1000]
 				b[p.PayloadOff+1000] = ^orig
 			})
@@ -99,30 +113,41 @@ func TestReplayAlteredCaptures(t *testing.T) {
 		if !errors.Is(err, errDifferences) || len(diffHead.FindAllString(out, -1)) != 1 {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		want := fmt.Sprintf("  response 8, sent after request frame 73, captured in frame 83:\n"+
-			"    - sent:     RC_RDMA_READ_RESPONSE_MIDDLE QPN 0x000014 PSN 16152547 payload 1024\n"+
-			"    + captured: RC_RDMA_READ_RESPONSE_MIDDLE QPN 0x000014 PSN 16152547 payload 1024\n"+
-			"    payload byte 1000: sent 0x%02x, captured 0x%02x (1 of 1024 bytes differ)\n", orig, ^orig)
+		// The third READ's MIDDLE is the second connection's eighth response.
+		want := fmt.Sprintf("  response 8, sent after request frame %d, captured in frame %d:\n"+
+			"    - sent:     RC_RDMA_READ_RESPONSE_MIDDLE QPN 0x000014 PSN %d payload 1024\n"+
+			"    + captured: RC_RDMA_READ_RESPONSE_MIDDLE QPN 0x000014 PSN %[3]d payload 1024\n"+
+			"    payload byte 1000: sent 0x%02x, captured 0x%02x (1 of 1024 bytes differ)\n",
+			fs.readRequest, fs.readMiddle, fs.readMiddlePSN, orig, ^orig)
 		if !strings.Contains(out, want) || !strings.HasSuffix(out, "replay: 1 difference\n") {
 			t.Errorf("want\n%s\nin\n%s", want, out)
 		}
 	})
 	t.Run("skipped PSN", func(t *testing.T) {
-		path := alter(t, "ib_send_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
-			return append(frames[:68:68], frames[69:]...) // frame 69: SEND_FIRST PSN 9005482
+		path := alter(t, s, "ib_send_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
+			var p roce.Packet
+			must(t, p.Decode(frames[fs.sendCut-1].Data))
+			if p.BTH.Opcode != roce.RC_SEND_FIRST || p.BTH.PSN != fs.sendCutPSN {
+				t.Fatalf("frame %d: %v PSN %d", fs.sendCut, p.BTH.Opcode, p.BTH.PSN)
+			}
+			return append(frames[:fs.sendCut-1:fs.sendCut-1], frames[fs.sendCut:]...)
 		})
 		out, err := runReplayArgs(t, path, "--as", "10.77.0.11")
 		if !errors.Is(err, errDifferences) || len(diffHead.FindAllString(out, -1)) != 1 {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		// Frame numbers after the cut are one lower than in the original capture.
-		want := "  response 3, sent after request frame 69, captured in frame 79:\n" +
-			"    - sent:     RC_ACKNOWLEDGE QPN 0x000016 PSN 9005482 AETH 0x60 NAK PSN sequence error MSN 2\n" +
-			"    + captured: RC_ACKNOWLEDGE QPN 0x000016 PSN 9005484 AETH 0x1f ACK credits=31 MSN 3\n" +
-			"    PSN: sent 9005482, captured 9005484\n" +
+		// The NAK answers the SEND_MIDDLE now in the cut frame's place; the ACK it
+		// is compared with is that of the third SEND's SEND_LAST.
+		psn, cut := fs.sendCutPSN, fs.sendCut
+		next, after, prev := roce.PSNAdd(psn, 1), roce.PSNAdd(psn, 2), roce.PSNAdd(psn, -1)
+		want := fmt.Sprintf("  response 3, sent after request frame %d, captured in frame %d:\n", cut, fs.sendAckMSN3) +
+			fmt.Sprintf("    - sent:     RC_ACKNOWLEDGE QPN 0x000016 PSN %d AETH 0x60 NAK PSN sequence error MSN 2\n", psn) +
+			fmt.Sprintf("    + captured: RC_ACKNOWLEDGE QPN 0x000016 PSN %d AETH 0x1f ACK credits=31 MSN 3\n", after) +
+			fmt.Sprintf("    PSN: sent %d, captured %d\n", psn, after) +
 			"    AETH syndrome: sent 0x60 (NAK PSN sequence error), captured 0x1f (ACK credits=31)\n" +
 			"    AETH MSN: sent 2, captured 3\n" +
-			"    the captured requests skip PSN 9005482: frame 69 carries PSN 9005483, after frame 68 with PSN 9005481\n" +
+			fmt.Sprintf("    the captured requests skip PSN %d: frame %d carries PSN %d, after frame %d with PSN %d\n", psn, cut, next, cut-1, prev) +
 			"  the engine and the capture parted at response 3: 2 later captured responses not compared\n"
 		if !strings.Contains(out, want) || !strings.HasSuffix(out, "replay: 1 difference\n") {
 			t.Errorf("want\n%s\nin\n%s", want, out)
@@ -132,18 +157,25 @@ func TestReplayAlteredCaptures(t *testing.T) {
 
 // TestReplayFlags: parameters from flags, and the errors of bad ones.
 func TestReplayFlags(t *testing.T) {
-	wr := rxeCapture(t, "ib_write_bw.pcap")
+	captures.Run(t, replayFlags)
+}
+
+func replayFlags(t *testing.T, s captures.Source) {
+	fs := factsOf(t, s)
+	wr := s.Path(t, "ib_write_bw.pcap")
 	out, err := runReplayArgs(t, wr, "--as", "10.77.0.11", "--qpn", "0x12", "--mtu", "1024")
-	if err != nil || !strings.Contains(out, "replaying 10.77.0.11: 1 connection\n") || !strings.Contains(out, "(flags and perftest exchange, frames 52-110)") {
+	if err != nil || !strings.Contains(out, "replaying 10.77.0.11: 1 connection\n") ||
+		!strings.Contains(out, fmt.Sprintf("(flags and perftest exchange, frames %d-%d)", fs.writeRun2[0], fs.writeRun2[1])) {
 		t.Errorf("--qpn: %v\n%s", err, out)
 	}
 	// A wrong PSN from the flags: the first WRITE looks like a duplicate.
-	out, err = runReplayArgs(t, wr, "--as", "10.77.0.11", "--qpn", "0x11", "--psn", "1616768")
-	if !errors.Is(err, errDifferences) || !strings.Contains(out, "first PSN 1616768") {
+	out, err = runReplayArgs(t, wr, "--as", "10.77.0.11", "--qpn", "0x11", "--psn", fmt.Sprint(roce.PSNAdd(fs.writePSN, 1)))
+	if !errors.Is(err, errDifferences) || !strings.Contains(out, fmt.Sprintf("first PSN %d", roce.PSNAdd(fs.writePSN, 1))) {
 		t.Errorf("--psn: %v\n%s", err, out)
 	}
 	// A region of 64 bytes: the second 64-byte WRITE lands outside it.
-	out, err = runReplayArgs(t, wr, "--as", "10.77.0.11", "--qpn", "0x11", "--rkey", "0x28e", "--vaddr", "0x564da7911000", "--len", "64")
+	out, err = runReplayArgs(t, wr, "--as", "10.77.0.11", "--qpn", "0x11", "--rkey", fmt.Sprintf("0x%x", fs.writeRKey),
+		"--vaddr", fmt.Sprintf("0x%x", fs.writeVA), "--len", "64")
 	if !errors.Is(err, errDifferences) || !strings.Contains(out, "NAK remote access error") {
 		t.Errorf("--len: %v\n%s", err, out)
 	}
@@ -177,12 +209,19 @@ func TestReplayFlags(t *testing.T) {
 // TestReplayBinary: the exit status through the binary: 0 without differences, 1
 // with.
 func TestReplayBinary(t *testing.T) {
-	out, err := exec.Command(bin, "replay", rxeCapture(t, "ib_atomic_bw.pcap"), "--as", "10.77.0.11").CombinedOutput()
+	s := captures.Repo(t)
+	fs := factsOf(t, s)
+	out, err := exec.Command(bin, "replay", s.Path(t, "ib_atomic_bw.pcap"), "--as", "10.77.0.11").CombinedOutput()
 	if err != nil {
 		t.Errorf("%v\n%s", err, out)
 	}
-	path := alter(t, "ib_write_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
-		edit(t, frames, 28, func(p *roce.Packet, b []byte) { b[p.BTHOff+roce.BTHLen+3] ^= 1 }) // the ACK's MSN: 2 → 3
+	path := alter(t, s, "ib_write_bw.pcap", func(frames []pcap.Frame) []pcap.Frame {
+		edit(t, frames, fs.writeAckMSN2, func(p *roce.Packet, b []byte) {
+			if p.BTH.Opcode != roce.RC_ACKNOWLEDGE || p.AETH.MSN != 2 {
+				t.Fatalf("frame %d: %v MSN %d", fs.writeAckMSN2, p.BTH.Opcode, p.AETH.MSN)
+			}
+			b[p.BTHOff+roce.BTHLen+3] ^= 1 // the ACK's MSN: 2 → 3
+		})
 		return frames
 	})
 	out, err = exec.Command(bin, "replay", path, "--as", "10.77.0.11").CombinedOutput()

@@ -22,8 +22,9 @@ import (
 var debPackages = []string{"rdma-core", "ibverbs-providers", "ibverbs-utils", "perftest", "iproute2", "busybox-static",
 	"libibverbs1", "librdmacm1", "libibumad3", "libnl-3-200", "libnl-route-3-200", "libmnl0", "libpci3"}
 
-// Modules the guest loads, with their dependencies resolved from .modinfo.
-var guestModules = []string{"virtio_pci", "virtio_net", "9pnet_virtio", "9p", "crc32_generic", "rdma_rxe", "ib_uverbs"}
+// Modules the guest loads, with their dependencies resolved from .modinfo; rdma_ucm
+// (with rdma_cm) is for perftest's -R (connection setup by RDMA CM).
+var guestModules = []string{"virtio_pci", "virtio_net", "9pnet_virtio", "9p", "crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm"}
 
 // Binaries the guest runs.
 var guestBinaries = []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw", "/usr/bin/ib_send_bw", "/usr/bin/ib_atomic_bw",
@@ -99,7 +100,7 @@ func Prepare(downloadTimeout time.Duration) (*Image, error) {
 	root := filepath.Join(dir, "root-"+img.Version)
 	img.Kernel = filepath.Join(root, "boot", "vmlinuz-"+img.Version)
 	stamp := filepath.Join(dir, "initrd.stamp")
-	want := img.Version + " " + strings.Join(pkgs, " ") + " v4"
+	want := img.Version + " " + strings.Join(pkgs, " ") + " v5"
 	if b, err := os.ReadFile(stamp); err == nil && string(b) == want {
 		if _, err := os.Stat(img.Initrd); err == nil {
 			img.Prepared = time.Since(start)

@@ -20,13 +20,18 @@ import (
 // over AF_XDP (or the UDP link) exactly as a user's host would. No traffic leaves the
 // namespace.
 type Lab struct {
+	*VM
 	NS      string
 	XIf     string     // xroce's interface
 	XIP     netip.Addr // xroce's address
 	GuestIP netip.Addr
 	MTU     int
-	Share   string // the 9p share with the guest
-	Booted  time.Duration
+}
+
+// VM is one QEMU guest on a tap of a lab's bridge, with its 9p command channel.
+type VM struct {
+	Share  string // the 9p share with the guest
+	Booted time.Duration
 
 	qemu    *exec.Cmd
 	console *testnet.Output
@@ -35,19 +40,19 @@ type Lab struct {
 
 func sh(args ...string) error { return run(args[0], args[1:]...) }
 
+// randomID is a suffix for namespace and interface names: tests run in parallel.
+func randomID() string {
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	return hex.EncodeToString(r[:])
+}
+
 // NewLab creates the namespace and network and boots the guest with eth0 at the given
 // MTU. Close removes everything.
 func NewLab(img *Image, mtu int) (*Lab, error) {
-	var r [3]byte
-	_, _ = rand.Read(r[:])
-	id := hex.EncodeToString(r[:])
+	id := randomID()
 	l := &Lab{NS: "xri" + id, XIf: "xx" + id, XIP: netip.MustParseAddr("10.81.0.1"),
-		GuestIP: netip.MustParseAddr("10.81.0.11"), MTU: mtu, console: &testnet.Output{}}
-	share, err := os.MkdirTemp("", "xroce-interop-")
-	if err != nil {
-		return nil, err
-	}
-	l.Share = share
+		GuestIP: netip.MustParseAddr("10.81.0.11"), MTU: mtu}
 	m := strconv.Itoa(mtu)
 	ns := func(args ...string) error { return sh(append([]string{"ip", "-n", l.NS}, args...)...) }
 	steps := []func() error{
@@ -70,17 +75,36 @@ func NewLab(img *Image, mtu int) (*Lab, error) {
 			return nil, err
 		}
 	}
+	vm, err := bootVM(img, l.NS, "tap0", "52:54:00:81:00:0b", l.GuestIP, mtu)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.VM = vm
+	return l, nil
+}
+
+// bootVM boots a guest on the tap (already in a bridge of the namespace) with eth0
+// at the MAC, address (/24) and MTU given, and waits until it is ready for
+// commands.
+func bootVM(img *Image, ns, tap, mac string, ip netip.Addr, mtu int) (*VM, error) {
+	v := &VM{console: &testnet.Output{}}
+	share, err := os.MkdirTemp("", "xroce-interop-")
+	if err != nil {
+		return nil, err
+	}
+	v.Share = share
 	start := time.Now()
-	l.qemu = exec.Command("ip", "netns", "exec", l.NS, "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1G",
+	v.qemu = exec.Command("ip", "netns", "exec", ns, "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1G",
 		"-smp", "1", "-nographic", "-no-reboot", "-kernel", img.Kernel, "-initrd", img.Initrd,
-		"-append", fmt.Sprintf("console=ttyS0 panic=-1 quiet xroce.ip=%s/24 xroce.mtu=%d", l.GuestIP, mtu),
-		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=n0,mac=52:54:00:81:00:0b",
+		"-append", fmt.Sprintf("console=ttyS0 panic=-1 quiet xroce.ip=%s/24 xroce.mtu=%d", ip, mtu),
+		"-netdev", "tap,id=n0,ifname="+tap+",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=n0,mac="+mac,
 		"-fsdev", "local,id=fs0,path="+share+",security_model=none",
 		"-device", "virtio-9p-pci,fsdev=fs0,mount_tag=share")
-	l.qemu.Stdout, l.qemu.Stderr = l.console, l.console
-	if err := l.qemu.Start(); err != nil {
-		l.Close()
+	v.qemu.Stdout, v.qemu.Stderr = v.console, v.console
+	if err := v.qemu.Start(); err != nil {
+		v.Close()
 		return nil, fmt.Errorf("starting QEMU: %w", err)
 	}
 	for {
@@ -88,14 +112,14 @@ func NewLab(img *Image, mtu int) (*Lab, error) {
 			break
 		}
 		if time.Since(start) > 3*time.Minute {
-			out := l.console.String()
-			l.Close()
+			out := v.console.String()
+			v.Close()
 			return nil, fmt.Errorf("the guest was not ready after 3 minutes; console:\n%s", tail(out, 3000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	l.Booted = time.Since(start)
-	return l, nil
+	v.Booted = time.Since(start)
+	return v, nil
 }
 
 func tail(s string, n int) string {
@@ -106,27 +130,27 @@ func tail(s string, n int) string {
 }
 
 // Console returns what the guest printed.
-func (l *Lab) Console() string { return l.console.String() }
+func (v *VM) Console() string { return v.console.String() }
 
 // Guest starts a shell script in the guest and returns a function that waits for
 // it (up to limit) and returns its output and exit status.
-func (l *Lab) Guest(script string) func(limit time.Duration) (string, int, error) {
-	l.seq++
-	id := strconv.Itoa(l.seq)
-	tmp := filepath.Join(l.Share, "tmp."+id)
+func (v *VM) Guest(script string) func(limit time.Duration) (string, int, error) {
+	v.seq++
+	id := strconv.Itoa(v.seq)
+	tmp := filepath.Join(v.Share, "tmp."+id)
 	_ = os.WriteFile(tmp, []byte(script+"\n"), 0o644)
-	_ = os.Rename(tmp, filepath.Join(l.Share, "cmd."+id))
+	_ = os.Rename(tmp, filepath.Join(v.Share, "cmd."+id))
 	return func(limit time.Duration) (string, int, error) {
 		deadline := time.Now().Add(limit)
-		rcFile := filepath.Join(l.Share, "rc."+id)
+		rcFile := filepath.Join(v.Share, "rc."+id)
 		for {
 			if b, err := os.ReadFile(rcFile); err == nil {
-				out, _ := os.ReadFile(filepath.Join(l.Share, "out."+id))
+				out, _ := os.ReadFile(filepath.Join(v.Share, "out."+id))
 				rc, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 				return string(out), rc, nil
 			}
 			if time.Now().After(deadline) {
-				out, _ := os.ReadFile(filepath.Join(l.Share, "out."+id+".tmp"))
+				out, _ := os.ReadFile(filepath.Join(v.Share, "out."+id+".tmp"))
 				return string(out), -1, fmt.Errorf("guest command did not finish within %v", limit)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -134,14 +158,21 @@ func (l *Lab) Guest(script string) func(limit time.Duration) (string, int, error
 	}
 }
 
+// Close stops the guest and removes its share.
+func (v *VM) Close() {
+	if v.qemu != nil && v.qemu.Process != nil {
+		_ = v.qemu.Process.Kill()
+		_ = v.qemu.Wait()
+	}
+	if v.Share != "" {
+		os.RemoveAll(v.Share)
+	}
+}
+
 // Close stops the guest and removes the namespace and the share.
 func (l *Lab) Close() {
-	if l.qemu != nil && l.qemu.Process != nil {
-		_ = l.qemu.Process.Kill()
-		_ = l.qemu.Wait()
+	if l.VM != nil {
+		l.VM.Close()
 	}
 	_ = exec.Command("ip", "netns", "del", l.NS).Run()
-	if l.Share != "" {
-		os.RemoveAll(l.Share)
-	}
 }

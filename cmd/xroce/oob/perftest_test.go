@@ -23,16 +23,6 @@ type message struct {
 	data       []byte
 }
 
-// capturePath finds a capture: the shared rdma_rxe captures by name, or this
-// package's testdata/ (perftest against itself, recorded by test/interop's
-// TestRecordExchange) for names starting with testdata/.
-func capturePath(t *testing.T, file string) string {
-	if strings.HasPrefix(file, "testdata/") {
-		return file
-	}
-	return captures.Path(t, file)
-}
-
 // exchange returns the TCP port-18515 payloads of the first connection of a capture.
 func exchange(t *testing.T, file string) []message {
 	msgs, _ := exchangeAndTest(t, file)
@@ -43,7 +33,7 @@ func exchange(t *testing.T, file string) []message {
 // RoCE frame, i.e. before the test runs (-1 for a capture without RoCE frames).
 func exchangeAndTest(t *testing.T, file string) ([]message, int) {
 	t.Helper()
-	frames, err := pcap.ReadFile(capturePath(t, file))
+	frames, err := pcap.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,12 +165,37 @@ func ourDests(qps int) []Dest {
 }
 
 // exchangeCase is one captured perftest exchange: the rdma_rxe captures (one QP,
-// one size) and perftest against itself with -q 2 and -a (testdata/).
+// one size; file names a capture of each source) and perftest against itself with
+// -q 2 and -a (this package's testdata/, recorded by test/interop's
+// TestRecordExchange).
 type exchangeCase struct {
 	file string
 	kind Kind
 	qps  int
 	all  bool
+}
+
+// namedCase is a case with its subtest name and the path of its capture.
+type namedCase struct {
+	exchangeCase
+	name, path string
+}
+
+// casesOf returns every case: the rdma_rxe captures once for each source (named
+// source/file), this package's testdata/ once.
+func casesOf(t *testing.T) []namedCase {
+	var out []namedCase
+	srcs := captures.Sources(t)
+	for _, c := range exchangeCases {
+		if strings.HasPrefix(c.file, "testdata/") {
+			out = append(out, namedCase{c, strings.TrimPrefix(c.file, "testdata/"), c.file})
+			continue
+		}
+		for _, s := range srcs {
+			out = append(out, namedCase{c, s.Name + "/" + c.file, s.Path(t, c.file)})
+		}
+	}
+	return out
 }
 
 var exchangeCases = []exchangeCase{
@@ -234,9 +249,9 @@ func (c exchangeCase) play(t *testing.T, s *Session, toRTS func([]Dest, roce.MTU
 // TestClientAgainstCapturedServer: xroce's client role against the server side of
 // each captured perftest exchange.
 func TestClientAgainstCapturedServer(t *testing.T) {
-	for _, c := range exchangeCases {
-		t.Run(strings.TrimPrefix(c.file, "testdata/"), func(t *testing.T) {
-			msgs, beforeTest := exchangeAndTest(t, c.file)
+	for _, c := range casesOf(t) {
+		t.Run(c.name, func(t *testing.T) {
+			msgs, beforeTest := exchangeAndTest(t, c.path)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -287,9 +302,9 @@ func TestClientAgainstCapturedServer(t *testing.T) {
 // TestServerAgainstCapturedClient: xroce's server role against the client side; the
 // server reads the client's results block (the last size's with -a).
 func TestServerAgainstCapturedClient(t *testing.T) {
-	for _, c := range exchangeCases {
-		t.Run(strings.TrimPrefix(c.file, "testdata/"), func(t *testing.T) {
-			msgs := exchange(t, c.file)
+	for _, c := range casesOf(t) {
+		t.Run(c.name, func(t *testing.T) {
+			msgs := exchange(t, c.path)
 			var words []uint64 // the client's results block
 			for _, m := range msgs {
 				if m.fromClient && len(m.data) == 8 {
@@ -352,9 +367,12 @@ func TestVersionRefused(t *testing.T) {
 }
 
 func TestKeyMessage(t *testing.T) {
-	// The client key message of ib_write_bw.pcap, frame 16.
-	want := "0000:0001:000011:18ab7f:000002a9:0000555b7579f000:00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4d:00:0c:00000000:\x00"
-	d := Dest{OutReads: 1, QPN: 0x11, PSN: 0x18ab7f, RKey: 0x2a9, VAddr: 0x555b7579f000, GID: roce.GIDFromAddr(mustAddr("10.77.0.12"))}
+	// The client key message of the repository's ib_write_bw.pcap, frame 17.
+	want := "0000:0001:000011:db3909:000002a2:000055e9dbea2000:00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4d:00:0c:00000000:\x00"
+	if keys := keysOf(exchange(t, captures.Repo(t).Path(t, "ib_write_bw.pcap")), true, 1); len(keys) != 1 || string(keys[0]) != want {
+		t.Fatalf("the capture's client key message is %q", keys)
+	}
+	d := Dest{OutReads: 1, QPN: 0x11, PSN: 0xdb3909, RKey: 0x2a2, VAddr: 0x55e9dbea2000, GID: roce.GIDFromAddr(mustAddr("10.77.0.12"))}
 	if got := string(d.MarshalKey()); got != want {
 		t.Errorf("MarshalKey\n%q\nwant\n%q", got, want)
 	}

@@ -7,16 +7,30 @@ import (
 	"time"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/captures"
 )
+
+// pingpongServer is, per source, the server's QPN and PSN in the first exchange of
+// ibv_rc_pingpong.pcap (its second message).
+var pingpongServer = map[string]PingpongDest{
+	captures.Shared:   {QPN: 0x19, PSN: 0x5807ae},
+	captures.Testdata: {QPN: 0x19, PSN: 0xe3595a},
+}
 
 // TestPingpongAgainstCapture plays both roles against ibv_rc_pingpong.pcap.
 func TestPingpongAgainstCapture(t *testing.T) {
-	msgs := exchange(t, "ibv_rc_pingpong.pcap")
+	captures.Run(t, pingpongAgainstCapture)
+}
+
+func pingpongAgainstCapture(t *testing.T, src captures.Source) {
+	path := src.Path(t, "ibv_rc_pingpong.pcap")
+	msgs := exchange(t, path)
 	if len(msgs) != 3 || len(msgs[0].data) != 52 || string(msgs[2].data) != "done\x00" {
 		t.Fatalf("capture: %d messages", len(msgs))
 	}
+	want := pingpongServer[src.Name]
 	capServer, err := ParsePingpong(msgs[1].data)
-	if err != nil || capServer.QPN != 0x19 || capServer.PSN != 0x5807ae || capServer.GID != roce.GIDFromAddr(mustAddr("10.77.0.11")) {
+	if err != nil || capServer.QPN != want.QPN || capServer.PSN != want.PSN || capServer.GID != roce.GIDFromAddr(mustAddr("10.77.0.11")) {
 		t.Fatalf("captured server message: %+v %v", capServer, err)
 	}
 	if !bytes.Equal(capServer.Marshal(), msgs[1].data) {
@@ -72,12 +86,18 @@ func TestPingpongAgainstCapture(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The capture has all three messages before the first RoCE frame.
-		if _, before := exchangeAndTest(t, "ibv_rc_pingpong.pcap"); before != 3 {
+		if _, before := exchangeAndTest(t, path); before != 3 {
 			t.Fatalf("capture: %d messages before the test, want 3", before)
 		}
-		wantQPN := uint32(0x19)
+		// The peer is the captured server when xroce is the client, else the
+		// captured client (in both sources its QPN is also 0x19: separate guests).
+		wantQPN := want.QPN
 		if !client {
-			wantQPN = 0x19 // the captured client's QPN is also 0x19 (separate guests)
+			c, err := ParsePingpong(msgs[0].data)
+			if err != nil || c.QPN != 0x19 {
+				t.Fatalf("captured client message: %+v %v", c, err)
+			}
+			wantQPN = c.QPN
 		}
 		if connected != peer {
 			t.Errorf("client=%v: connected to %+v, the exchange returned %+v", client, connected, peer)
