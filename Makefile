@@ -7,7 +7,7 @@ GO       ?= go
 FUZZTIME ?= 50000x
 BENCHTIME ?= 1s
 
-.PHONY: build test fuzz bench gobench generate lint clean demo bin/xroce interop interop-quick verbs
+.PHONY: build test fuzz bench gobench generate lint clean demo bin/xroce interop interop-quick verbs libverbs
 
 build: bin/xroce
 	$(GO) build ./...
@@ -23,6 +23,19 @@ verbs:
 	CGO_ENABLED=1 $(GO) build -tags verbs -o bin/xroce-verbs ./cmd/xroce
 	CGO_ENABLED=1 $(GO) vet -tags verbs ./transport/verbs/ ./cmd/xroce/
 	CGO_ENABLED=1 $(GO) tool staticcheck -tags verbs ./transport/verbs/ ./cmd/xroce/
+
+# bin/lib/libxroce.so: the verbs library that unmodified libibverbs applications
+# preload (xroce run -- APP) to use the devices `xroce daemon` serves; C, built
+# with gcc against Debian's libibverbs-dev headers (docs/verbs-library.md).
+# LIBXROCE sets the output (tests build it elsewhere).
+LIBXROCE ?= bin/lib/libxroce.so
+CC       ?= gcc
+libverbs:
+	@test -e /usr/include/infiniband/verbs.h || { echo "make libverbs needs gcc and libibverbs-dev: apt-get install -y gcc libibverbs-dev"; exit 1; }
+	@mkdir -p $(dir $(LIBXROCE))
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden \
+		-Wl,--version-script=cmd/libxroce/libxroce.map -Wl,-soname,libxroce.so -Wl,-z,defs \
+		-o $(LIBXROCE) cmd/libxroce/libxroce.c
 
 # Two namespaces, a veth pair, xroce write_bw server and client over AF_XDP with
 # data verification; needs root.

@@ -53,40 +53,8 @@ func openEnv(o linkOptions) (*env, error) {
 	if o.dev == "" {
 		return nil, fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
 	}
-	tapOpts, err := o.pcap.tapOptions()
+	link, tap, err := openLink(o)
 	if err != nil {
-		return nil, err
-	}
-	var link transport.Link
-	switch o.link {
-	case "xdp":
-		mode, err := bpf.ParseMode(o.xdpMode)
-		if err != nil {
-			return nil, err
-		}
-		l, err := xdp.Open(xdp.Config{Interface: o.dev, Mode: mode})
-		if err != nil {
-			if errors.Is(err, bpf.ErrPermission) {
-				return nil, fmt.Errorf("%v\n(run as root, or use the kernel UDP link: --link udp)", err)
-			}
-			if mode == bpf.ModeNative && errors.Is(err, syscall.EOPNOTSUPP) {
-				return nil, fmt.Errorf("%v\n(%s's driver has no native XDP, as with virtio_net without enough queues, bridges and many cloud NICs: use --xdp-mode auto or generic)", err, o.dev)
-			}
-			return nil, err
-		}
-		link = l
-	case "udp":
-		l, err := xdp.OpenUDP(xdp.UDPConfig{Interface: o.dev})
-		if err != nil {
-			return nil, err
-		}
-		link = l
-	default:
-		return nil, fmt.Errorf("--link %q: want xdp or udp", o.link)
-	}
-	link, tap, err := withTap(link, o.pcap.path, tapOpts)
-	if err != nil {
-		link.Close()
 		return nil, err
 	}
 	bp := o.busyPoll
@@ -119,6 +87,47 @@ func openEnv(o linkOptions) (*env, error) {
 		}
 	}
 	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop), ifname: o.dev}, nil
+}
+
+// openLink opens the engine's link on o.dev as --link, --xdp-mode and --pcap say.
+func openLink(o linkOptions) (transport.Link, *pcap.Tap, error) {
+	tapOpts, err := o.pcap.tapOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	var link transport.Link
+	switch o.link {
+	case "xdp":
+		mode, err := bpf.ParseMode(o.xdpMode)
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := xdp.Open(xdp.Config{Interface: o.dev, Mode: mode})
+		if err != nil {
+			if errors.Is(err, bpf.ErrPermission) {
+				return nil, nil, fmt.Errorf("%v\n(run as root, or use the kernel UDP link: --link udp)", err)
+			}
+			if mode == bpf.ModeNative && errors.Is(err, syscall.EOPNOTSUPP) {
+				return nil, nil, fmt.Errorf("%v\n(%s's driver has no native XDP, as with virtio_net without enough queues, bridges and many cloud NICs: use --xdp-mode auto or generic)", err, o.dev)
+			}
+			return nil, nil, err
+		}
+		link = l
+	case "udp":
+		l, err := xdp.OpenUDP(xdp.UDPConfig{Interface: o.dev})
+		if err != nil {
+			return nil, nil, err
+		}
+		link = l
+	default:
+		return nil, nil, fmt.Errorf("--link %q: want xdp or udp", o.link)
+	}
+	link, tap, err := withTap(link, o.pcap.path, tapOpts)
+	if err != nil {
+		link.Close()
+		return nil, nil, err
+	}
+	return link, tap, nil
 }
 
 // withTap wraps link in a pcap.Tap recording to path, or returns link itself when

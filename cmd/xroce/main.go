@@ -35,6 +35,9 @@ var commands = map[string]command{
 	"devinfo":    {"device attributes of an interface (ibv_devinfo)", runDevinfo},
 	"dump":       {"print the RoCE frames of a capture with ICRC verdicts (like tcpdump -v)", runDump},
 	"replay":     {"emulate one endpoint of a capture and compare its answers (replay FILE --as IP)", runReplay},
+	"daemon":     {"serve an xroce device to unmodified verbs applications (daemon -d IFACE; daemon status)", runDaemon},
+	"stat":       {"the devices xroce daemons serve, their clients and counters (= daemon status)", runStat},
+	"run":        {"run a verbs application on xroce devices (run -- APP ARGS: LD_PRELOAD of the verbs library)", runApp},
 }
 
 func usage() {

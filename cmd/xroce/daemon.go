@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xroce/xroce/cmd/xroce/daemon"
+	"github.com/xroce/xroce/transport"
+)
+
+// runDaemon serves an xroce device on an interface to local processes (the verbs
+// library, cmd/libxroce) until SIGINT or SIGTERM; `xroce daemon status` lists the
+// devices being served.
+func runDaemon(name string, args []string) error {
+	if len(args) > 0 && args[0] == "status" {
+		return daemonStatus(args[1:])
+	}
+	fs := pflag.NewFlagSet(name0("daemon"), pflag.ContinueOnError)
+	var o linkOptions
+	fs.StringVarP(&o.dev, "ib-dev", "d", "", "network interface the device runs on")
+	devName := fs.String("name", "", "RDMA device name (default: the first free xroceN)")
+	anyUser := fs.Bool("any-user", false, "serve processes of every user (socket mode 0666); by default only this user and root")
+	addLinkFlags(fs, &o)
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: xroce daemon -d IFACE [--name NAME] [--link xdp|udp] [--any-user]\n       xroce daemon status\n\nThe control socket is $XROCE_RUN_DIR/NAME.sock (default %s).\n\n%s", daemon.DefaultRunDir, fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errUsage
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (xroce daemon -d IFACE)", fs.Arg(0))
+	}
+	if o.provider != "engine" {
+		return fmt.Errorf("--provider %s: the daemon serves xroce's engine only", o.provider)
+	}
+	if o.dev == "" {
+		return fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
+	}
+	dir := daemon.RunDir()
+	if *devName == "" {
+		*devName = daemon.FreeName(dir)
+	}
+	if strings.ContainsAny(*devName, "/\x00") || len(*devName) >= 64 {
+		return fmt.Errorf("--name %q: want a name without '/' of at most 63 bytes", *devName)
+	}
+	link, tap, err := openLink(o)
+	if err != nil {
+		return err
+	}
+	bp := o.busyPoll
+	if bp <= 0 {
+		bp = -1
+	}
+	dev, err := transport.Open(link, transport.Options{BusyPoll: bp})
+	if err != nil {
+		link.Close()
+		return err
+	}
+	src, err := daemon.NewEngineSource(*devName, o.dev, dev)
+	if err != nil {
+		link.Close()
+		return err
+	}
+	lg := log.New(os.Stderr, "xroce daemon: ", log.LstdFlags)
+	srv, err := daemon.Listen(src, daemon.Options{Dir: dir, AnyUser: *anyUser, Log: lg})
+	if err != nil {
+		link.Close()
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = dev.Run(ctx)
+	}()
+	// SIGINT and SIGTERM: remove the socket, stop the engine, close the link (the
+	// XDP program goes with it), flush --pcap; handleSignals then exits.
+	stop := atExit(func() {
+		srv.Close()
+		cancel()
+		wg.Wait()
+		link.Close()
+		if tap != nil && tap.Err() != nil {
+			lg.Printf("--pcap: %v", tap.Err())
+		}
+		lg.Printf("%s stopped", *devName)
+	})
+	defer stop()
+	kind := "AF_XDP"
+	if o.link == "udp" {
+		kind = "kernel UDP"
+	}
+	lg.Printf("serving %s on %s (%s link, %d GIDs) at %s", *devName, o.dev, kind, len(dev.GIDTable()), srv.Path())
+	return srv.Serve(ctx)
+}
+
+// daemonStatus lists the devices in the run directory with their port, clients
+// and counters.
+func daemonStatus(args []string) error {
+	fs := pflag.NewFlagSet(name0("daemon status"), pflag.ContinueOnError)
+	all := fs.BoolP("all", "a", false, "print counters that are zero too")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errUsage
+		}
+		return err
+	}
+	dir := daemon.RunDir()
+	names, err := daemon.Devices(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("no xroce devices in %s: start one with `xroce daemon -d IFACE` (XROCE_RUN_DIR sets the directory)", dir)
+	}
+	for _, n := range names {
+		path := daemon.SocketPath(dir, n)
+		c, hello, err := daemon.Dial(path)
+		if err != nil {
+			fmt.Printf("%s\t%s: %v\n", n, path, err)
+			continue
+		}
+		var p daemon.PortAttr
+		perr := c.Call(daemon.OpQueryPort, &daemon.PortReq{Port: 1}, &p)
+		cs, cerr := c.Counters()
+		cl, lerr := c.Clients()
+		c.Close()
+		if err := errors.Join(perr, cerr, lerr); err != nil {
+			fmt.Printf("%s\t%s: %v\n", n, path, err)
+			continue
+		}
+		g := hello.NodeGUID
+		state := map[uint32]string{1: "PORT_DOWN", 2: "PORT_INIT", 3: "PORT_ARMED", 4: "PORT_ACTIVE"}[p.State]
+		fmt.Printf("%s\tnetdev %s\tnode_guid %04x:%04x:%04x:%04x\tport 1 %s\tactive_mtu %d\t%s\n",
+			hello.DeviceName(), hello.Interface(), g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff, state, 128<<p.ActiveMTU, path)
+		self := uint32(os.Getpid())
+		var others []string
+		for _, e := range cl {
+			if e.PID != self {
+				others = append(others, fmt.Sprintf("pid %d (uid %d, since %s)", e.PID, e.UID, time.Unix(e.Since, 0).Format(time.TimeOnly)))
+			}
+		}
+		fmt.Printf("  clients: %d\n", len(others))
+		for _, s := range others {
+			fmt.Printf("    %s\n", s)
+		}
+		fmt.Printf("  counters:\n")
+		for _, c := range cs {
+			if c.Value != 0 || *all {
+				fmt.Printf("    %-24s %d\n", c.Name, c.Value)
+			}
+		}
+	}
+	return nil
+}
+
+// libPath finds the verbs library: $XROCE_LIB, else lib/libxroce.so beside the
+// xroce binary (make puts both in bin/).
+func libPath() (string, error) {
+	if p := os.Getenv("XROCE_LIB"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("XROCE_LIB: %w", err)
+		}
+		return filepath.Abs(p)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(filepath.Dir(exe), "lib", "libxroce.so")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("no verbs library at %s: build it with `make libverbs`, or point XROCE_LIB at libxroce.so", p)
+	}
+	return p, nil
+}
+
+// runApp runs an unmodified verbs application on the xroce devices: it puts the
+// verbs library in LD_PRELOAD and executes the application in this process.
+func runApp(name string, args []string) error {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintf(os.Stderr, "usage: xroce run -- APP [ARGS...]\n\nruns APP with the xroce verbs library preloaded (LD_PRELOAD), so it sees the devices\nthat `xroce daemon` serves in $XROCE_RUN_DIR (default %s).\nThe library is $XROCE_LIB, or lib/libxroce.so beside this binary (make libverbs).\n", daemon.DefaultRunDir)
+		if len(args) == 0 {
+			return fmt.Errorf("no application given")
+		}
+		return errUsage
+	}
+	lib, err := libPath()
+	if err != nil {
+		return err
+	}
+	app, err := exec.LookPath(args[0])
+	if err != nil {
+		return err
+	}
+	env := os.Environ()
+	pre := lib
+	for i, e := range env {
+		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok {
+			if v != "" {
+				pre = lib + ":" + v
+			}
+			env = append(env[:i], env[i+1:]...)
+			break
+		}
+	}
+	env = append(env, "LD_PRELOAD="+pre)
+	return syscall.Exec(app, args, env)
+}
+
+// runStat is `xroce daemon status`.
+func runStat(name string, args []string) error { return daemonStatus(args) }

@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestProtoHeaderMatches compiles the library's copy of the protocol
+// (cmd/libxroce/xroce_proto.h) and compares each struct's size and each constant
+// with this package's.
+func TestProtoHeaderMatches(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc: apt-get install gcc (.ci/run installs it)")
+	}
+	hdr, err := filepath.Abs("../../libxroce/xroce_proto.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range Structs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var src strings.Builder
+	fmt.Fprintf(&src, "#include <stdio.h>\n#include %q\nint main(void) {\n", hdr)
+	want := ""
+	for _, n := range names {
+		fmt.Fprintf(&src, "\tprintf(\"%s %%zu\\n\", sizeof(struct %s));\n", n, n)
+		want += fmt.Sprintf("%s %d\n", n, binary.Size(Structs[n]))
+	}
+	consts := []struct {
+		c string
+		v int
+	}{
+		{"XROCE_PROTO_VERSION", ProtoVersion}, {"XROCE_HDR_SIZE", HeaderSize}, {"XROCE_MAX_MESSAGE", MaxMessage},
+		{"XROCE_REPLY", ReplyBit}, {"XROCE_OP_HELLO", int(OpHello)}, {"XROCE_OP_QUERY_DEVICE", int(OpQueryDevice)},
+		{"XROCE_OP_QUERY_PORT", int(OpQueryPort)}, {"XROCE_OP_QUERY_GID", int(OpQueryGID)},
+		{"XROCE_OP_COUNTERS", int(OpCounters)}, {"XROCE_OP_CLIENTS", int(OpClients)},
+	}
+	for _, c := range consts {
+		fmt.Fprintf(&src, "\tprintf(\"%s %%d\\n\", (int)%s);\n", c.c, c.c)
+		want += fmt.Sprintf("%s %d\n", c.c, c.v)
+	}
+	src.WriteString("\treturn 0;\n}\n")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.c"), []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-Wall", "-Werror", "-o", filepath.Join(dir, "p"), filepath.Join(dir, "p.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(filepath.Join(dir, "p")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != want {
+		t.Errorf("xroce_proto.h disagrees with proto.go:\nC:\n%s\nGo:\n%s", out, want)
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// libxroce builds the verbs library beside the test's xroce binary (where `xroce
+// run` looks for it) with make libverbs, or skips with the reason when gcc,
+// libibverbs-dev or ibverbs-utils are missing.
+func libxroce(t *testing.T) {
+	t.Helper()
+	for _, need := range []struct{ path, pkg string }{
+		{"/usr/include/infiniband/verbs.h", "libibverbs-dev"},
+		{"/usr/bin/ibv_devinfo", "ibverbs-utils"},
+		{"/usr/bin/ibv_devices", "ibverbs-utils"},
+	} {
+		if _, err := os.Stat(need.path); err != nil {
+			t.Skipf("no %s: apt-get install %s (.ci/run installs it)", need.path, need.pkg)
+		}
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc: apt-get install gcc (.ci/run installs it)")
+	}
+	lib := filepath.Join(filepath.Dir(bin), "lib", "libxroce.so")
+	if _, err := os.Stat(lib); err == nil {
+		return
+	}
+	out, err := exec.Command("make", "-s", "-C", "../..", "libverbs", "LIBXROCE="+lib).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make libverbs: %v\n%s", err, out)
+	}
+}
+
+// startDaemon runs `xroce daemon` in ns on ifname with the run directory dir and
+// waits for its socket; the returned function stops it with SIGTERM and returns
+// its output and exit error. t.Cleanup kills it if the test did not.
+func startDaemon(t *testing.T, ns, ifname, dir string, args ...string) (sock string, stop func() (string, error)) {
+	t.Helper()
+	var out testnet.Output
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, bin, "daemon", "-d", ifname}, args...)...)
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stopped := false
+	stop = func() (string, error) {
+		if !stopped {
+			stopped = true
+			_ = cmd.Process.Signal(syscall.SIGTERM) // ip netns exec execs xroce: same process
+			select {
+			case err := <-done:
+				return out.String(), err
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				return out.String(), errors.New("daemon did not stop within 10 s of SIGTERM")
+			}
+		}
+		return out.String(), nil
+	}
+	t.Cleanup(func() { stop() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ents, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
+		if len(ents) == 1 {
+			return ents[0], stop
+		}
+		select {
+		case err := <-done:
+			stopped = true
+			t.Fatalf("daemon exited: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no daemon socket in %s after 10 s\n%s", dir, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runVerbs runs an unmodified verbs application through `xroce run --`.
+func runVerbs(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"run", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("xroce run -- %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// TestDaemonDevinfo: Debian's own ibv_devices and ibv_devinfo, preloaded with the
+// verbs library, list and describe the device an xroce daemon serves on a veth.
+func TestDaemonDevinfo(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces, XDP)")
+	}
+	libxroce(t)
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "address", "52:54:00:81:00:0b")
+	dir := t.TempDir()
+	name := "xrt" + n.IfA[len(n.IfA)-4:]
+	sock, stop := startDaemon(t, n.NsA, n.IfA, dir, "--name", name)
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 || filepath.Base(sock) != name+".sock" {
+		t.Fatalf("socket %s: %v %v", sock, fi.Mode(), err)
+	}
+
+	out := runVerbs(t, dir, "ibv_devices")
+	if !regexpMatch(`(?m)^\s+`+name+`\s+505400fffe81000b$`, out) {
+		t.Errorf("ibv_devices:\n%s", out)
+	}
+	out = runVerbs(t, dir, "ibv_devinfo", "-v")
+	for _, want := range []string{
+		"hca_id:\t" + name + "\n",
+		"\ttransport:\t\t\tInfiniBand (0)\n",
+		"\tfw_ver:\t\t\t\t0.0.0\n",
+		"\tnode_guid:\t\t\t5054:00ff:fe81:000b\n",
+		"\tsys_image_guid:\t\t\t5054:00ff:fe81:000b\n",
+		"\tvendor_id:\t\t\t0xffffff\n",
+		"\tvendor_part_id:\t\t\t0\n",
+		"\tphys_port_cnt:\t\t\t1\n",
+		"\tmax_qp_rd_atom:\t\t\t128\n",
+		"\tatomic_cap:\t\t\tATOMIC_HCA (1)\n",
+		"\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n",
+		"\t\t\tmax_mtu:\t\t4096 (5)\n",
+		"\t\t\tactive_mtu:\t\t1024 (3)\n",
+		"\t\t\tlink_layer:\t\tEthernet\n",
+		"\t\t\tmax_msg_sz:\t\t0x800000\n",
+		"\t\t\tgid_tbl_len:\t\t1024\n",
+		"\t\t\tphys_state:\t\tLINK_UP (5)\n",
+		"\t\t\tGID[  0]:\t\tfe80::5054:ff:fe81:b, RoCE v2\n",
+		"\t\t\tGID[  1]:\t\t::ffff:" + n.IPA.String() + ", RoCE v2\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ibv_devinfo -v lacks %q:\n%s", want, out)
+		}
+	}
+	// The rest of the table is the veth's IPv6 addresses; the whole table is the
+	// one `xroce gids` prints.
+	if want := "\t\t\tGID[  2]:\t\t" + n.IP6A.String() + ", RoCE v2\n"; !strings.Contains(out, want) {
+		t.Errorf("ibv_devinfo -v lacks %q:\n%s", want, out)
+	}
+	gids := testnet.Sh(t, "ip", "netns", "exec", n.NsA, bin, "gids", "-d", n.IfA)
+	if m := regexp.MustCompile(`n_gids_found=(\d+)`).FindStringSubmatch(gids); m == nil || strings.Count(out, "\t\t\tGID[") != atoi(m[1]) {
+		t.Errorf("ibv_devinfo -v lists %d GIDs, xroce gids:\n%s", strings.Count(out, "\t\t\tGID["), gids)
+	}
+	out = runVerbs(t, dir, "ibv_devinfo", "-d", name)
+	if !strings.HasPrefix(out, "hca_id:\t"+name+"\n") || !strings.Contains(out, "PORT_ACTIVE (4)") || strings.Contains(out, "GID[") {
+		t.Errorf("ibv_devinfo -d %s:\n%s", name, out)
+	}
+	// status sees the device and its counters' names.
+	st := exec.Command(bin, "daemon", "status", "-a")
+	st.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	so, err := st.CombinedOutput()
+	if err != nil || !strings.Contains(string(so), name+"\tnetdev "+n.IfA) || !strings.Contains(string(so), "retry_exceeded_err") {
+		t.Errorf("daemon status: %v\n%s", err, so)
+	}
+
+	log, err := stop()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 143) {
+		t.Errorf("daemon after SIGTERM: %v\n%s", err, log)
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket %s still there after SIGTERM: %v\n%s", sock, err, log)
+	}
+	if !strings.Contains(log, name+" stopped") {
+		t.Errorf("daemon log:\n%s", log)
+	}
+	// No daemon: the library says what to do, and the list is empty.
+	cmd := exec.Command(bin, "run", "--", "ibv_devices")
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	o, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(o), "no xroce device: no daemon answers in "+dir+"; start one with `xroce daemon -d IFACE`") {
+		t.Errorf("ibv_devices without a daemon:\n%s", o)
+	}
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
