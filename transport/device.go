@@ -120,6 +120,17 @@ func (d *Device) GIDTable() roce.GIDTable { return d.gids }
 // Link returns the device's link.
 func (d *Device) Link() Link { return d.link }
 
+// MaxPathMTU returns the largest path MTU the device's port carries: the IB MTU that
+// fits the link's netdev MTU (roce.MTUFromNetdev, as rdma_rxe's rxe_set_mtu), capped
+// by what the link itself carries (LinkCaps.MaxPathMTU). It is the port's active_mtu.
+func (d *Device) MaxPathMTU() roce.MTU {
+	m := roce.MTUFromNetdev(d.link.MTU())
+	if c := d.link.Caps(); c.MaxPathMTU != 0 {
+		m = roce.MinMTU(m, c.MaxPathMTU)
+	}
+	return m
+}
+
 // Counters returns the device-wide counters.
 func (d *Device) Counters() *Counters { return d.counters }
 

@@ -56,13 +56,7 @@ type engine struct {
 
 func (e *engine) GIDTable() roce.GIDTable { return e.dev.GIDTable() }
 
-func (e *engine) MaxMTU() roce.MTU {
-	m := roce.MTUFromNetdev(e.link.MTU())
-	if c := e.link.Caps(); c.MaxPathMTU != 0 {
-		m = roce.MinMTU(m, c.MaxPathMTU)
-	}
-	return m
-}
+func (e *engine) MaxMTU() roce.MTU { return e.dev.MaxPathMTU() }
 
 func (e *engine) Counters() map[string]uint64 { return e.dev.Counters().Map() }
 

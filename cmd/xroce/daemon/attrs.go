@@ -186,13 +186,7 @@ func (e *EngineSource) PortAttr() PortAttr {
 		a := l.Attrs()
 		up = a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown && a.Flags&net.FlagUp != 0
 	}
-	link := e.Dev.Link()
-	m := roce.MTUFromNetdev(link.MTU())
-	if lim, ok := link.(transport.PathMTULimiter); ok {
-		l, _ := lim.MaxPathMTU()
-		m = roce.MinMTU(m, l)
-	}
-	return RXEPortAttr(up, m, netdevSpeed(e.Iface))
+	return RXEPortAttr(up, e.Dev.MaxPathMTU(), netdevSpeed(e.Iface))
 }
 
 // netdevSpeed reads the netdev's speed in Mb/s from sysfs; 0 when unknown.
