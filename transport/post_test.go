@@ -68,11 +68,7 @@ func within(t *testing.T, what string, limit time.Duration, f func()) {
 // a pass (holding the engine lock), PostSend, PostRecv, Poll and State still return
 // at once; the posted work goes out after the link recovers.
 func TestPostWhileEngineStalled(t *testing.T) {
-	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
-		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
-	la := newStallLink(ea)
-	p := &pair{t: t}
-	a, b := p.newLinkSide(la, ea), p.newRealSide(eb)
+	p, a, b, la := stallPair(t)
 	c := defaults(pairConfig{})
 	p.connect(a, b, c, 100, 200)
 	p.connect(b, a, c, 200, 100)
@@ -137,11 +133,7 @@ func TestPostWhileEngineStalled(t *testing.T) {
 // TestModifyResolvesWithoutEngineLock: while Modify waits for the neighbour of its
 // DGID, the engine keeps making passes.
 func TestModifyResolvesWithoutEngineLock(t *testing.T) {
-	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
-		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
-	la := newStallLink(ea)
-	p := &pair{t: t}
-	a, b := p.newLinkSide(la, ea), p.newRealSide(eb)
+	_, a, b, la := stallPair(t)
 	c := defaults(pairConfig{})
 	must(t, a.qp.Modify(transport.QPAttr{State: transport.QPS_INIT, AccessFlags: c.access},
 		transport.QP_STATE|transport.QP_ACCESS_FLAGS|transport.QP_PKEY_INDEX|transport.QP_PORT))
@@ -172,6 +164,15 @@ func TestModifyResolvesWithoutEngineLock(t *testing.T) {
 	if s := a.qp.State(); s != transport.QPS_RTR {
 		t.Errorf("state %v, want IBV_QPS_RTR", s)
 	}
+}
+
+// stallPair returns two sides on the system clock, A on a stalling link.
+func stallPair(t *testing.T) (*pair, *side, *side, *stallLink) {
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	la := newStallLink(ea)
+	p := &pair{t: t}
+	return p, p.newLinkSide(la, ea), p.newRealSide(eb), la
 }
 
 // newLinkSide is newRealSide on a wrapped link; end is the Pipe end beneath it.

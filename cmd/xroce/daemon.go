@@ -9,14 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/xroce/xroce/cmd/xroce/daemon"
-	"github.com/xroce/xroce/transport"
 )
 
 // runDaemon serves an xroce device on an interface to local processes (the verbs
@@ -57,47 +55,27 @@ func runDaemon(name string, args []string) error {
 	if strings.ContainsAny(*devName, "/\x00") || len(*devName) >= 64 {
 		return fmt.Errorf("--name %q: want a name without '/' of at most 63 bytes", *devName)
 	}
-	link, tap, err := openLink(o)
+	lg := log.New(os.Stderr, "xroce daemon: ", log.LstdFlags)
+	eng, err := startEngine(o, func(err error) { lg.Printf("--pcap: %v", err) })
 	if err != nil {
 		return err
 	}
-	bp := o.busyPoll
-	if bp <= 0 {
-		bp = -1
-	}
-	dev, err := transport.Open(link, transport.Options{BusyPoll: bp})
-	if err != nil {
-		link.Close()
-		return err
-	}
+	dev := eng.dev
 	src, err := daemon.NewEngineSource(*devName, o.dev, dev)
 	if err != nil {
-		link.Close()
+		eng.stop()
 		return err
 	}
-	lg := log.New(os.Stderr, "xroce daemon: ", log.LstdFlags)
 	srv, err := daemon.Listen(src, daemon.Options{Dir: dir, AnyUser: *anyUser, Log: lg})
 	if err != nil {
-		link.Close()
+		eng.stop()
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = dev.Run(ctx)
-	}()
 	// SIGINT and SIGTERM: remove the socket, stop the engine, close the link (the
 	// XDP program goes with it), flush --pcap; handleSignals then exits.
 	stop := atExit(func() {
 		srv.Close()
-		cancel()
-		wg.Wait()
-		link.Close()
-		if tap != nil && tap.Err() != nil {
-			lg.Printf("--pcap: %v", tap.Err())
-		}
+		eng.stop()
 		lg.Printf("%s stopped", *devName)
 	})
 	defer stop()
@@ -106,7 +84,7 @@ func runDaemon(name string, args []string) error {
 		kind = "kernel UDP"
 	}
 	lg.Printf("serving %s on %s (%s link, %d GIDs) at %s", *devName, o.dev, kind, len(dev.GIDTable()), srv.Path())
-	return srv.Serve(ctx)
+	return srv.Serve(context.Background())
 }
 
 // daemonStatus lists the devices in the run directory with their port, clients

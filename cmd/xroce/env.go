@@ -53,6 +53,30 @@ func openEnv(o linkOptions) (*env, error) {
 	if o.dev == "" {
 		return nil, fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
 	}
+	eng, err := startEngine(o, func(err error) { fmt.Fprintf(os.Stderr, "xroce: --pcap: %v\n", err) })
+	if err != nil {
+		return nil, err
+	}
+	link, dev := eng.link, eng.dev
+	gid, err := pickGID(dev.GIDTable(), o.gidIndex, o.dev, o.gidFlag)
+	if err != nil {
+		eng.stop()
+		return nil, err
+	}
+	stop := eng.stop
+	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop), ifname: o.dev}, nil
+}
+
+// runningEngine is a transport.Device on its link with its loop running.
+type runningEngine struct {
+	link transport.Link
+	dev  *transport.Device
+	stop func() // stops the loop and closes the link (and --pcap's recording)
+}
+
+// startEngine opens the link as o says, opens a device on it and runs its loop.
+// pcapErr is told a --pcap recording's error when the engine stops.
+func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 	link, tap, err := openLink(o)
 	if err != nil {
 		return nil, err
@@ -62,11 +86,6 @@ func openEnv(o linkOptions) (*env, error) {
 		bp = -1 // --busy-poll 0: never
 	}
 	dev, err := transport.Open(link, transport.Options{BusyPoll: bp})
-	if err != nil {
-		link.Close()
-		return nil, err
-	}
-	gid, err := pickGID(dev.GIDTable(), o.gidIndex, o.dev, o.gidFlag)
 	if err != nil {
 		link.Close()
 		return nil, err
@@ -83,10 +102,10 @@ func openEnv(o linkOptions) (*env, error) {
 		wg.Wait()
 		link.Close()
 		if tap != nil && tap.Err() != nil {
-			fmt.Fprintf(os.Stderr, "xroce: --pcap: %v\n", tap.Err())
+			pcapErr(tap.Err())
 		}
 	}
-	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop), ifname: o.dev}, nil
+	return &runningEngine{link: link, dev: dev, stop: stop}, nil
 }
 
 // openLink opens the engine's link on o.dev as --link, --xdp-mode and --pcap say.
