@@ -195,5 +195,34 @@ func TestVerbsKill(t *testing.T) {
 		!strings.Contains(cout.String(), "xroce: the daemon at "+p.dirB+"/") {
 		t.Errorf("client after its daemon stopped: %v\n%s", err, cout.String())
 	}
-	_ = wait(t, "server", sdone, sout, 15*time.Second)
+	_, _ = sout, sdone // the server may wait for a receive for ever: the cleanup kills it
+}
+
+// TestVerbsPerftest: Debian's perftest (4.5) ib_write_bw and ib_send_bw with
+// --use_old_post_send between two daemons. (Without the flag perftest finds no
+// ibv_create_qp_ex and also uses ibv_post_send.)
+func TestVerbsPerftest(t *testing.T) {
+	for _, tool := range []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_send_bw"} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Skipf("no %s: apt-get install perftest (.ci/run installs it)", tool)
+		}
+	}
+	p := newVerbsPair(t)
+	for i, tool := range []string{"ib_write_bw", "ib_send_bw"} {
+		args := []string{tool, "-x", "1", "-p", fmt.Sprint(18620 + i), "--use_old_post_send", "-n", "200", "-s", "65536"}
+		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
+		time.Sleep(300 * time.Millisecond)
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
+		cerr := wait(t, tool+" client", cdone, cout, 30*time.Second)
+		serr := wait(t, tool+" server", sdone, sout, 10*time.Second)
+		for side, r := range map[string]struct {
+			err error
+			out string
+		}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
+			if r.err != nil || !regexpMatch(`(?m)^ 65536\s+200\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s*$`, r.out) ||
+				!strings.Contains(r.out, "Device         : xroce0") {
+				t.Errorf("%s %s: %v\n%s", tool, side, r.err, r.out)
+			}
+		}
+	}
 }
