@@ -7,17 +7,20 @@
  * ($XROCE_RUN_DIR/NAME.sock, default /run/xroce; protocol in xroce_proto.h).
  * Structures are those of the installed <infiniband/verbs.h> (rdma-core 44).
  *
- * This increment: device list, open/close, query device (and _ex through
- * verbs_context), port, GID (and _ex, table, type), P_Key. Everything that
- * creates or uses PDs, MRs, CQs, QPs, SRQs, AHs and completion channels fails as
- * verbs says (NULL with errno EOPNOTSUPP, or EOPNOTSUPP returned). Pure helpers
- * (ibv_*_str, rate conversions, fork support, sysfs reads) stay libibverbs's own.
+ * Served: device list, open/close, query device (and _ex through verbs_context),
+ * port, GID (and _ex, table, type), P_Key; PDs, MRs (the registered pages moved
+ * onto a memfd the daemon maps), completion channels, CQs, RC QPs, and posting
+ * and polling through context->ops (interim: one control-socket request per
+ * call). SRQs, AHs, extended (_ex) objects and ibv_wr_* fail as verbs says (NULL
+ * with errno EOPNOTSUPP, or EOPNOTSUPP returned). Pure helpers (ibv_*_str, rate
+ * conversions, fork support, sysfs reads) stay libibverbs's own.
  * docs/verbs-library.md explains the choices.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -26,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -69,6 +74,8 @@ struct xctx {
 	uint32_t seq;
 	pthread_mutex_t lock;
 	struct xdev *xd;
+	pthread_mutex_t objs; /* guards cqs */
+	struct xcq *cqs;      /* this context's CQs, to check completion-channel cookies */
 	struct verbs_context vctx; /* vctx.context is what the application holds */
 };
 
@@ -126,17 +133,26 @@ static int xconnect(const char *path)
 }
 
 /*
- * xcall sends one request and reads its reply into out, which must be exactly
- * outlen bytes (out may be NULL when outlen is 0). It returns 0 or an errno value:
- * the daemon's status, or ETIMEDOUT / ENODEV / EPROTO for a daemon that does not
- * answer, went away, or answered nonsense (each also printed, naming the socket).
+ * xcall_ex sends one request, with the descriptor sendfd (SCM_RIGHTS) when it is
+ * not -1, and reads its reply body into out (at most outmax bytes; *outlen gets
+ * the length, or it must be exactly outmax when outlen is NULL). It returns 0 or
+ * an errno value: the daemon's status, or ETIMEDOUT / ENODEV / EPROTO for a daemon
+ * that does not answer, went away, or answered nonsense (each also printed,
+ * naming the socket).
  */
-static int xcall(int fd, uint32_t *seqp, const char *path, uint16_t op,
-		 const void *req, size_t reqlen, void *out, size_t outlen)
+static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const void *req, size_t reqlen,
+		    int sendfd, void *out, size_t outmax, size_t *outlen)
 {
 	unsigned char msg[XROCE_MAX_MESSAGE + 1];
 	struct xroce_hdr h = { .op = op, .len = (uint16_t)reqlen, .seq = ++*seqp };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int32_t status;
+	size_t blen;
 	ssize_t n;
 
 	if (reqlen > XROCE_MAX_MESSAGE - XROCE_HDR_SIZE)
@@ -144,8 +160,22 @@ static int xcall(int fd, uint32_t *seqp, const char *path, uint16_t op,
 	memcpy(msg, &h, sizeof(h));
 	if (reqlen)
 		memcpy(msg + sizeof(h), req, reqlen);
+	iov.iov_base = msg;
+	iov.iov_len = sizeof(h) + reqlen;
+	if (sendfd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof(cm.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &sendfd, sizeof(int));
+	}
 	do
-		n = send(fd, msg, sizeof(h) + reqlen, MSG_NOSIGNAL);
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n < 0) {
 		warnx("the daemon at %s went away (%s): restart it with `xroce daemon -d IFACE`", path, strerror(errno));
@@ -171,18 +201,30 @@ static int xcall(int fd, uint32_t *seqp, const char *path, uint16_t op,
 	}
 	memcpy(&status, msg + sizeof(h), 4);
 	if (status != 0) {
-		if (status != ENODATA && status != EINVAL)
+		/* Expected answers (an empty GID slot, a bad argument, a busy object) are
+		 * the caller's to report; XROCE_DEBUG prints the daemon's reason for them. */
+		if ((status != ENODATA && status != EINVAL && status != EBUSY) || getenv("XROCE_DEBUG"))
 			warnx("%s: %.*s", path, (int)(n - sizeof(h) - 4), (const char *)msg + sizeof(h) + 4);
 		return status > 0 ? status : EPROTO;
 	}
-	if ((size_t)(n - sizeof(h) - 4) != outlen) {
-		warnx("the daemon at %s sent a %zd-byte reply to op %u, want %zu: are the library and daemon from one build?",
-		      path, n - sizeof(h) - 4, op, outlen);
+	blen = n - sizeof(h) - 4;
+	if (outlen ? blen > outmax : blen != outmax) {
+		warnx("the daemon at %s sent a %zu-byte reply to op %u, want %s%zu: are the library and daemon from one build?",
+		      path, blen, op, outlen ? "at most " : "", outmax);
 		return EPROTO;
 	}
+	if (blen)
+		memcpy(out, msg + sizeof(h) + 4, blen);
 	if (outlen)
-		memcpy(out, msg + sizeof(h) + 4, outlen);
+		*outlen = blen;
 	return 0;
+}
+
+/* xcall is xcall_ex without a descriptor, for a reply of exactly outlen bytes. */
+static int xcall(int fd, uint32_t *seqp, const char *path, uint16_t op,
+		 const void *req, size_t reqlen, void *out, size_t outlen)
+{
+	return xcall_ex(fd, seqp, path, op, req, reqlen, -1, out, outlen, NULL);
 }
 
 static struct xctx *to_xctx(struct ibv_context *ctx)
@@ -208,6 +250,17 @@ static int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen
 
 	pthread_mutex_lock(&xc->lock);
 	ret = xcall(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, out, outlen);
+	pthread_mutex_unlock(&xc->lock);
+	return ret;
+}
+
+static int ctx_call_ex(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, int sendfd,
+		       void *out, size_t outmax, size_t *outlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&xc->lock);
+	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, sendfd, out, outmax, outlen);
 	pthread_mutex_unlock(&xc->lock);
 	return ret;
 }
@@ -345,31 +398,12 @@ static int xq_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *
 static int xq_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *input,
 			struct ibv_device_attr_ex *attr, size_t attr_size);
 
-/* The data path of contexts without QPs or CQs: nothing can reach these yet. */
-static int no_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
-{
-	(void)cq, (void)n, (void)wc;
-	return -EOPNOTSUPP;
-}
-static int no_req_notify_cq(struct ibv_cq *cq, int solicited)
-{
-	(void)cq, (void)solicited;
-	return EOPNOTSUPP;
-}
-static int no_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-	(void)qp;
-	if (bad)
-		*bad = wr;
-	return EOPNOTSUPP;
-}
-static int no_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	(void)qp;
-	if (bad)
-		*bad = wr;
-	return EOPNOTSUPP;
-}
+static int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+static int x_req_notify_cq(struct ibv_cq *cq, int solicited);
+static int x_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+static int x_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* No SRQs and no memory windows: nothing can reach these. */
 static int no_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	(void)srq;
@@ -415,6 +449,7 @@ XROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	xc->magic = XCTX_MAGIC;
 	xc->xd = xd;
 	pthread_mutex_init(&xc->lock, NULL);
+	pthread_mutex_init(&xc->objs, NULL);
 	xc->fd = xconnect(xd->path);
 	if (xc->fd < 0) {
 		warnx("no xroce daemon at %s (%s): start one with `xroce daemon -d IFACE --name %s`", xd->path, strerror(errno), xd->dev.name);
@@ -444,10 +479,10 @@ XROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->num_comp_vectors = 1;
 	pthread_mutex_init(&ctx->mutex, NULL);
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
-	ctx->ops.poll_cq = no_poll_cq;
-	ctx->ops.req_notify_cq = no_req_notify_cq;
-	ctx->ops.post_send = no_post_send;
-	ctx->ops.post_recv = no_post_recv;
+	ctx->ops.poll_cq = x_poll_cq;
+	ctx->ops.req_notify_cq = x_req_notify_cq;
+	ctx->ops.post_send = x_post_send;
+	ctx->ops.post_recv = x_post_recv;
 	ctx->ops.post_srq_recv = no_post_srq_recv;
 	ctx->ops.alloc_mw = no_alloc_mw;
 	ctx->ops.bind_mw = no_bind_mw;
@@ -471,6 +506,7 @@ XROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	close(context->async_fd);
 	pthread_mutex_destroy(&context->mutex);
 	pthread_mutex_destroy(&xc->lock);
+	pthread_mutex_destroy(&xc->objs);
 	free(xc);
 	return 0;
 }
@@ -801,7 +837,843 @@ XROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 	(void)event;
 }
 
-/* ---- not yet: every verb that makes or uses PDs, MRs, CQs, QPs, SRQs, AHs ------ */
+/* ---- the data path: PD, MR, completion channels, CQ, QP, post and poll ---------
+ *
+ * Every object is the daemon's, owned by this context's session and named by the
+ * handle it returned (kept in the verbs struct's handle field). Interim design:
+ * each post and each poll is one request on the control socket (a system call
+ * and a daemon round trip per call); docs/verbs-library.md §6 has the rings that
+ * replace it.
+ */
+
+struct xcq {
+	struct ibv_cq cq; /* first: the ibv_cq pointer is the xcq pointer */
+	struct xcq *next;
+};
+
+struct xchan {
+	struct ibv_comp_channel ch;
+	uint32_t h;
+};
+
+struct xqp {
+	struct ibv_qp qp;
+	struct ibv_qp_cap cap;
+	int sq_sig_all;
+};
+
+/* A seg is a page range of this process moved onto a memfd for registration.
+ * Regions on the same pages share it; refs counts them. */
+struct seg {
+	uintptr_t start, len;
+	int fd;
+	int refs;
+	struct seg *next;
+};
+
+struct xmr {
+	struct ibv_mr mr;
+	struct seg *seg;
+};
+
+static pthread_mutex_t segs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seg *segs;
+
+static struct xctx *ctx_of(struct ibv_context *c)
+{
+	return to_xctx(c);
+}
+
+XROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
+{
+	struct xctx *xc = ctx_of(context);
+	struct xroce_handle r;
+	struct ibv_pd *pd;
+	int ret;
+
+	if (!xc) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ctx_call(xc, XROCE_OP_ALLOC_PD, NULL, 0, &r, sizeof(r));
+	if (ret) {
+		free(pd);
+		errno = ret;
+		return NULL;
+	}
+	pd->context = context;
+	pd->handle = r.handle;
+	return pd;
+}
+
+XROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	struct xroce_handle req;
+	struct xctx *xc;
+	int ret;
+
+	if (!pd || !(xc = ctx_of(pd->context)))
+		return EINVAL;
+	req.handle = pd->handle;
+	ret = ctx_call(xc, XROCE_OP_DEALLOC_PD, &req, sizeof(req), NULL, 0);
+	if (ret)
+		return ret;
+	free(pd);
+	return 0;
+}
+
+/* copy_in copies len bytes at src (this process's memory) to dst, failing with
+ * EFAULT instead of crashing when src is not readable. */
+static int copy_in(void *dst, const void *src, size_t len)
+{
+	struct iovec l = { .iov_base = dst, .iov_len = len };
+	struct iovec r = { .iov_base = (void *)src, .iov_len = len };
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+
+	if (n == (ssize_t)len)
+		return 0;
+	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+		memcpy(dst, src, len); /* no process_vm_readv: plain copy */
+		return 0;
+	}
+	return EFAULT;
+}
+
+/*
+ * seg_get returns the memfd segment holding the pages [s, e), moving them onto a
+ * new one when no segment holds them: a sealed memfd gets the pages' contents and
+ * is mapped MAP_SHARED|MAP_FIXED over them, so the application keeps its data at
+ * its addresses and the daemon can map the same pages. Pages that partly overlap
+ * an existing segment are refused (EINVAL): a region must lie on pages no other
+ * region uses, or entirely on the pages of one earlier registration.
+ */
+static struct seg *seg_get(uintptr_t s, uintptr_t e, int *err)
+{
+	struct seg *g;
+	void *tmp, *p;
+	size_t len = e - s;
+	int fd;
+
+	pthread_mutex_lock(&segs_lock);
+	for (g = segs; g; g = g->next)
+		if (s >= g->start && e <= g->start + g->len) {
+			g->refs++;
+			pthread_mutex_unlock(&segs_lock);
+			return g;
+		}
+	for (g = segs; g; g = g->next)
+		if (s < g->start + g->len && g->start < e) {
+			pthread_mutex_unlock(&segs_lock);
+			warnx("ibv_reg_mr: the pages [%#lx, %#lx) partly overlap those of another region [%#lx, %#lx): "
+			      "xroce registers a region on pages no other region uses, or within one earlier region's pages",
+			      (unsigned long)s, (unsigned long)e, (unsigned long)g->start, (unsigned long)(g->start + g->len));
+			*err = EINVAL;
+			return NULL;
+		}
+	g = calloc(1, sizeof(*g));
+	fd = memfd_create("xroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (!g || fd < 0 || ftruncate(fd, len) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		*err = g ? errno : ENOMEM;
+		goto fail;
+	}
+	tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (tmp == MAP_FAILED) {
+		*err = errno;
+		goto fail;
+	}
+	if ((*err = copy_in(tmp, (void *)s, len))) {
+		munmap(tmp, len);
+		goto fail;
+	}
+	p = mmap((void *)s, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	munmap(tmp, len);
+	if (p == MAP_FAILED) {
+		*err = errno;
+		goto fail;
+	}
+	g->start = s;
+	g->len = len;
+	g->fd = fd;
+	g->refs = 1;
+	g->next = segs;
+	segs = g;
+	pthread_mutex_unlock(&segs_lock);
+	return g;
+fail:
+	pthread_mutex_unlock(&segs_lock);
+	if (fd >= 0)
+		close(fd);
+	free(g);
+	return NULL;
+}
+
+/* seg_put drops a region's reference; the last one forgets the segment (the pages
+ * stay the application's, backed by the memfd until it unmaps them). */
+static void seg_put(struct seg *g)
+{
+	struct seg **pp;
+
+	pthread_mutex_lock(&segs_lock);
+	if (--g->refs == 0) {
+		for (pp = &segs; *pp; pp = &(*pp)->next)
+			if (*pp == g) {
+				*pp = g->next;
+				break;
+			}
+		close(g->fd);
+		free(g);
+	}
+	pthread_mutex_unlock(&segs_lock);
+}
+
+static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access)
+{
+	struct xroce_reg_mr_req req = {};
+	struct xroce_reg_mr_reply r;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), s, e;
+	struct xctx *xc;
+	struct xmr *m;
+	int ret = 0;
+
+	if (!pd || !(xc = ctx_of(pd->context)) || !addr || !length || (uintptr_t)addr + length < (uintptr_t)addr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	s = (uintptr_t)addr & ~(page - 1);
+	e = ((uintptr_t)addr + length + page - 1) & ~(page - 1);
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	m->seg = seg_get(s, e, &ret);
+	if (!m->seg) {
+		free(m);
+		errno = ret;
+		return NULL;
+	}
+	req.pd = pd->handle;
+	req.access = access;
+	req.addr = (uintptr_t)addr;
+	req.length = length;
+	req.iova = iova;
+	req.map_addr = s;
+	req.map_len = e - s;
+	req.fd_off = s - m->seg->start;
+	ret = ctx_call_ex(xc, XROCE_OP_REG_MR, &req, sizeof(req), m->seg->fd, &r, sizeof(r), NULL);
+	if (ret) {
+		seg_put(m->seg);
+		free(m);
+		errno = ret;
+		return NULL;
+	}
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = length;
+	m->mr.handle = r.handle;
+	m->mr.lkey = r.lkey;
+	m->mr.rkey = r.rkey;
+	return &m->mr;
+}
+
+XROCE_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return reg_mr(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
+}
+
+XROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, int access)
+{
+	return reg_mr(pd, addr, length, iova, (unsigned int)access);
+}
+
+XROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+					     unsigned int access)
+{
+	return reg_mr(pd, addr, length, iova, access);
+}
+
+XROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	struct xmr *m = (struct xmr *)mr;
+	struct xroce_handle req;
+	struct xctx *xc;
+	int ret;
+
+	if (!mr || !(xc = ctx_of(mr->context)))
+		return EINVAL;
+	req.handle = mr->handle;
+	ret = ctx_call(xc, XROCE_OP_DEREG_MR, &req, sizeof(req), NULL, 0);
+	if (ret && ret != ENODEV)
+		return ret;
+	seg_put(m->seg);
+	free(m);
+	return 0;
+}
+
+/* A completion channel is a SOCK_SEQPACKET socketpair: the daemon holds one end
+ * and writes an armed CQ's cookie on it; channel->fd is the other (pollable). */
+XROCE_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
+{
+	struct xctx *xc = ctx_of(context);
+	struct xroce_handle r;
+	struct xchan *c;
+	int sv[2], ret;
+
+	if (!xc) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		ret = errno;
+		free(c);
+		errno = ret;
+		return NULL;
+	}
+	ret = ctx_call_ex(xc, XROCE_OP_CREATE_CHANNEL, NULL, 0, sv[1], &r, sizeof(r), NULL);
+	close(sv[1]);
+	if (ret) {
+		close(sv[0]);
+		free(c);
+		errno = ret;
+		return NULL;
+	}
+	c->ch.context = context;
+	c->ch.fd = sv[0];
+	c->h = r.handle;
+	return &c->ch;
+}
+
+XROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct xchan *c = (struct xchan *)channel;
+	struct xroce_handle req;
+	struct xctx *xc;
+	int ret;
+
+	if (!channel || !(xc = ctx_of(channel->context)))
+		return EINVAL;
+	if (channel->refcnt)
+		return EBUSY;
+	req.handle = c->h;
+	ret = ctx_call(xc, XROCE_OP_DESTROY_CHANNEL, &req, sizeof(req), NULL, 0);
+	if (ret && ret != ENODEV)
+		return ret;
+	close(channel->fd);
+	free(c);
+	return 0;
+}
+
+XROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+					  struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct xctx *xc = ctx_of(context);
+	struct xroce_create_cq_req req = {};
+	struct xroce_create_cq_reply r;
+	struct xcq *q;
+	int ret;
+
+	if (!xc || cqe < 1 || comp_vector != 0 || (channel && channel->context != context)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	req.cqe = (uint32_t)cqe;
+	req.channel = channel ? ((struct xchan *)channel)->h : 0;
+	req.cookie = (uintptr_t)q;
+	ret = ctx_call(xc, XROCE_OP_CREATE_CQ, &req, sizeof(req), &r, sizeof(r));
+	if (ret) {
+		free(q);
+		errno = ret;
+		return NULL;
+	}
+	q->cq.context = context;
+	q->cq.channel = channel;
+	q->cq.cq_context = cq_context;
+	q->cq.handle = r.handle;
+	q->cq.cqe = (int)r.cqe;
+	pthread_mutex_init(&q->cq.mutex, NULL);
+	pthread_cond_init(&q->cq.cond, NULL);
+	pthread_mutex_lock(&xc->objs);
+	q->next = xc->cqs;
+	xc->cqs = q;
+	if (channel)
+		channel->refcnt++;
+	pthread_mutex_unlock(&xc->objs);
+	return &q->cq;
+}
+
+XROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
+{
+	struct xcq *q = (struct xcq *)cq, **pp;
+	struct xroce_handle req;
+	struct xctx *xc;
+	int ret;
+
+	if (!cq || !(xc = ctx_of(cq->context)))
+		return EINVAL;
+	req.handle = cq->handle;
+	ret = ctx_call(xc, XROCE_OP_DESTROY_CQ, &req, sizeof(req), NULL, 0);
+	if (ret && ret != ENODEV)
+		return ret;
+	pthread_mutex_lock(&xc->objs);
+	for (pp = &xc->cqs; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	if (cq->channel)
+		cq->channel->refcnt--;
+	pthread_mutex_unlock(&xc->objs);
+	pthread_mutex_destroy(&cq->mutex);
+	pthread_cond_destroy(&cq->cond);
+	free(q);
+	return 0;
+}
+
+/* ibv_get_cq_event reads one event from the channel: the cookie of a CQ of this
+ * context (events of a CQ destroyed meanwhile are skipped). */
+XROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
+{
+	struct xroce_event ev;
+	struct xctx *xc;
+	struct xcq *q;
+	ssize_t n;
+
+	if (!channel || !cq || !cq_context || !(xc = ctx_of(channel->context))) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (;;) {
+		do
+			n = read(channel->fd, &ev, sizeof(ev));
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			warnx("the daemon at %s closed the completion channel: restart it with `xroce daemon -d IFACE`", xc->xd->path);
+			errno = ENODEV;
+			return -1;
+		}
+		if (n != sizeof(ev))
+			continue;
+		pthread_mutex_lock(&xc->objs);
+		for (q = xc->cqs; q && (uintptr_t)q != ev.cookie; q = q->next)
+			;
+		if (q && q->cq.channel == channel) {
+			*cq = &q->cq;
+			*cq_context = q->cq.cq_context;
+			pthread_mutex_unlock(&xc->objs);
+			return 0;
+		}
+		pthread_mutex_unlock(&xc->objs);
+	}
+}
+
+XROCE_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	if (!cq)
+		return;
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+static int x_req_notify_cq(struct ibv_cq *cq, int solicited)
+{
+	struct xroce_notify_req req = { .cq = cq->handle, .solicited_only = solicited != 0 };
+	struct xctx *xc = ctx_of(cq->context);
+
+	if (!xc)
+		return EINVAL;
+	return ctx_call(xc, XROCE_OP_REQ_NOTIFY_CQ, &req, sizeof(req), NULL, 0);
+}
+
+static int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	unsigned char buf[4 + XROCE_MAX_POLL * sizeof(struct xroce_wc)];
+	struct xroce_poll_req req;
+	struct xctx *xc = ctx_of(cq->context);
+	uint32_t got, i;
+	size_t len;
+	int ret;
+
+	if (!xc || n < 0)
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	req.cq = cq->handle;
+	req.max = n < XROCE_MAX_POLL ? (uint32_t)n : XROCE_MAX_POLL;
+	ret = ctx_call_ex(xc, XROCE_OP_POLL_CQ, &req, sizeof(req), -1, buf, sizeof(buf), &len);
+	if (ret)
+		return -ret;
+	memcpy(&got, buf, 4);
+	if (len < 4 || got > req.max || len != 4 + got * sizeof(struct xroce_wc))
+		return -EPROTO;
+	for (i = 0; i < got; i++) {
+		struct xroce_wc w;
+
+		memcpy(&w, buf + 4 + i * sizeof(w), sizeof(w));
+		memset(&wc[i], 0, sizeof(wc[i]));
+		wc[i].wr_id = w.wr_id;
+		wc[i].status = (enum ibv_wc_status)w.status;
+		wc[i].opcode = (enum ibv_wc_opcode)w.opcode;
+		wc[i].byte_len = w.byte_len;
+		wc[i].imm_data = htobe32(w.imm_data);
+		wc[i].qp_num = w.qp_num;
+		wc[i].wc_flags = w.wc_flags;
+	}
+	return (int)got;
+}
+
+XROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct xroce_create_qp_req req = {};
+	struct xroce_create_qp_reply r;
+	struct xctx *xc;
+	struct xqp *q;
+	int ret;
+
+	if (!pd || !attr || !(xc = ctx_of(pd->context)) || !attr->send_cq || !attr->recv_cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->srq || attr->qp_type != IBV_QPT_RC) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	req.pd = pd->handle;
+	req.send_cq = attr->send_cq->handle;
+	req.recv_cq = attr->recv_cq->handle;
+	req.qp_type = attr->qp_type;
+	req.sq_sig_all = attr->sq_sig_all != 0;
+	req.max_send_wr = attr->cap.max_send_wr;
+	req.max_recv_wr = attr->cap.max_recv_wr;
+	req.max_send_sge = attr->cap.max_send_sge;
+	req.max_recv_sge = attr->cap.max_recv_sge;
+	req.max_inline = attr->cap.max_inline_data;
+	ret = ctx_call(xc, XROCE_OP_CREATE_QP, &req, sizeof(req), &r, sizeof(r));
+	if (ret) {
+		free(q);
+		errno = ret;
+		return NULL;
+	}
+	q->cap.max_send_wr = r.max_send_wr;
+	q->cap.max_recv_wr = r.max_recv_wr;
+	q->cap.max_send_sge = r.max_send_sge;
+	q->cap.max_recv_sge = r.max_recv_sge;
+	q->cap.max_inline_data = r.max_inline;
+	q->sq_sig_all = attr->sq_sig_all;
+	attr->cap = q->cap; /* as providers do: the capabilities granted */
+	q->qp.context = pd->context;
+	q->qp.qp_context = attr->qp_context;
+	q->qp.pd = pd;
+	q->qp.send_cq = attr->send_cq;
+	q->qp.recv_cq = attr->recv_cq;
+	q->qp.handle = r.handle;
+	q->qp.qp_num = r.qpn;
+	q->qp.state = IBV_QPS_RESET;
+	q->qp.qp_type = IBV_QPT_RC;
+	pthread_mutex_init(&q->qp.mutex, NULL);
+	pthread_cond_init(&q->qp.cond, NULL);
+	return &q->qp;
+}
+
+XROCE_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	struct xroce_qp_attr m = {};
+	struct xctx *xc;
+	int ret;
+
+	if (!qp || !attr || !(xc = ctx_of(qp->context)))
+		return EINVAL;
+	m.qp = qp->handle;
+	m.mask = (uint32_t)mask;
+	m.state = attr->qp_state;
+	if ((mask & IBV_QP_CUR_STATE) && !(mask & IBV_QP_STATE))
+		m.state = attr->cur_qp_state;
+	m.path_mtu = attr->path_mtu;
+	m.dest_qpn = attr->dest_qp_num;
+	m.rq_psn = attr->rq_psn;
+	m.sq_psn = attr->sq_psn;
+	m.access_flags = attr->qp_access_flags;
+	memcpy(m.dgid, attr->ah_attr.grh.dgid.raw, 16);
+	m.flow_label = attr->ah_attr.grh.flow_label;
+	m.sgid_index = attr->ah_attr.grh.sgid_index;
+	m.hop_limit = attr->ah_attr.grh.hop_limit;
+	m.traffic_class = attr->ah_attr.grh.traffic_class;
+	m.is_global = attr->ah_attr.is_global;
+	m.max_rd_atomic = attr->max_rd_atomic;
+	m.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	m.min_rnr_timer = attr->min_rnr_timer;
+	m.timeout = attr->timeout;
+	m.retry_cnt = attr->retry_cnt;
+	m.rnr_retry = attr->rnr_retry;
+	m.port_num = attr->port_num;
+	m.pkey_index = attr->pkey_index;
+	ret = ctx_call(xc, XROCE_OP_MODIFY_QP, &m, sizeof(m), NULL, 0);
+	if (ret)
+		return ret;
+	if (mask & IBV_QP_STATE)
+		qp->state = attr->qp_state;
+	return 0;
+}
+
+XROCE_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
+{
+	struct xqp *q = (struct xqp *)qp;
+	struct xroce_handle req;
+	struct xroce_qp_attr m;
+	struct xctx *xc;
+	int ret;
+
+	(void)mask; /* everything is returned, as providers do */
+	if (!qp || !attr || !init || !(xc = ctx_of(qp->context)))
+		return EINVAL;
+	req.handle = qp->handle;
+	ret = ctx_call(xc, XROCE_OP_QUERY_QP, &req, sizeof(req), &m, sizeof(m));
+	if (ret)
+		return ret;
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = attr->cur_qp_state = (enum ibv_qp_state)m.state;
+	attr->path_mtu = (enum ibv_mtu)m.path_mtu;
+	attr->path_mig_state = IBV_MIG_MIGRATED;
+	attr->qp_access_flags = m.access_flags;
+	attr->dest_qp_num = m.dest_qpn;
+	attr->rq_psn = m.rq_psn;
+	attr->sq_psn = m.sq_psn;
+	attr->cap = q->cap;
+	memcpy(attr->ah_attr.grh.dgid.raw, m.dgid, 16);
+	attr->ah_attr.grh.flow_label = m.flow_label;
+	attr->ah_attr.grh.sgid_index = m.sgid_index;
+	attr->ah_attr.grh.hop_limit = m.hop_limit;
+	attr->ah_attr.grh.traffic_class = m.traffic_class;
+	attr->ah_attr.is_global = m.is_global;
+	attr->ah_attr.port_num = 1;
+	attr->max_rd_atomic = m.max_rd_atomic;
+	attr->max_dest_rd_atomic = m.max_dest_rd_atomic;
+	attr->min_rnr_timer = m.min_rnr_timer;
+	attr->timeout = m.timeout;
+	attr->retry_cnt = m.retry_cnt;
+	attr->rnr_retry = m.rnr_retry;
+	attr->port_num = 1;
+	qp->state = attr->qp_state;
+	memset(init, 0, sizeof(*init));
+	init->qp_context = qp->qp_context;
+	init->send_cq = qp->send_cq;
+	init->recv_cq = qp->recv_cq;
+	init->cap = q->cap;
+	init->qp_type = IBV_QPT_RC;
+	init->sq_sig_all = q->sq_sig_all;
+	return 0;
+}
+
+XROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	struct xroce_handle req;
+	struct xctx *xc;
+	int ret;
+
+	if (!qp || !(xc = ctx_of(qp->context)))
+		return EINVAL;
+	req.handle = qp->handle;
+	ret = ctx_call(xc, XROCE_OP_DESTROY_QP, &req, sizeof(req), NULL, 0);
+	if (ret && ret != ENODEV)
+		return ret;
+	pthread_mutex_destroy(&qp->mutex);
+	pthread_cond_destroy(&qp->cond);
+	free(qp);
+	return 0;
+}
+
+/* post_flush sends the batch in buf (n WRs starting at first) and returns 0, or
+ * the errno of the WR it stopped at, whose index it stores in *failed. */
+static int post_flush(struct xctx *xc, uint16_t op, unsigned char *buf, size_t len, uint32_t n, uint32_t *failed)
+{
+	struct xroce_post_reply r;
+	int ret;
+
+	memcpy(buf + offsetof(struct xroce_post_hdr, n), &n, 4);
+	ret = ctx_call(xc, op, buf, len, &r, sizeof(r));
+	if (ret) {
+		*failed = 0;
+		return ret;
+	}
+	if (r.posted < n) {
+		*failed = r.posted;
+		return r.errno_ > 0 ? r.errno_ : EINVAL;
+	}
+	return 0;
+}
+
+static int inline_op(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+static int x_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	unsigned char buf[XROCE_MAX_MESSAGE - XROCE_HDR_SIZE];
+	struct xroce_post_hdr h = { .qp = qp->handle };
+	struct xctx *xc = ctx_of(qp->context);
+	struct ibv_send_wr *first = wr, *w;
+	size_t len = sizeof(h);
+	uint32_t n = 0, failed;
+	int i, ret;
+
+	if (!xc) {
+		*bad = wr;
+		return EINVAL;
+	}
+	memcpy(buf, &h, sizeof(h));
+	for (w = wr; w; w = w->next) {
+		struct xroce_send_wr m = {};
+		int inl = (w->send_flags & IBV_SEND_INLINE) && inline_op(w->opcode);
+		size_t need = sizeof(m), total = 0;
+
+		if (w->num_sge < 0 || w->num_sge > 32) {
+			*bad = w;
+			return EINVAL;
+		}
+		for (i = 0; i < w->num_sge; i++)
+			total += w->sg_list[i].length;
+		if (inl && total > ((struct xqp *)qp)->cap.max_inline_data) {
+			*bad = w;
+			return EINVAL;
+		}
+		need += inl ? total : (size_t)w->num_sge * sizeof(struct xroce_sge);
+		if (len + need > sizeof(buf)) {
+			if ((ret = post_flush(xc, XROCE_OP_POST_SEND, buf, len, n, &failed))) {
+				for (*bad = first; failed--;)
+					*bad = (*bad)->next;
+				return ret;
+			}
+			first = w;
+			len = sizeof(h);
+			n = 0;
+		}
+		m.wr_id = w->wr_id;
+		m.opcode = w->opcode;
+		m.flags = w->send_flags;
+		m.imm_data = be32toh(w->imm_data);
+		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			m.remote_addr = w->wr.atomic.remote_addr;
+			m.rkey = w->wr.atomic.rkey;
+			m.compare_add = w->wr.atomic.compare_add;
+			m.swap = w->wr.atomic.swap;
+		} else {
+			m.remote_addr = w->wr.rdma.remote_addr;
+			m.rkey = w->wr.rdma.rkey;
+		}
+		if (inl) {
+			m.inline_len = (uint32_t)total;
+			memcpy(buf + len, &m, sizeof(m));
+			len += sizeof(m);
+			for (i = 0; i < w->num_sge; i++) {
+				if (copy_in(buf + len, (void *)(uintptr_t)w->sg_list[i].addr, w->sg_list[i].length)) {
+					*bad = w;
+					return EFAULT;
+				}
+				len += w->sg_list[i].length;
+			}
+		} else {
+			m.num_sge = (uint32_t)w->num_sge;
+			memcpy(buf + len, &m, sizeof(m));
+			len += sizeof(m);
+			for (i = 0; i < w->num_sge; i++) {
+				struct xroce_sge e = { .addr = w->sg_list[i].addr, .length = w->sg_list[i].length, .lkey = w->sg_list[i].lkey };
+
+				memcpy(buf + len, &e, sizeof(e));
+				len += sizeof(e);
+			}
+		}
+		n++;
+	}
+	if (n && (ret = post_flush(xc, XROCE_OP_POST_SEND, buf, len, n, &failed))) {
+		for (*bad = first; failed--;)
+			*bad = (*bad)->next;
+		return ret;
+	}
+	return 0;
+}
+
+static int x_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	unsigned char buf[XROCE_MAX_MESSAGE - XROCE_HDR_SIZE];
+	struct xroce_post_hdr h = { .qp = qp->handle };
+	struct xctx *xc = ctx_of(qp->context);
+	struct ibv_recv_wr *first = wr, *w;
+	size_t len = sizeof(h);
+	uint32_t n = 0, failed;
+	int i, ret;
+
+	if (!xc) {
+		*bad = wr;
+		return EINVAL;
+	}
+	memcpy(buf, &h, sizeof(h));
+	for (w = wr; w; w = w->next) {
+		struct xroce_recv_wr m = { .wr_id = w->wr_id };
+
+		if (w->num_sge < 0 || w->num_sge > 32) {
+			*bad = w;
+			return EINVAL;
+		}
+		if (len + sizeof(m) + (size_t)w->num_sge * sizeof(struct xroce_sge) > sizeof(buf)) {
+			if ((ret = post_flush(xc, XROCE_OP_POST_RECV, buf, len, n, &failed))) {
+				for (*bad = first; failed--;)
+					*bad = (*bad)->next;
+				return ret;
+			}
+			first = w;
+			len = sizeof(h);
+			n = 0;
+		}
+		m.num_sge = (uint32_t)w->num_sge;
+		memcpy(buf + len, &m, sizeof(m));
+		len += sizeof(m);
+		for (i = 0; i < w->num_sge; i++) {
+			struct xroce_sge e = { .addr = w->sg_list[i].addr, .length = w->sg_list[i].length, .lkey = w->sg_list[i].lkey };
+
+			memcpy(buf + len, &e, sizeof(e));
+			len += sizeof(e);
+		}
+		n++;
+	}
+	if (n && (ret = post_flush(xc, XROCE_OP_POST_RECV, buf, len, n, &failed))) {
+		for (*bad = first; failed--;)
+			*bad = (*bad)->next;
+		return ret;
+	}
+	return 0;
+}
+
+/* ---- not supported: SRQs, AHs (UD), extended QPs, imports, multicast ---------- */
 
 #define FAIL_PTR(ret, name, ...)                        \
 	XROCE_EXPORT ret name(__VA_ARGS__)              \
@@ -823,28 +1695,13 @@ XROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-FAIL_PTR(struct ibv_pd *, ibv_alloc_pd, struct ibv_context *context)
-FAIL_INT(ibv_dealloc_pd, struct ibv_pd *pd)
-FAIL_PTR(struct ibv_mr *, ibv_reg_mr, struct ibv_pd *pd, void *addr, size_t length, int access)
-FAIL_PTR(struct ibv_mr *, ibv_reg_mr_iova, struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, int access)
-FAIL_PTR(struct ibv_mr *, ibv_reg_mr_iova2, struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access)
 FAIL_PTR(struct ibv_mr *, ibv_reg_dmabuf_mr, struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
 FAIL_INT(ibv_rereg_mr, struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
-FAIL_INT(ibv_dereg_mr, struct ibv_mr *mr)
-FAIL_PTR(struct ibv_comp_channel *, ibv_create_comp_channel, struct ibv_context *context)
-FAIL_INT(ibv_destroy_comp_channel, struct ibv_comp_channel *channel)
-FAIL_PTR(struct ibv_cq *, ibv_create_cq, struct ibv_context *context, int cqe, void *cq_context, struct ibv_comp_channel *channel, int comp_vector)
 FAIL_INT(ibv_resize_cq, struct ibv_cq *cq, int cqe)
-FAIL_INT(ibv_destroy_cq, struct ibv_cq *cq)
-FAIL_NEG(ibv_get_cq_event, struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
 FAIL_PTR(struct ibv_srq *, ibv_create_srq, struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)
 FAIL_INT(ibv_modify_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask)
 FAIL_INT(ibv_query_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 FAIL_INT(ibv_destroy_srq, struct ibv_srq *srq)
-FAIL_PTR(struct ibv_qp *, ibv_create_qp, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
-FAIL_INT(ibv_query_qp, struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr)
-FAIL_INT(ibv_modify_qp, struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
-FAIL_INT(ibv_destroy_qp, struct ibv_qp *qp)
 FAIL_PTR(struct ibv_qp_ex *, ibv_qp_to_qp_ex, struct ibv_qp *qp)
 FAIL_INT(ibv_query_qp_data_in_order, struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 FAIL_INT(ibv_query_ece, struct ibv_qp *qp, struct ibv_ece *ece)
@@ -862,11 +1719,7 @@ FAIL_PTR(struct ibv_mr *, ibv_import_mr, struct ibv_pd *pd, uint32_t mr_handle)
 FAIL_PTR(struct ibv_dm *, ibv_import_dm, struct ibv_context *context, uint32_t dm_handle)
 #pragma GCC diagnostic pop
 
-/* Teardown of objects that cannot exist yet does nothing. */
-XROCE_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
-{
-	(void)cq, (void)nevents;
-}
+/* Teardown of objects that cannot exist does nothing. */
 XROCE_EXPORT void ibv_unimport_pd(struct ibv_pd *pd) { (void)pd; }
 XROCE_EXPORT void ibv_unimport_mr(struct ibv_mr *mr) { (void)mr; }
 XROCE_EXPORT void ibv_unimport_dm(struct ibv_dm *dm) { (void)dm; }

@@ -24,7 +24,25 @@ enum {
 	XROCE_OP_QUERY_GID = 4,
 	XROCE_OP_COUNTERS = 5,
 	XROCE_OP_CLIENTS = 6,
+	XROCE_OP_ALLOC_PD = 7,
+	XROCE_OP_DEALLOC_PD = 8,
+	XROCE_OP_REG_MR = 9, /* + one memfd (SCM_RIGHTS) */
+	XROCE_OP_DEREG_MR = 10,
+	XROCE_OP_CREATE_CHANNEL = 11, /* + the daemon's end of a SOCK_SEQPACKET socketpair */
+	XROCE_OP_DESTROY_CHANNEL = 12,
+	XROCE_OP_CREATE_CQ = 13,
+	XROCE_OP_DESTROY_CQ = 14,
+	XROCE_OP_REQ_NOTIFY_CQ = 15,
+	XROCE_OP_POLL_CQ = 16,
+	XROCE_OP_CREATE_QP = 17,
+	XROCE_OP_MODIFY_QP = 18,
+	XROCE_OP_QUERY_QP = 19,
+	XROCE_OP_DESTROY_QP = 20,
+	XROCE_OP_POST_SEND = 21,
+	XROCE_OP_POST_RECV = 22,
 };
+
+#define XROCE_MAX_POLL ((XROCE_MAX_MESSAGE - XROCE_HDR_SIZE - 8) / 32)
 
 struct xroce_hdr {
 	uint16_t op;
@@ -150,6 +168,142 @@ struct xroce_client_entry {
 	uint32_t pid;
 	uint32_t uid;
 	int64_t since;
+	uint32_t pds, mrs, cqs, qps; /* the objects its session owns */
+} __attribute__((packed));
+
+/* ---- the data path: objects are named by per-session handles ---- */
+
+struct xroce_handle {
+	uint32_t handle;
+} __attribute__((packed));
+
+/* [addr, addr+length) lies in the app's pages [map_addr, map_addr+map_len), which
+ * are the sent memfd's bytes from fd_off (page-aligned; the memfd is sealed with
+ * F_SEAL_SHRINK). */
+struct xroce_reg_mr_req {
+	uint32_t pd;
+	uint32_t access;
+	uint64_t addr;
+	uint64_t length;
+	uint64_t iova;
+	uint64_t map_addr;
+	uint64_t map_len;
+	uint64_t fd_off;
+} __attribute__((packed));
+
+struct xroce_reg_mr_reply {
+	uint32_t handle;
+	uint32_t lkey;
+	uint32_t rkey;
+	uint32_t reserved;
+} __attribute__((packed));
+
+struct xroce_create_cq_req {
+	uint32_t cqe;
+	uint32_t channel; /* 0: none */
+	uint64_t cookie;  /* echoed in the channel's events */
+} __attribute__((packed));
+
+struct xroce_create_cq_reply {
+	uint32_t handle;
+	uint32_t cqe;
+} __attribute__((packed));
+
+struct xroce_notify_req {
+	uint32_t cq;
+	uint32_t solicited_only;
+} __attribute__((packed));
+
+struct xroce_poll_req {
+	uint32_t cq;
+	uint32_t max;
+} __attribute__((packed));
+
+/* the reply to POLL_CQ: uint32_t n, then n of these; imm_data in host order */
+struct xroce_wc {
+	uint64_t wr_id;
+	uint32_t status;
+	uint32_t opcode;
+	uint32_t byte_len;
+	uint32_t imm_data;
+	uint32_t qp_num;
+	uint32_t wc_flags;
+} __attribute__((packed));
+
+/* what the daemon writes on a completion channel */
+struct xroce_event {
+	uint64_t cookie;
+} __attribute__((packed));
+
+struct xroce_create_qp_req {
+	uint32_t pd, send_cq, recv_cq;
+	uint32_t qp_type, sq_sig_all;
+	uint32_t max_send_wr, max_recv_wr;
+	uint32_t max_send_sge, max_recv_sge;
+	uint32_t max_inline;
+} __attribute__((packed));
+
+struct xroce_create_qp_reply {
+	uint32_t handle, qpn;
+	uint32_t max_send_wr, max_recv_wr;
+	uint32_t max_send_sge, max_recv_sge;
+	uint32_t max_inline, reserved;
+} __attribute__((packed));
+
+/* MODIFY_QP's request and QUERY_QP's reply; mask is enum ibv_qp_attr_mask */
+struct xroce_qp_attr {
+	uint32_t qp, mask;
+	uint32_t state, path_mtu;
+	uint32_t dest_qpn, rq_psn, sq_psn;
+	uint32_t access_flags;
+	uint8_t dgid[16];
+	uint32_t flow_label;
+	uint8_t sgid_index, hop_limit;
+	uint8_t traffic_class, max_rd_atomic;
+	uint8_t max_dest_rd_atomic;
+	uint8_t min_rnr_timer, timeout;
+	uint8_t retry_cnt, rnr_retry;
+	uint8_t port_num, is_global;
+	uint8_t reserved;
+	uint16_t pkey_index;
+	uint16_t reserved2;
+} __attribute__((packed));
+
+/* POST_SEND: xroce_post_hdr, then n × (xroce_send_wr, num_sge × xroce_sge,
+ * inline_len bytes); POST_RECV: xroce_post_hdr, then n × (xroce_recv_wr,
+ * num_sge × xroce_sge). Both answer xroce_post_reply. */
+struct xroce_post_hdr {
+	uint32_t qp, n;
+} __attribute__((packed));
+
+struct xroce_send_wr {
+	uint64_t wr_id;
+	uint64_t remote_addr;
+	uint64_t compare_add;
+	uint64_t swap;
+	uint32_t rkey;
+	uint32_t imm_data; /* host order */
+	uint32_t opcode;
+	uint32_t flags;
+	uint32_t num_sge;
+	uint32_t inline_len;
+} __attribute__((packed));
+
+struct xroce_recv_wr {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t reserved;
+} __attribute__((packed));
+
+struct xroce_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+} __attribute__((packed));
+
+struct xroce_post_reply {
+	uint32_t posted; /* WRs posted; the one after them failed with errno */
+	int32_t errno_;
 } __attribute__((packed));
 
 #endif

@@ -130,7 +130,8 @@ func daemonStatus(args []string) error {
 		var others []string
 		for _, e := range cl {
 			if e.PID != self {
-				others = append(others, fmt.Sprintf("pid %d (uid %d, since %s)", e.PID, e.UID, time.Unix(e.Since, 0).Format(time.TimeOnly)))
+				others = append(others, fmt.Sprintf("pid %d (uid %d, since %s): %d PD, %d MR, %d CQ, %d QP", e.PID, e.UID,
+					time.Unix(e.Since, 0).Format(time.TimeOnly), e.PDs, e.MRs, e.CQs, e.QPs))
 			}
 		}
 		fmt.Printf("  clients: %d\n", len(others))

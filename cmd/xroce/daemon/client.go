@@ -150,3 +150,36 @@ func (r *HelloReply) DeviceName() string { return cstr(r.Name[:]) }
 
 // Interface returns the network interface of a HelloReply.
 func (r *HelloReply) Interface() string { return cstr(r.Ifname[:]) }
+
+// CallFD is Call with a descriptor passed along (SCM_RIGHTS), as OpRegMR and
+// OpCreateChannel take one; for tests.
+func (c *Client) CallFD(op uint16, body any, fd int, out any) error {
+	c.seq++
+	m, err := Encode(op, c.seq, body)
+	if err != nil {
+		return err
+	}
+	_ = c.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := c.conn.WriteMsgUnix(m, unix.UnixRights(fd), nil); err != nil {
+		return err
+	}
+	buf := make([]byte, MaxMessage+1)
+	n, err := c.conn.Read(buf)
+	if err != nil {
+		return err
+	}
+	h, p, err := ParseHeader(buf[:n])
+	if err != nil {
+		return err
+	}
+	if h.Op != op|ReplyBit || h.Seq != c.seq || len(p) < 4 {
+		return fmt.Errorf("reply op 0x%x seq %d to op %d seq %d", h.Op, h.Seq, op, c.seq)
+	}
+	if st := binary.LittleEndian.Uint32(p); st != 0 {
+		return &Error{unix.Errno(st), string(p[4:])}
+	}
+	if out == nil {
+		return nil
+	}
+	return decodeBody(p[4:], out)
+}

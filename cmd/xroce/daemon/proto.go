@@ -32,6 +32,24 @@ const (
 	OpQueryGID    uint16 = 4 // GIDReq → GIDReply
 	OpCounters    uint16 = 5 // no body → uint32 n, then n × CounterEntry
 	OpClients     uint16 = 6 // no body → uint32 n, then n × ClientEntry
+
+	// The data path (objects owned by the session; handles are per session).
+	OpAllocPD        uint16 = 7  // no body → Handle
+	OpDeallocPD      uint16 = 8  // Handle → no body
+	OpRegMR          uint16 = 9  // RegMRReq + one fd (SCM_RIGHTS) → RegMRReply
+	OpDeregMR        uint16 = 10 // Handle → no body
+	OpCreateChannel  uint16 = 11 // no body + one fd (the daemon's end of a socketpair) → Handle
+	OpDestroyChannel uint16 = 12 // Handle → no body
+	OpCreateCQ       uint16 = 13 // CreateCQReq → CreateCQReply
+	OpDestroyCQ      uint16 = 14 // Handle → no body
+	OpReqNotifyCQ    uint16 = 15 // NotifyReq → no body
+	OpPollCQ         uint16 = 16 // PollReq → uint32 n, then n × WC
+	OpCreateQP       uint16 = 17 // CreateQPReq → CreateQPReply
+	OpModifyQP       uint16 = 18 // QPAttrMsg → no body
+	OpQueryQP        uint16 = 19 // Handle → QPAttrMsg
+	OpDestroyQP      uint16 = 20 // Handle → no body
+	OpPostSend       uint16 = 21 // PostHdr, then N × (SendWRMsg, NumSGE × SGEMsg, InlineLen bytes) → PostReply
+	OpPostRecv       uint16 = 22 // PostHdr, then N × (RecvWRMsg, NumSGE × SGEMsg) → PostReply
 )
 
 // GID types in GIDReply, the values of rdma-core's enum ibv_gid_type
@@ -173,26 +191,204 @@ type CounterEntry struct {
 	Value uint64
 }
 
-// ClientEntry is one connected client, as SO_PEERCRED saw it.
+// ClientEntry is one connected client, as SO_PEERCRED saw it, with the verbs
+// objects its session owns.
 type ClientEntry struct {
 	PID   uint32
 	UID   uint32
 	Since int64 // Unix seconds
+	PDs   uint32
+	MRs   uint32
+	CQs   uint32
+	QPs   uint32
+}
+
+// Handle names one object of the session (PD, MR, CQ, QP or completion channel).
+type Handle struct {
+	Handle uint32
+}
+
+// RegMRReq registers [Addr, Addr+Length) of the client's memory. The client has
+// moved those pages onto a sealed memfd (F_SEAL_SHRINK) that it sends with the
+// request: the pages [MapAddr, MapAddr+MapLen) of its address space are the fd's
+// bytes from FdOff. MapAddr, MapLen and FdOff are page-aligned and the mapping
+// covers the region. Access is enum ibv_access_flags; IOVA is the address peers
+// use for the region's first byte (Addr for ibv_reg_mr).
+type RegMRReq struct {
+	PD      uint32
+	Access  uint32
+	Addr    uint64
+	Length  uint64
+	IOVA    uint64
+	MapAddr uint64
+	MapLen  uint64
+	FdOff   uint64
+}
+
+// RegMRReply is the registered region.
+type RegMRReply struct {
+	Handle   uint32
+	LKey     uint32
+	RKey     uint32
+	Reserved uint32
+}
+
+// CreateCQReq creates a CQ of at least CQE entries; Channel is a completion
+// channel's handle or 0; Cookie is echoed in the channel's events.
+type CreateCQReq struct {
+	CQE     uint32
+	Channel uint32
+	Cookie  uint64
+}
+
+// CreateCQReply is the CQ and its actual size.
+type CreateCQReply struct {
+	Handle uint32
+	CQE    uint32
+}
+
+// NotifyReq arms a CQ (ibv_req_notify_cq): its channel gets an event when the CQ
+// holds a completion.
+type NotifyReq struct {
+	CQ            uint32
+	SolicitedOnly uint32
+}
+
+// PollReq polls up to Max completions (at most MaxPoll).
+type PollReq struct {
+	CQ  uint32
+	Max uint32
+}
+
+// WC is one work completion (struct ibv_wc's fields that the engine sets);
+// ImmData is in host order, as transport.WorkCompletion has it.
+type WC struct {
+	WRID    uint64
+	Status  uint32
+	Opcode  uint32
+	ByteLen uint32
+	ImmData uint32
+	QPNum   uint32
+	WCFlags uint32 // IBV_WC_WITH_IMM
+}
+
+// MaxPoll is the most completions one OpPollCQ reply carries.
+const MaxPoll = (MaxMessage - HeaderSize - 8) / 32
+
+// EventMsg is what the daemon writes on a completion channel: the CQ's cookie.
+type EventMsg struct {
+	Cookie uint64
+}
+
+// CreateQPReq creates an RC QP (struct ibv_qp_init_attr).
+type CreateQPReq struct {
+	PD, SendCQ, RecvCQ     uint32
+	QPType, SQSigAll       uint32
+	MaxSendWR, MaxRecvWR   uint32
+	MaxSendSGE, MaxRecvSGE uint32
+	MaxInline              uint32
+}
+
+// CreateQPReply is the QP, its number and its actual capabilities.
+type CreateQPReply struct {
+	Handle, QPN            uint32
+	MaxSendWR, MaxRecvWR   uint32
+	MaxSendSGE, MaxRecvSGE uint32
+	MaxInline, Reserved    uint32
+}
+
+// QPAttrMsg carries struct ibv_qp_attr's fields that an RC QP on RoCE uses, for
+// OpModifyQP (Mask is enum ibv_qp_attr_mask) and OpQueryQP's reply.
+type QPAttrMsg struct {
+	QP, Mask                  uint32
+	State, PathMTU            uint32
+	DestQPN, RQPSN, SQPSN     uint32
+	AccessFlags               uint32
+	DGID                      [16]byte
+	FlowLabel                 uint32
+	SGIDIndex, HopLimit       uint8
+	TrafficClass, MaxRdAtomic uint8
+	MaxDestRdAtomic           uint8
+	MinRNRTimer, Timeout      uint8
+	RetryCnt, RNRRetry        uint8
+	PortNum, IsGlobal         uint8
+	Reserved                  uint8
+	PKeyIndex                 uint16
+	Reserved2                 uint16
+}
+
+// PostHdr starts OpPostSend and OpPostRecv: N work requests for QP follow.
+type PostHdr struct {
+	QP, N uint32
+}
+
+// SendWRMsg is one send WR (struct ibv_send_wr); NumSGE SGEMsg follow it, then
+// InlineLen bytes of inline data (IBV_SEND_INLINE: the library copies the data,
+// NumSGE is 0). ImmData is in host order.
+type SendWRMsg struct {
+	WRID       uint64
+	RemoteAddr uint64
+	CompareAdd uint64
+	Swap       uint64
+	RKey       uint32
+	ImmData    uint32
+	Opcode     uint32
+	Flags      uint32
+	NumSGE     uint32
+	InlineLen  uint32
+}
+
+// RecvWRMsg is one receive WR; NumSGE SGEMsg follow it.
+type RecvWRMsg struct {
+	WRID     uint64
+	NumSGE   uint32
+	Reserved uint32
+}
+
+// SGEMsg is struct ibv_sge.
+type SGEMsg struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// PostReply says how many WRs were posted; Errno is 0 or why WR Posted failed
+// (the library's *bad_wr).
+type PostReply struct {
+	Posted uint32
+	Errno  int32
 }
 
 // Structs lists every fixed-size message body, by the name the C header gives its
 // struct, for the header cross-check.
 var Structs = map[string]any{
-	"xroce_hdr":           Header{},
-	"xroce_hello_req":     HelloReq{},
-	"xroce_hello_reply":   HelloReply{},
-	"xroce_device_attr":   DeviceAttr{},
-	"xroce_port_req":      PortReq{},
-	"xroce_port_attr":     PortAttr{},
-	"xroce_gid_req":       GIDReq{},
-	"xroce_gid_reply":     GIDReply{},
-	"xroce_counter_entry": CounterEntry{},
-	"xroce_client_entry":  ClientEntry{},
+	"xroce_hdr":             Header{},
+	"xroce_hello_req":       HelloReq{},
+	"xroce_hello_reply":     HelloReply{},
+	"xroce_device_attr":     DeviceAttr{},
+	"xroce_port_req":        PortReq{},
+	"xroce_port_attr":       PortAttr{},
+	"xroce_gid_req":         GIDReq{},
+	"xroce_gid_reply":       GIDReply{},
+	"xroce_counter_entry":   CounterEntry{},
+	"xroce_client_entry":    ClientEntry{},
+	"xroce_handle":          Handle{},
+	"xroce_reg_mr_req":      RegMRReq{},
+	"xroce_reg_mr_reply":    RegMRReply{},
+	"xroce_create_cq_req":   CreateCQReq{},
+	"xroce_create_cq_reply": CreateCQReply{},
+	"xroce_notify_req":      NotifyReq{},
+	"xroce_poll_req":        PollReq{},
+	"xroce_wc":              WC{},
+	"xroce_event":           EventMsg{},
+	"xroce_create_qp_req":   CreateQPReq{},
+	"xroce_create_qp_reply": CreateQPReply{},
+	"xroce_qp_attr":         QPAttrMsg{},
+	"xroce_post_hdr":        PostHdr{},
+	"xroce_send_wr":         SendWRMsg{},
+	"xroce_recv_wr":         RecvWRMsg{},
+	"xroce_sge":             SGEMsg{},
+	"xroce_post_reply":      PostReply{},
 }
 
 // Encode returns a message: the header and body (a fixed-size struct, []byte, or

@@ -42,6 +42,15 @@ func TestProtoHeaderMatches(t *testing.T) {
 		{"XROCE_REPLY", ReplyBit}, {"XROCE_OP_HELLO", int(OpHello)}, {"XROCE_OP_QUERY_DEVICE", int(OpQueryDevice)},
 		{"XROCE_OP_QUERY_PORT", int(OpQueryPort)}, {"XROCE_OP_QUERY_GID", int(OpQueryGID)},
 		{"XROCE_OP_COUNTERS", int(OpCounters)}, {"XROCE_OP_CLIENTS", int(OpClients)},
+		{"XROCE_OP_ALLOC_PD", int(OpAllocPD)}, {"XROCE_OP_DEALLOC_PD", int(OpDeallocPD)},
+		{"XROCE_OP_REG_MR", int(OpRegMR)}, {"XROCE_OP_DEREG_MR", int(OpDeregMR)},
+		{"XROCE_OP_CREATE_CHANNEL", int(OpCreateChannel)}, {"XROCE_OP_DESTROY_CHANNEL", int(OpDestroyChannel)},
+		{"XROCE_OP_CREATE_CQ", int(OpCreateCQ)}, {"XROCE_OP_DESTROY_CQ", int(OpDestroyCQ)},
+		{"XROCE_OP_REQ_NOTIFY_CQ", int(OpReqNotifyCQ)}, {"XROCE_OP_POLL_CQ", int(OpPollCQ)},
+		{"XROCE_OP_CREATE_QP", int(OpCreateQP)}, {"XROCE_OP_MODIFY_QP", int(OpModifyQP)},
+		{"XROCE_OP_QUERY_QP", int(OpQueryQP)}, {"XROCE_OP_DESTROY_QP", int(OpDestroyQP)},
+		{"XROCE_OP_POST_SEND", int(OpPostSend)}, {"XROCE_OP_POST_RECV", int(OpPostRecv)},
+		{"XROCE_MAX_POLL", MaxPoll},
 	}
 	for _, c := range consts {
 		fmt.Fprintf(&src, "\tprintf(\"%s %%d\\n\", (int)%s);\n", c.c, c.c)

@@ -61,10 +61,12 @@ type Server struct {
 }
 
 type client struct {
-	conn  *net.UnixConn
-	pid   uint32
-	uid   uint32
-	since time.Time
+	conn   *net.UnixConn
+	pid    uint32
+	uid    uint32
+	since  time.Time
+	sess   *session // nil when the source has no engine
+	counts objCounts
 }
 
 // Listen creates the run directory (0755) and the device's socket. A socket file
@@ -179,6 +181,7 @@ func (s *Server) admit(c *net.UnixConn) (*client, error) {
 		return nil, fmt.Errorf("pid %d of uid %d: only uid %d and root may use this device (start the daemon with --any-user to allow every user)", cred.Pid, cred.Uid, os.Geteuid())
 	}
 	cl := &client{conn: c, pid: uint32(cred.Pid), uid: cred.Uid, since: time.Now()}
+	cl.sess = newSession(s.src, &cl.counts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -210,23 +213,26 @@ func (s *Server) Close() error {
 // malformed message gets an error reply; nothing a client sends ends the daemon.
 func (s *Server) serveClient(c *client) {
 	defer func() {
+		c.sess.close() // the client's QPs, CQs, MRs: gone with its session
 		s.mu.Lock()
 		delete(s.clients, c)
 		s.mu.Unlock()
 		c.conn.Close()
 	}()
 	buf := make([]byte, MaxMessage+1)
-	oob := make([]byte, 64)
+	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {
-		n, _, flags, _, err := c.conn.ReadMsgUnix(buf, oob)
-		if err != nil || n == 0 && flags == 0 {
+		n, oobn, flags, _, err := c.conn.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 && flags == 0 && oobn == 0 {
 			return // closed by the peer (a zero-length read on SEQPACKET is EOF) or by Close
 		}
+		fds := rights(oob[:oobn])
 		var reply []byte
 		if flags&syscall.MSG_TRUNC != 0 || n > MaxMessage {
+			closeAll(fds)
 			reply = errReply(0, 0, unix.EMSGSIZE, fmt.Sprintf("message longer than %d bytes", MaxMessage))
 		} else {
-			reply = s.handle(c, buf[:n])
+			reply = s.handle(c, buf[:n], fds)
 		}
 		if _, err := c.conn.Write(reply); err != nil {
 			return
@@ -267,11 +273,41 @@ func okReply(op uint16, seq uint32, body any) []byte {
 	return m
 }
 
-func (s *Server) handle(c *client, m []byte) []byte {
+// rights returns the descriptors an SCM_RIGHTS message carried (the kernel
+// closes those that did not fit the control buffer).
+func rights(oob []byte) []int {
+	if len(oob) == 0 {
+		return nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if f, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func (s *Server) handle(c *client, m []byte, fds []int) []byte {
 	h, p, err := ParseHeader(m)
 	if err != nil {
+		closeAll(fds)
 		return errReply(h.Op, h.Seq, unix.EBADMSG, err.Error())
 	}
+	if h.Op >= OpAllocPD && h.Op <= OpPostRecv {
+		return c.sess.handle(h.Op, h.Seq, p, fds)
+	}
+	closeAll(fds)
 	switch h.Op {
 	case OpHello:
 		var req HelloReq
@@ -333,7 +369,8 @@ func (s *Server) handle(c *client, m []byte) []byte {
 		s.mu.Lock()
 		var es []ClientEntry
 		for cl := range s.clients {
-			es = append(es, ClientEntry{PID: cl.pid, UID: cl.uid, Since: cl.since.Unix()})
+			es = append(es, ClientEntry{PID: cl.pid, UID: cl.uid, Since: cl.since.Unix(), PDs: uint32(cl.counts.pds.Load()),
+				MRs: uint32(cl.counts.mrs.Load()), CQs: uint32(cl.counts.cqs.Load()), QPs: uint32(cl.counts.qps.Load())})
 		}
 		s.mu.Unlock()
 		sort.Slice(es, func(i, j int) bool { return es[i].PID < es[j].PID })

@@ -1,0 +1,833 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// The data path of a session: the PDs, MRs, CQs, QPs and completion channels a
+// client creates belong to its session, are named by per-session handles (a client
+// cannot name another's objects), and are destroyed when the session ends, however
+// it ends: QPs first (the peer then sees retry-exceeded), then CQs, MRs (unmapped)
+// and channels.
+//
+// Interim design (docs/verbs-library.md §6): every post and poll is one request on
+// the control socket. Registered memory is shared: the library moves the pages of
+// a region onto a sealed memfd and sends the fd; the daemon maps it, and the engine
+// reads and writes the application's pages directly.
+
+// EngineSource is implemented by a Source whose device can carry data (the
+// daemon's transport.Device); without it the data-path ops fail with EOPNOTSUPP.
+type engineSource interface {
+	Engine() *transport.Device
+}
+
+// Engine implements engineSource.
+func (e *EngineSource) Engine() *transport.Device { return e.Dev }
+
+// Limits a session's request may ask for (rdma_rxe's, as DeviceAttr reports them).
+const (
+	maxCQE    = 32767
+	maxQPWR   = 1048576
+	maxSGE    = 32
+	wcWithImm = 1 << 1 // IBV_WC_WITH_IMM
+	qptRC     = 2      // IBV_QPT_RC
+)
+
+// verbs access flags beyond the engine's four that registration accepts and
+// ignores: IBV_ACCESS_MW_BIND (no memory windows are ever bound) and the optional
+// range from IBV_ACCESS_RELAXED_ORDERING up.
+const (
+	accessMWBind   = 1 << 4
+	accessOptional = 0xfff00000
+)
+
+type session struct {
+	dev    *transport.Device
+	ctx    context.Context
+	cancel context.CancelFunc
+	next   uint32
+	pds    map[uint32]*pdObj
+	mrs    map[uint32]*mrObj
+	cqs    map[uint32]*cqObj
+	qps    map[uint32]*qpObj
+	chans  map[uint32]*chanObj
+	// graveyard holds deregistered mappings while the session has QPs: a WR that
+	// resolved into one may still be queued, so the range stays mapped (onto
+	// anonymous memory, the application's pages released) until no QP is left.
+	graveyard []mapping
+	counts    *objCounts
+	wg        sync.WaitGroup
+}
+
+// objCounts are the session's object counts for `xroce daemon status`, read by
+// other sessions.
+type objCounts struct {
+	pds, mrs, cqs, qps atomic.Int32
+}
+
+type mapping struct {
+	p *byte
+	n uintptr
+}
+
+type pdObj struct {
+	pd   *transport.ProtectionDomain
+	refs int // MRs and QPs
+	// bounce carries inline data: the library copies it into the post request,
+	// the daemon into this region, and the engine copies it out at post time.
+	bounce    *transport.MemoryRegion
+	bounceBuf []byte
+}
+
+type mrObj struct {
+	mr  *transport.MemoryRegion
+	pd  *pdObj
+	m   mapping
+	req RegMRReq
+}
+
+type chanObj struct {
+	mu     sync.Mutex
+	fd     int // the daemon's end of the client's socketpair; -1 once closed
+	refs   int
+	closed bool
+}
+
+type cqObj struct {
+	cq     *transport.CompletionQueue
+	ch     *chanObj
+	cookie uint64
+	refs   int
+	arm    chan struct{}
+	stop   context.CancelFunc
+}
+
+type qpObj struct {
+	qp         *transport.QueuePair
+	pd         *pdObj
+	send, recv *cqObj
+	caps       CreateQPReply
+	attr       QPAttrMsg
+}
+
+func newSession(src Source, counts *objCounts) *session {
+	es, ok := src.(engineSource)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &session{dev: es.Engine(), ctx: ctx, cancel: cancel, pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{},
+		cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chans: map[uint32]*chanObj{}, counts: counts}
+}
+
+// errno is an error with the errno the library returns.
+type errno struct {
+	e   unix.Errno
+	msg string
+}
+
+func (e *errno) Error() string { return e.msg }
+
+func fail(e unix.Errno, format string, a ...any) error {
+	return &errno{e, fmt.Sprintf(format, a...)}
+}
+
+// handle answers one data-path request. fds are the descriptors the request
+// carried; handle takes the ones the op uses and closes the rest.
+func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) []byte {
+	defer func() {
+		for _, fd := range fds {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	if s == nil {
+		return errReply(op, seq, unix.EOPNOTSUPP, "this device serves no data path")
+	}
+	takeFD := func() (int, error) {
+		if len(fds) != 1 {
+			return -1, fail(unix.EBADMSG, "op %d carries one descriptor, got %d", op, len(fds))
+		}
+		fd := fds[0]
+		fds[0] = -1
+		return fd, nil
+	}
+	var body any
+	var err error
+	switch op {
+	case OpRegMR, OpCreateChannel:
+	default:
+		if len(fds) != 0 {
+			return errReply(op, seq, unix.EBADMSG, fmt.Sprintf("op %d takes no descriptors, got %d", op, len(fds)))
+		}
+	}
+	switch op {
+	case OpAllocPD:
+		if len(p) != 0 {
+			err = fail(unix.EBADMSG, "alloc pd takes no body")
+			break
+		}
+		body, err = s.allocPD()
+	case OpDeallocPD:
+		var h Handle
+		if err = decode(p, &h); err == nil {
+			err = s.deallocPD(h.Handle)
+		}
+	case OpRegMR:
+		var req RegMRReq
+		if err = decode(p, &req); err == nil {
+			var fd int
+			if fd, err = takeFD(); err == nil {
+				body, err = s.regMR(&req, fd)
+				unix.Close(fd)
+			}
+		}
+	case OpDeregMR:
+		var h Handle
+		if err = decode(p, &h); err == nil {
+			err = s.deregMR(h.Handle)
+		}
+	case OpCreateChannel:
+		if len(p) != 0 {
+			err = fail(unix.EBADMSG, "create channel takes no body")
+			break
+		}
+		var fd int
+		if fd, err = takeFD(); err == nil {
+			body, err = s.createChannel(fd)
+		}
+	case OpDestroyChannel:
+		var h Handle
+		if err = decode(p, &h); err == nil {
+			err = s.destroyChannel(h.Handle)
+		}
+	case OpCreateCQ:
+		var req CreateCQReq
+		if err = decode(p, &req); err == nil {
+			body, err = s.createCQ(&req)
+		}
+	case OpDestroyCQ:
+		var h Handle
+		if err = decode(p, &h); err == nil {
+			err = s.destroyCQ(h.Handle)
+		}
+	case OpReqNotifyCQ:
+		var req NotifyReq
+		if err = decode(p, &req); err == nil {
+			err = s.reqNotify(&req)
+		}
+	case OpPollCQ:
+		var req PollReq
+		if err = decode(p, &req); err == nil {
+			body, err = s.poll(&req)
+		}
+	case OpCreateQP:
+		var req CreateQPReq
+		if err = decode(p, &req); err == nil {
+			body, err = s.createQP(&req)
+		}
+	case OpModifyQP:
+		var req QPAttrMsg
+		if err = decode(p, &req); err == nil {
+			err = s.modifyQP(&req)
+		}
+	case OpQueryQP:
+		var h Handle
+		if err = decode(p, &h); err == nil {
+			body, err = s.queryQP(h.Handle)
+		}
+	case OpDestroyQP:
+		var h Handle
+		if err = decode(p, &h); err == nil {
+			err = s.destroyQP(h.Handle)
+		}
+	case OpPostSend:
+		body, err = s.postSend(p)
+	case OpPostRecv:
+		body, err = s.postRecv(p)
+	default:
+		return errReply(op, seq, unix.EOPNOTSUPP, fmt.Sprintf("unknown op %d", op))
+	}
+	if err != nil {
+		var e *errno
+		if errors.As(err, &e) {
+			return errReply(op, seq, e.e, e.msg)
+		}
+		return errReply(op, seq, unix.EINVAL, err.Error())
+	}
+	return okReply(op, seq, body)
+}
+
+func decode(p []byte, v any) error {
+	if err := decodeBody(p, v); err != nil {
+		return fail(unix.EBADMSG, "%v", err)
+	}
+	return nil
+}
+
+func (s *session) handleID() uint32 {
+	s.next++
+	if s.next == 0 {
+		s.next = 1
+	}
+	return s.next
+}
+
+// ---- PD ----
+
+func (s *session) allocPD() (*Handle, error) {
+	pd := s.dev.AllocPD()
+	h := s.handleID()
+	s.pds[h] = &pdObj{pd: pd}
+	s.counts.pds.Add(1)
+	return &Handle{h}, nil
+}
+
+func (s *session) deallocPD(h uint32) error {
+	o := s.pds[h]
+	if o == nil {
+		return fail(unix.EINVAL, "no PD %d in this session", h)
+	}
+	if o.refs > 0 {
+		return fail(unix.EBUSY, "PD %d still has %d MRs or QPs", h, o.refs)
+	}
+	if o.bounce != nil {
+		_ = o.bounce.Dereg()
+	}
+	delete(s.pds, h)
+	s.counts.pds.Add(-1)
+	return nil
+}
+
+// ---- MR ----
+
+func (s *session) regMR(r *RegMRReq, fd int) (*RegMRReply, error) {
+	pd := s.pds[r.PD]
+	if pd == nil {
+		return nil, fail(unix.EINVAL, "no PD %d in this session", r.PD)
+	}
+	if r.Access&(1<<5|1<<6|1<<7) != 0 { // ZERO_BASED, ON_DEMAND, HUGETLB
+		return nil, fail(unix.EOPNOTSUPP, "access flags 0x%x: zero-based, on-demand and hugetlb regions are not supported", r.Access)
+	}
+	if r.Access&^(0xf|accessMWBind|accessOptional) != 0 {
+		return nil, fail(unix.EINVAL, "unknown access flags 0x%x", r.Access)
+	}
+	page := uint64(os.Getpagesize())
+	if r.Length == 0 || r.MapLen == 0 || r.MapAddr%page != 0 || r.MapLen%page != 0 || r.FdOff%page != 0 ||
+		r.Addr < r.MapAddr || r.Addr+r.Length < r.Addr || r.MapAddr+r.MapLen < r.MapAddr ||
+		r.Addr+r.Length > r.MapAddr+r.MapLen || r.FdOff+r.MapLen < r.FdOff || r.MapLen > 1<<40 {
+		return nil, fail(unix.EINVAL, "region [0x%x, +%d) in mapping [0x%x, +%d) at fd offset %d: not page-aligned, empty or outside its mapping",
+			r.Addr, r.Length, r.MapAddr, r.MapLen, r.FdOff)
+	}
+	// The fd must be a memfd sealed against shrinking, at least as long as the
+	// mapping: then no access through the mapping can fault (SIGBUS) in the daemon.
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return nil, fail(unix.EINVAL, "the region's descriptor is not a memfd sealed with F_SEAL_SHRINK (%v)", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || uint64(st.Size) < r.FdOff+r.MapLen {
+		return nil, fail(unix.EINVAL, "the region's memfd holds %d bytes, the mapping needs %d", st.Size, r.FdOff+r.MapLen)
+	}
+	p, err := unix.MmapPtr(fd, int64(r.FdOff), nil, uintptr(r.MapLen), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fail(unix.ENOMEM, "mapping the region's memfd: %v", err)
+	}
+	m := mapping{(*byte)(p), uintptr(r.MapLen)}
+	buf := unsafe.Slice(m.p, m.n)[r.Addr-r.MapAddr : r.Addr-r.MapAddr+r.Length]
+	mr, err := pd.pd.RegMRWith(buf, transport.Access(r.Access&0xf), transport.MROptions{IOVA: r.IOVA, HasIOVA: true})
+	if err != nil {
+		_ = unix.MunmapPtr(p, m.n)
+		return nil, fail(unix.EINVAL, "%v", err)
+	}
+	h := s.handleID()
+	s.mrs[h] = &mrObj{mr: mr, pd: pd, m: m, req: *r}
+	pd.refs++
+	s.counts.mrs.Add(1)
+	return &RegMRReply{Handle: h, LKey: mr.LKey(), RKey: mr.RKey()}, nil
+}
+
+func (s *session) deregMR(h uint32) error {
+	o := s.mrs[h]
+	if o == nil {
+		return fail(unix.EINVAL, "no MR %d in this session", h)
+	}
+	_ = o.mr.Dereg()
+	delete(s.mrs, h)
+	o.pd.refs--
+	s.counts.mrs.Add(-1)
+	s.release(o.m)
+	return nil
+}
+
+// release unmaps m, or, while the session has QPs that may hold work resolved
+// into it, puts anonymous memory in its place until they are gone.
+func (s *session) release(m mapping) {
+	if len(s.qps) == 0 {
+		_ = unix.MunmapPtr(unsafe.Pointer(m.p), m.n)
+		return
+	}
+	// On failure the shared mapping stays until then, rather than a hole the
+	// engine could fault on.
+	_, _ = unix.MmapPtr(-1, 0, unsafe.Pointer(m.p), m.n, unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE)
+	s.graveyard = append(s.graveyard, m)
+}
+
+// sweep unmaps the graveyard once no QP is left.
+func (s *session) sweep() {
+	if len(s.qps) != 0 {
+		return
+	}
+	for _, m := range s.graveyard {
+		_ = unix.MunmapPtr(unsafe.Pointer(m.p), m.n)
+	}
+	s.graveyard = nil
+}
+
+// ---- completion channels ----
+
+func (s *session) createChannel(fd int) (*Handle, error) {
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil || typ != unix.SOCK_SEQPACKET {
+		unix.Close(fd)
+		return nil, fail(unix.EINVAL, "a completion channel's descriptor must be a SOCK_SEQPACKET socket")
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fail(unix.EINVAL, "%v", err)
+	}
+	h := s.handleID()
+	s.chans[h] = &chanObj{fd: fd}
+	return &Handle{h}, nil
+}
+
+func (c *chanObj) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	c.mu.Unlock()
+}
+
+// signal writes one event; a full channel (the application reads no events)
+// drops it: notification is re-armed by ibv_req_notify_cq anyway.
+func (c *chanObj) signal(cookie uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], cookie)
+	c.mu.Lock()
+	if !c.closed {
+		_, _ = unix.Write(c.fd, b[:])
+	}
+	c.mu.Unlock()
+}
+
+func (s *session) destroyChannel(h uint32) error {
+	c := s.chans[h]
+	if c == nil {
+		return fail(unix.EINVAL, "no completion channel %d in this session", h)
+	}
+	if c.refs > 0 {
+		return fail(unix.EBUSY, "completion channel %d still has %d CQs", h, c.refs)
+	}
+	c.close()
+	delete(s.chans, h)
+	return nil
+}
+
+// ---- CQ ----
+
+func (s *session) createCQ(r *CreateCQReq) (*CreateCQReply, error) {
+	if r.CQE < 1 || r.CQE > maxCQE {
+		return nil, fail(unix.EINVAL, "cqe %d out of range 1..%d", r.CQE, maxCQE)
+	}
+	var ch *chanObj
+	if r.Channel != 0 {
+		if ch = s.chans[r.Channel]; ch == nil {
+			return nil, fail(unix.EINVAL, "no completion channel %d in this session", r.Channel)
+		}
+	}
+	o := &cqObj{cq: s.dev.CreateCQ(int(r.CQE)), ch: ch, cookie: r.Cookie}
+	if ch != nil {
+		ch.refs++
+		ctx, cancel := context.WithCancel(s.ctx)
+		o.arm, o.stop = make(chan struct{}, 1), cancel
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			o.watch(ctx)
+		}()
+	}
+	h := s.handleID()
+	s.cqs[h] = o
+	s.counts.cqs.Add(1)
+	return &CreateCQReply{Handle: h, CQE: r.CQE}, nil
+}
+
+// watch signals the channel when an armed CQ holds a completion (or has
+// overrun). Notification is level-triggered: a CQ armed while it already holds
+// completions signals at once (an extra wake-up, never a lost one).
+func (o *cqObj) watch(ctx context.Context) {
+	for {
+		select {
+		case <-o.arm:
+		case <-ctx.Done():
+			return
+		}
+		if err := o.cq.Wait(ctx); err != nil && ctx.Err() != nil {
+			return
+		}
+		o.ch.signal(o.cookie)
+	}
+}
+
+func (s *session) destroyCQ(h uint32) error {
+	o := s.cqs[h]
+	if o == nil {
+		return fail(unix.EINVAL, "no CQ %d in this session", h)
+	}
+	if o.refs > 0 {
+		return fail(unix.EBUSY, "CQ %d is still used by %d QPs", h, o.refs)
+	}
+	if o.stop != nil {
+		o.stop()
+		o.ch.refs--
+	}
+	delete(s.cqs, h)
+	s.counts.cqs.Add(-1)
+	return nil
+}
+
+func (s *session) reqNotify(r *NotifyReq) error {
+	o := s.cqs[r.CQ]
+	if o == nil {
+		return fail(unix.EINVAL, "no CQ %d in this session", r.CQ)
+	}
+	if o.ch == nil {
+		return fail(unix.EINVAL, "CQ %d has no completion channel", r.CQ)
+	}
+	select {
+	case o.arm <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *session) poll(r *PollReq) ([]byte, error) {
+	o := s.cqs[r.CQ]
+	if o == nil {
+		return nil, fail(unix.EINVAL, "no CQ %d in this session", r.CQ)
+	}
+	n := min(int(r.Max), MaxPoll)
+	var wcs [MaxPoll]transport.WorkCompletion
+	n = o.cq.Poll(wcs[:n])
+	b := make([]byte, 4, 4+n*binary.Size(WC{}))
+	binary.LittleEndian.PutUint32(b, uint32(n))
+	for _, w := range wcs[:n] {
+		m := WC{WRID: w.WRID, Status: uint32(w.Status), Opcode: uint32(w.Opcode), ByteLen: w.ByteLen, QPNum: w.QPN}
+		if w.HasImm {
+			m.ImmData, m.WCFlags = w.ImmData, wcWithImm
+		}
+		b, _ = binary.Append(b, binary.LittleEndian, &m)
+	}
+	if n == 0 {
+		if err := o.cq.Err(); err != nil {
+			return nil, fail(unix.EOVERFLOW, "%v", err)
+		}
+	}
+	return b, nil
+}
+
+// ---- QP ----
+
+func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, error) {
+	if r.QPType != qptRC {
+		return nil, fail(unix.EOPNOTSUPP, "QP type %d: only RC QPs (IBV_QPT_RC) are supported", r.QPType)
+	}
+	pd, scq, rcq := s.pds[r.PD], s.cqs[r.SendCQ], s.cqs[r.RecvCQ]
+	if pd == nil || scq == nil || rcq == nil {
+		return nil, fail(unix.EINVAL, "PD %d, send CQ %d or receive CQ %d is not in this session", r.PD, r.SendCQ, r.RecvCQ)
+	}
+	if r.MaxSendWR > maxQPWR || r.MaxRecvWR > maxQPWR || r.MaxSendSGE > maxSGE || r.MaxRecvSGE > maxSGE || r.MaxInline > transport.MaxInline {
+		return nil, fail(unix.EINVAL, "capabilities %d/%d WRs, %d/%d SGEs, %d inline exceed %d WRs, %d SGEs, %d inline bytes",
+			r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInline, maxQPWR, maxSGE, transport.MaxInline)
+	}
+	c := transport.QPCap{MaxSendWR: int(max(r.MaxSendWR, 1)), MaxRecvWR: int(max(r.MaxRecvWR, 1)),
+		MaxSendSGE: int(max(r.MaxSendSGE, 1)), MaxRecvSGE: int(max(r.MaxRecvSGE, 1)), MaxInlineData: int(r.MaxInline)}
+	qp, err := pd.pd.CreateQP(transport.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: c, SigAll: r.SQSigAll != 0})
+	if err != nil {
+		return nil, fail(unix.EINVAL, "%v", err)
+	}
+	h := s.handleID()
+	o := &qpObj{qp: qp, pd: pd, send: scq, recv: rcq}
+	o.caps = CreateQPReply{Handle: h, QPN: qp.QPN(), MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
+		MaxSendSGE: uint32(c.MaxSendSGE), MaxRecvSGE: uint32(c.MaxRecvSGE), MaxInline: uint32(c.MaxInlineData)}
+	o.attr = QPAttrMsg{QP: h, PortNum: 1}
+	s.qps[h] = o
+	pd.refs++
+	scq.refs++
+	rcq.refs++
+	s.counts.qps.Add(1)
+	return &o.caps, nil
+}
+
+// verbs attribute-mask bits the engine has no use for.
+const (
+	maskCurState        = 1 << 1 // IBV_QP_CUR_STATE
+	maskEnSQDAsyncNotif = 1 << 2 // IBV_QP_EN_SQD_ASYNC_NOTIFY
+)
+
+func (s *session) modifyQP(r *QPAttrMsg) error {
+	o := s.qps[r.QP]
+	if o == nil {
+		return fail(unix.EINVAL, "no QP %d in this session", r.QP)
+	}
+	mask := transport.QPAttrMask(r.Mask)
+	if mask&maskCurState != 0 && r.State != uint32(o.qp.State()) && mask&transport.QP_STATE == 0 {
+		return fail(unix.EINVAL, "cur_qp_state %d is not the QP's state %v", r.State, o.qp.State())
+	}
+	mask &^= maskCurState | maskEnSQDAsyncNotif
+	if mask&transport.QP_PORT != 0 && r.PortNum != 1 {
+		return fail(unix.EINVAL, "port %d: the device has port 1 only", r.PortNum)
+	}
+	if mask&transport.QP_PKEY_INDEX != 0 && r.PKeyIndex != 0 {
+		return fail(unix.EINVAL, "pkey_index %d: the P_Key table has one entry", r.PKeyIndex)
+	}
+	if mask&transport.QP_AV != 0 && r.IsGlobal == 0 {
+		return fail(unix.EINVAL, "ah_attr without a GRH (is_global 0): RoCE needs the GID")
+	}
+	if r.State > uint32(transport.QPS_ERR) {
+		return fail(unix.EINVAL, "qp_state %d", r.State)
+	}
+	a := transport.QPAttr{State: transport.QPState(r.State), PathMTU: roce.MTU(r.PathMTU), DestQPN: r.DestQPN,
+		RQPSN: r.RQPSN, SQPSN: r.SQPSN, MaxRdAtomic: r.MaxRdAtomic, MaxDestRdAtomic: r.MaxDestRdAtomic,
+		MinRNRTimer: r.MinRNRTimer, Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,
+		AccessFlags: transport.Access(r.AccessFlags & 0xf),
+		AH:          transport.AddressHandle{DGID: roce.GID(r.DGID), SGIDIndex: int(r.SGIDIndex), TrafficClass: r.TrafficClass, HopLimit: r.HopLimit, FlowLabel: r.FlowLabel}}
+	if r.PathMTU > 255 {
+		a.PathMTU = 0
+	}
+	if err := o.qp.Modify(a, mask); err != nil {
+		return fail(unix.EINVAL, "%v", err)
+	}
+	// Remember what was set, for ibv_query_qp.
+	t := &o.attr
+	set := func(bit transport.QPAttrMask, f func()) {
+		if mask&bit != 0 {
+			f()
+		}
+	}
+	set(transport.QP_ACCESS_FLAGS, func() { t.AccessFlags = r.AccessFlags })
+	set(transport.QP_AV, func() {
+		t.DGID, t.SGIDIndex, t.HopLimit, t.TrafficClass, t.FlowLabel, t.IsGlobal = r.DGID, r.SGIDIndex, r.HopLimit, r.TrafficClass, r.FlowLabel, 1
+	})
+	set(transport.QP_PATH_MTU, func() { t.PathMTU = r.PathMTU })
+	set(transport.QP_DEST_QPN, func() { t.DestQPN = r.DestQPN })
+	set(transport.QP_RQ_PSN, func() { t.RQPSN = r.RQPSN })
+	set(transport.QP_SQ_PSN, func() { t.SQPSN = r.SQPSN })
+	set(transport.QP_MAX_QP_RD_ATOMIC, func() { t.MaxRdAtomic = r.MaxRdAtomic })
+	set(transport.QP_MAX_DEST_RD_ATOMIC, func() { t.MaxDestRdAtomic = r.MaxDestRdAtomic })
+	set(transport.QP_MIN_RNR_TIMER, func() { t.MinRNRTimer = r.MinRNRTimer })
+	set(transport.QP_TIMEOUT, func() { t.Timeout = r.Timeout })
+	set(transport.QP_RETRY_CNT, func() { t.RetryCnt = r.RetryCnt })
+	set(transport.QP_RNR_RETRY, func() { t.RNRRetry = r.RNRRetry })
+	return nil
+}
+
+func (s *session) queryQP(h uint32) (*QPAttrMsg, error) {
+	o := s.qps[h]
+	if o == nil {
+		return nil, fail(unix.EINVAL, "no QP %d in this session", h)
+	}
+	a := o.attr
+	a.State = uint32(o.qp.State())
+	return &a, nil
+}
+
+func (s *session) destroyQP(h uint32) error {
+	o := s.qps[h]
+	if o == nil {
+		return fail(unix.EINVAL, "no QP %d in this session", h)
+	}
+	_ = o.qp.Destroy()
+	delete(s.qps, h)
+	o.pd.refs--
+	o.send.refs--
+	o.recv.refs--
+	s.counts.qps.Add(-1)
+	s.sweep()
+	return nil
+}
+
+// ---- posting ----
+
+// postErrno maps the engine's posting errors to ibv_post_send's return values.
+func postErrno(err error) int32 {
+	switch {
+	case errors.Is(err, transport.ErrQueueFull):
+		return int32(unix.ENOMEM)
+	default:
+		return int32(unix.EINVAL)
+	}
+}
+
+func (s *session) postSend(p []byte) (*PostReply, error) {
+	r := bytes.NewReader(p)
+	var h PostHdr
+	if err := binary.Read(r, binary.LittleEndian, &h); err != nil {
+		return nil, fail(unix.EBADMSG, "post send: %v", err)
+	}
+	o := s.qps[h.QP]
+	if o == nil {
+		return nil, fail(unix.EINVAL, "no QP %d in this session", h.QP)
+	}
+	var sges [maxSGE]transport.SGE
+	for i := uint32(0); i < h.N; i++ {
+		var m SendWRMsg
+		if err := binary.Read(r, binary.LittleEndian, &m); err != nil {
+			return nil, fail(unix.EBADMSG, "post send WR %d: %v", i, err)
+		}
+		if m.NumSGE > maxSGE {
+			return &PostReply{Posted: i, Errno: int32(unix.EINVAL)}, nil
+		}
+		wr := transport.SendWR{WRID: m.WRID, Opcode: transport.WROpcode(m.Opcode), Flags: transport.SendFlags(m.Flags & 0xf),
+			ImmData: m.ImmData, RemoteAddr: m.RemoteAddr, RKey: m.RKey, CompareAdd: m.CompareAdd, Swap: m.Swap}
+		if m.Opcode > 255 {
+			wr.Opcode = 255
+		}
+		for j := range m.NumSGE {
+			var e SGEMsg
+			if err := binary.Read(r, binary.LittleEndian, &e); err != nil {
+				return nil, fail(unix.EBADMSG, "post send WR %d SGE %d: %v", i, j, err)
+			}
+			sges[j] = transport.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
+		}
+		wr.SGList = sges[:m.NumSGE]
+		if m.InlineLen > 0 {
+			if m.NumSGE != 0 || m.InlineLen > transport.MaxInline || wr.Flags&transport.SendInline == 0 {
+				return &PostReply{Posted: i, Errno: int32(unix.EINVAL)}, nil
+			}
+			b, err := o.pd.inline(m.InlineLen)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := io.ReadFull(r, b); err != nil {
+				return nil, fail(unix.EBADMSG, "post send WR %d: short inline data", i)
+			}
+			sges[0] = transport.SGE{Addr: o.pd.bounce.Addr(), Length: m.InlineLen, LKey: o.pd.bounce.LKey()}
+			wr.SGList = sges[:1]
+		} else if wr.Flags&transport.SendInline != 0 && m.NumSGE > 0 {
+			// Inline data must come in the request: the daemon does not read the
+			// application's memory outside its regions.
+			return &PostReply{Posted: i, Errno: int32(unix.EINVAL)}, nil
+		}
+		if _, err := o.qp.PostSend(wr); err != nil {
+			return &PostReply{Posted: i, Errno: postErrno(err)}, nil
+		}
+	}
+	if r.Len() != 0 {
+		return nil, fail(unix.EBADMSG, "post send: %d bytes after the last WR", r.Len())
+	}
+	return &PostReply{Posted: h.N}, nil
+}
+
+// inline returns n bytes of the PD's inline bounce region, registering it first.
+func (pd *pdObj) inline(n uint32) ([]byte, error) {
+	if pd.bounce == nil {
+		pd.bounceBuf = make([]byte, transport.MaxInline)
+		mr, err := pd.pd.RegMR(pd.bounceBuf, 0)
+		if err != nil {
+			return nil, fail(unix.ENOMEM, "inline buffer: %v", err)
+		}
+		pd.bounce = mr
+	}
+	return pd.bounceBuf[:n], nil
+}
+
+func (s *session) postRecv(p []byte) (*PostReply, error) {
+	r := bytes.NewReader(p)
+	var h PostHdr
+	if err := binary.Read(r, binary.LittleEndian, &h); err != nil {
+		return nil, fail(unix.EBADMSG, "post recv: %v", err)
+	}
+	o := s.qps[h.QP]
+	if o == nil {
+		return nil, fail(unix.EINVAL, "no QP %d in this session", h.QP)
+	}
+	var sges [maxSGE]transport.SGE
+	for i := uint32(0); i < h.N; i++ {
+		var m RecvWRMsg
+		if err := binary.Read(r, binary.LittleEndian, &m); err != nil {
+			return nil, fail(unix.EBADMSG, "post recv WR %d: %v", i, err)
+		}
+		if m.NumSGE > maxSGE {
+			return &PostReply{Posted: i, Errno: int32(unix.EINVAL)}, nil
+		}
+		for j := range m.NumSGE {
+			var e SGEMsg
+			if err := binary.Read(r, binary.LittleEndian, &e); err != nil {
+				return nil, fail(unix.EBADMSG, "post recv WR %d SGE %d: %v", i, j, err)
+			}
+			sges[j] = transport.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
+		}
+		if _, err := o.qp.PostRecv(transport.RecvWR{WRID: m.WRID, SGList: sges[:m.NumSGE]}); err != nil {
+			return &PostReply{Posted: i, Errno: postErrno(err)}, nil
+		}
+	}
+	if r.Len() != 0 {
+		return nil, fail(unix.EBADMSG, "post recv: %d bytes after the last WR", r.Len())
+	}
+	return &PostReply{Posted: h.N}, nil
+}
+
+// close destroys everything the session owns: QPs (their work discarded; the
+// peer sees retry-exceeded), CQs, MRs (unmapped), PDs and channels.
+func (s *session) close() {
+	if s == nil {
+		return
+	}
+	for h, o := range s.qps {
+		_ = o.qp.Destroy()
+		delete(s.qps, h)
+	}
+	s.cancel()
+	s.wg.Wait()
+	for h, o := range s.mrs {
+		_ = o.mr.Dereg()
+		_ = unix.MunmapPtr(unsafe.Pointer(o.m.p), o.m.n)
+		delete(s.mrs, h)
+	}
+	s.sweep()
+	for _, o := range s.pds {
+		if o.bounce != nil {
+			_ = o.bounce.Dereg()
+		}
+	}
+	for _, c := range s.chans {
+		c.close()
+	}
+	clear(s.pds)
+	clear(s.cqs)
+	clear(s.chans)
+	s.counts.pds.Store(0)
+	s.counts.mrs.Store(0)
+	s.counts.cqs.Store(0)
+	s.counts.qps.Store(0)
+}

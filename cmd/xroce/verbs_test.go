@@ -1,0 +1,228 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// verbsPair is two namespaces joined by a veth, an xroce daemon in each (run
+// directories dirA and dirB), for unmodified verbs applications on both sides.
+type verbsPair struct {
+	n          *testnet.Net
+	dirA, dirB string
+	stopB      func() (string, error)
+}
+
+func newVerbsPair(t *testing.T) *verbsPair {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces, XDP)")
+	}
+	libxroce(t)
+	if _, err := os.Stat("/usr/bin/ibv_rc_pingpong"); err != nil {
+		t.Skip("no ibv_rc_pingpong: apt-get install ibverbs-utils (.ci/run installs it)")
+	}
+	p := &verbsPair{n: testnet.New(t, testnet.Options{MTU: 1500}), dirA: t.TempDir(), dirB: t.TempDir()}
+	startDaemon(t, p.n.NsA, p.n.IfA, p.dirA)
+	_, p.stopB = startDaemon(t, p.n.NsB, p.n.IfB, p.dirB)
+	return p
+}
+
+// app starts `xroce run -- args` in namespace ns with run directory dir; ip netns
+// exec and xroce run exec, so the process is the application itself.
+func app(t *testing.T, ns, dir string, args ...string) (*exec.Cmd, *testnet.Output, <-chan error) {
+	t.Helper()
+	var out testnet.Output
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, bin, "run", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done, exited := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	return cmd, &out, done
+}
+
+func wait(t *testing.T, what string, done <-chan error, out *testnet.Output, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("%s did not end within %v:\n%s", what, d, out.String())
+		return nil
+	}
+}
+
+func status(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "daemon", "status")
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("xroce daemon status: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// TestVerbsRCPingpong: Debian's unmodified ibv_rc_pingpong with its data check
+// (-c) runs between two xroce daemons, polling (4 KiB messages) and sleeping on
+// completion-channel events (-e, 64-byte messages).
+func TestVerbsRCPingpong(t *testing.T) {
+	p := newVerbsPair(t)
+	for i, args := range [][]string{
+		{"-c", "-n", "100", "-s", "4096"},
+		{"-e", "-c", "-n", "100", "-s", "64"},
+	} {
+		port := fmt.Sprint(18600 + i)
+		pp := append([]string{"ibv_rc_pingpong", "-g", "1", "-p", port}, args...)
+		_, sout, sdone := app(t, p.n.NsA, p.dirA, pp...)
+		time.Sleep(300 * time.Millisecond) // the server listens
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
+		cerr := wait(t, "client", cdone, cout, 30*time.Second)
+		serr := wait(t, "server", sdone, sout, 10*time.Second)
+		size := atoi(args[len(args)-1])
+		for side, r := range map[string]struct {
+			err error
+			out string
+		}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
+			if r.err != nil {
+				t.Errorf("%v: %s: %v\n%s", args, side, r.err, r.out)
+				continue
+			}
+			bytes := fmt.Sprintf(`(?m)^%d bytes in \d+\.\d+ seconds = `, 2*100*size)
+			if !regexpMatch(bytes, r.out) || !regexpMatch(`(?m)^100 iters in \d+\.\d+ seconds = \d+\.\d+ usec/iter$`, r.out) ||
+				!regexpMatch(`(?m)^  remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:10\.79\.0\.[12]$`, r.out) {
+				t.Errorf("%v: %s output:\n%s", args, side, r.out)
+			}
+		}
+	}
+	// Every object went with its application.
+	for _, dir := range []string{p.dirA, p.dirB} {
+		if st := status(t, dir); !strings.Contains(st, "clients: 0\n") {
+			t.Errorf("status after the runs:\n%s", st)
+		}
+	}
+}
+
+// TestVerbsKill: kill -9 of an application mid-run. Its daemon destroys its
+// objects and keeps serving; the peer application sees retry-exceeded.
+func TestVerbsKill(t *testing.T) {
+	p := newVerbsPair(t)
+	pp := []string{"ibv_rc_pingpong", "-g", "1", "-p", "18610", "-n", "100000000", "-s", "65536"}
+	_, sout, sdone := app(t, p.n.NsA, p.dirA, pp...)
+	time.Sleep(300 * time.Millisecond)
+	client, cout, cdone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
+	// Running: the client's session owns a PD, an MR, a CQ and a QP.
+	re := regexp.MustCompile(`pid (\d+) \(uid 0, since [0-9:]+\): 1 PD, 1 MR, 1 CQ, 1 QP`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := re.FindStringSubmatch(status(t, p.dirB))
+		if m != nil && atoi(m[1]) == client.Process.Pid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's objects never showed in status:\n%s\nclient:\n%s", status(t, p.dirB), cout.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // mid-run
+	if err := client.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-cdone
+	// A send of the server's that the client had not acknowledged exhausts its
+	// retries (timeout 14: 67 ms, retry_cnt 7); a server whose last send was
+	// acknowledged waits for a receive for ever, as with an HCA (rc_pingpong sets
+	// no timeout), and is killed here.
+	select {
+	case serr := <-sdone:
+		var ee *exec.ExitError
+		if !errors.As(serr, &ee) || !strings.Contains(sout.String(), "transport retry counter exceeded (12)") {
+			t.Errorf("server after the client's kill -9: %v\n%s", serr, sout.String())
+		}
+	case <-time.After(3 * time.Second):
+		t.Logf("the server waits for a receive (its last send was acknowledged before the kill)")
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		st := status(t, p.dirB)
+		if strings.Contains(st, "clients: 0\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed client's session is still listed:\n%s", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The daemon keeps serving: a fresh pair of applications runs.
+	pp = []string{"ibv_rc_pingpong", "-g", "1", "-p", "18611", "-c", "-n", "20", "-s", "512"}
+	_, sout, sdone = app(t, p.n.NsA, p.dirA, pp...)
+	time.Sleep(300 * time.Millisecond)
+	_, cout, cdone = app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
+	if err := wait(t, "client", cdone, cout, 20*time.Second); err != nil {
+		t.Errorf("client after the kill: %v\n%s", err, cout.String())
+	}
+	if err := wait(t, "server", sdone, sout, 10*time.Second); err != nil {
+		t.Errorf("server after the kill: %v\n%s", err, sout.String())
+	}
+	// A daemon that dies is named within seconds, not waited on for ever.
+	_, sout, sdone = app(t, p.n.NsA, p.dirA, "ibv_rc_pingpong", "-g", "1", "-p", "18612", "-n", "100000000")
+	time.Sleep(300 * time.Millisecond)
+	_, cout, cdone = app(t, p.n.NsB, p.dirB, "ibv_rc_pingpong", "-g", "1", "-p", "18612", "-n", "100000000", p.n.IPA.String())
+	time.Sleep(time.Second)
+	if log, _ := p.stopB(); !strings.Contains(log, "stopped") {
+		t.Errorf("daemon B log:\n%s", log)
+	}
+	if err := wait(t, "client without its daemon", cdone, cout, 10*time.Second); err == nil ||
+		!strings.Contains(cout.String(), "xroce: the daemon at "+p.dirB+"/") {
+		t.Errorf("client after its daemon stopped: %v\n%s", err, cout.String())
+	}
+	_, _ = sout, sdone // the server may wait for a receive for ever: the cleanup kills it
+}
+
+// TestVerbsPerftest: Debian's perftest (4.5) ib_write_bw and ib_send_bw with
+// --use_old_post_send between two daemons. (Without the flag perftest finds no
+// ibv_create_qp_ex and also uses ibv_post_send.)
+func TestVerbsPerftest(t *testing.T) {
+	for _, tool := range []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_send_bw"} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Skipf("no %s: apt-get install perftest (.ci/run installs it)", tool)
+		}
+	}
+	p := newVerbsPair(t)
+	for i, tool := range []string{"ib_write_bw", "ib_send_bw"} {
+		args := []string{tool, "-x", "1", "-p", fmt.Sprint(18620 + i), "--use_old_post_send", "-n", "200", "-s", "65536"}
+		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
+		time.Sleep(300 * time.Millisecond)
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
+		cerr := wait(t, tool+" client", cdone, cout, 30*time.Second)
+		serr := wait(t, tool+" server", sdone, sout, 10*time.Second)
+		for side, r := range map[string]struct {
+			err error
+			out string
+		}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
+			if r.err != nil || !regexpMatch(`(?m)^ 65536\s+200\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s*$`, r.out) ||
+				!strings.Contains(r.out, "Device         : xroce0") {
+				t.Errorf("%s %s: %v\n%s", tool, side, r.err, r.out)
+			}
+		}
+	}
+}
