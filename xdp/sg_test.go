@@ -31,3 +31,14 @@ func TestSGRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestReleaseAtLeast(t *testing.T) {
+	for rel, want := range map[string]bool{
+		"6.18.0-1-amd64": true, "6.6.0": true, "6.5.13-generic": false, "5.15.0-105-generic": false,
+		"7.0": true, "6.10": true, "": false, "garbage": false,
+	} {
+		if got := releaseAtLeast(rel, 6, 6); got != want {
+			t.Errorf("releaseAtLeast(%q, 6, 6) = %v", rel, got)
+		}
+	}
+}
