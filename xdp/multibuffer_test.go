@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -153,5 +154,66 @@ func TestSingleBuffer(t *testing.T) {
 	}
 	if got := recvOne(t, lb, 2*time.Second); !bytes.Equal(got, short) {
 		t.Fatalf("the %d-byte frame arrived as %d bytes", len(short), len(got))
+	}
+}
+
+// TestQueuesMultiBuffer: on a veth with four receive queues (numtxqueues 4
+// numrxqueues 4) at MTU 9000, every queue's socket is multi-buffer: datagrams to UDP
+// 4791 that are longer than a chunk, from 64 source ports (which the kernel spreads
+// over the queues), all arrive whole, reassembled, on every queue.
+func TestQueuesMultiBuffer(t *testing.T) {
+	n := newTestNetQueues(t, 9000, false, 4)
+	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Close()
+	if q := len(la.QueueFrames()); q != 4 {
+		t.Fatalf("%d sockets, want one per queue (4)", q)
+	}
+	const flows, payload = 64, 4100
+	want := 14 + 20 + 8 + payload
+	inNS(t, n.nsB, func() {
+		for i := range flows {
+			c, err := net.DialUDP("udp4", &net.UDPAddr{Port: 21000 + i}, &net.UDPAddr{IP: n.ipA.AsSlice(), Port: 4791})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b := make([]byte, payload)
+			b[0], b[payload-1] = byte(i), byte(i)
+			if _, err := c.Write(b); err != nil {
+				t.Error(err)
+			}
+			c.Close()
+		}
+	})
+	frames := make([][]byte, 64)
+	got, seen := 0, map[byte]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for got < flows && time.Now().Before(deadline) {
+		k, err := la.Recv(frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range frames[:k] {
+			if len(f) != want || f[42] != f[len(f)-1] {
+				t.Fatalf("frame of %d bytes (want %d), first and last payload bytes %d, %d", len(f), want, f[42], f[len(f)-1])
+			}
+			seen[f[42]] = true
+		}
+		got += k
+		if k == 0 {
+			la.Wait(time.Now().Add(10 * time.Millisecond))
+		}
+	}
+	per := la.QueueFrames()
+	if got != flows || len(seen) != flows || la.ChainedFrames() != flows {
+		t.Fatalf("received %d of %d datagrams (%d distinct), %d reassembled; per queue %v", got, flows, len(seen), la.ChainedFrames(), per)
+	}
+	for q, c := range per {
+		if c == 0 {
+			t.Errorf("queue %d received nothing; per queue %v", q, per)
+		}
 	}
 }
