@@ -3,7 +3,6 @@ module github.com/xroce/xroce
 go 1.26.0
 
 require (
-	github.com/asavie/xdp v0.3.3
 	github.com/cilium/ebpf v0.22.0
 	github.com/google/gopacket v1.1.19
 	github.com/spf13/pflag v1.1.0

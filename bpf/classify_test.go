@@ -5,12 +5,12 @@ import (
 	"runtime"
 	"testing"
 
-	axdp "github.com/asavie/xdp"
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/xdp/xsk"
 )
 
 const (
@@ -57,13 +57,13 @@ func TestClassify(t *testing.T) {
 	if err := p.Attach(l.Attrs().Index, ModeNative); err != nil {
 		t.Fatal(err)
 	}
-	xsk, err := axdp.NewSocket(l.Attrs().Index, 0, &axdp.SocketOptions{NumFrames: 64, FrameSize: 4096,
-		FillRingNumDescs: 32, CompletionRingNumDescs: 32, RxRingNumDescs: 32, TxRingNumDescs: 32})
+	sock, err := xsk.Open(l.Attrs().Index, 0, xsk.Config{Frames: 64, FrameSize: 4096,
+		FillSize: 32, CompletionSize: 32, RxSize: 32, TxSize: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer xsk.Close()
-	if err := p.Register(0, xsk.FD()); err != nil {
+	defer sock.Close()
+	if err := p.Register(0, sock.FD()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -91,7 +91,7 @@ func TestClassify(t *testing.T) {
 			if err := p.objs.Xsks.Delete(uint32(0)); err != nil {
 				t.Fatal(err)
 			}
-			defer p.Register(0, xsk.FD())
+			defer p.Register(0, sock.FD())
 		}
 		ret, err := p.objs.XroceRedirect.Run(&ebpf.RunOptions{Data: data})
 		if err != nil {

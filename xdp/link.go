@@ -4,20 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
-	axdp "github.com/asavie/xdp"
 	"golang.org/x/sys/unix"
 
 	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/transport"
+	"github.com/xroce/xroce/xdp/xsk"
 )
 
-// UMEM and ring sizing. A 4 KiB chunk holds one frame (AF_XDP chunks are at most a
-// page). 2048 chunks each for receive and transmit are 8 MiB each way: at the ~430
+// UMEM and ring sizing. A 4 KiB chunk holds one frame of up to MaxFrame bytes (AF_XDP
+// chunks are at most a page); longer frames take several chunks in multi-buffer mode. 2048 chunks each for receive and transmit are 8 MiB each way: at the ~430
 // kpps of 1 KiB frames that copy-mode veth carries (docs/afxdp.md) that is ~5 ms of
 // traffic, far above the bandwidth-delay product of a LAN path (10 Gb/s × 100 µs =
 // 125 KB), so the rings never limit a window of 128 unacknowledged PSNs per QP. The
@@ -29,6 +28,10 @@ const (
 	xdpHeadroom = 256 // XDP_PACKET_HEADROOM: the kernel leaves it free in each RX chunk
 	// MaxFrame is the longest frame one RX chunk holds; longer needs multi-buffer.
 	MaxFrame = FrameSize - xdpHeadroom
+	// maxTxChunks bounds the chunks of one transmitted frame: the kernel's copy mode
+	// takes at most MAX_SKB_FRAGS (17) + 1 descriptors per frame, and 3 hold any
+	// frame of a 9000-byte MTU (9018 bytes with VLAN).
+	maxTxChunks = 4
 	// kicksPerSend bounds how often a send retries the TX kick when the kernel
 	// answers EAGAIN or takes only part of the ring (it sends ≤ 32 frames a call).
 	kicksPerSend = 64
@@ -41,6 +44,10 @@ type Config struct {
 	// Netns is the path of a network namespace (/var/run/netns/NAME) to open the
 	// link in; empty means the caller's.
 	Netns string
+	// SingleBuffer binds the sockets without XDP_USE_SG, as on kernels before 6.6:
+	// one chunk per frame, path MTU at most 2048. By default the link asks for
+	// multi-buffer and falls back to this when the kernel or driver refuses it.
+	SingleBuffer bool
 }
 
 // Link is a transport.Link on AF_XDP sockets, one per receive queue of the
@@ -52,22 +59,31 @@ type Link struct {
 	w      *waiter
 	rxNext int
 
+	// multi: every socket is bound with XDP_USE_SG; else noMulti says why not.
+	multi   bool
+	noMulti string
+	// asm holds the frames Recv reassembled from chained descriptors, valid until
+	// the next Recv; nasm of them are in use.
+	asm  [][]byte
+	nasm int
+
 	mu     sync.Mutex // Send, Recv and Close; Wait and Wake need no lock
 	closed bool
 }
 
 // queue is one AF_XDP socket and its UMEM bookkeeping.
 type queue struct {
-	xsk      *axdp.Socket
-	received uint64      // frames delivered by Recv
-	rxRefill []axdp.Desc // chunks handed out by the last Recv, to give back to the fill ring
-	txFree   []uint64    // free TX chunk addresses
-	txBusy   []uint64    // TX chunks in flight, in submission order
-	descs    []axdp.Desc
+	xsk      *xsk.Socket
+	received uint64   // frames delivered by Recv
+	chained  uint64   // of which arrived as chained descriptors
+	rxRefill []uint64 // chunks handed out by the last Recv, to give back to the fill ring
+	txFree   []uint64 // free TX chunk addresses
+	descs    []unix.XDPDesc
 }
 
-// ErrFrameTooLong is returned by Send for a frame longer than one UMEM chunk.
-var ErrFrameTooLong = errors.New("xdp: frame longer than an AF_XDP chunk")
+// ErrFrameTooLong is returned by Send for a frame longer than the link carries: one
+// UMEM chunk without multi-buffer, maxTxChunks chunks with it.
+var ErrFrameTooLong = errors.New("xdp: frame longer than the AF_XDP link carries")
 
 // Open attaches the XDP program to the interface and opens one AF_XDP socket per
 // receive queue. Errors name the cause: missing privileges (bpf.ErrPermission), no
@@ -92,12 +108,24 @@ func Open(cfg Config) (*Link, error) {
 		if err = l.prog.Attach(l.ifc.index, cfg.Mode); err != nil {
 			return err
 		}
-		for q := 0; q < l.ifc.queues; q++ {
-			qu, err := newQueue(l.ifc.index, q)
-			if err != nil {
-				return fmt.Errorf("xdp: %s queue %d: %w", cfg.Interface, q, err)
+		l.multi = !cfg.SingleBuffer
+		if cfg.SingleBuffer {
+			l.noMulti = "the link was opened single-buffer (xdp.Config.SingleBuffer)"
+		}
+		if l.queues, err = openQueues(l.ifc, l.multi); err != nil && l.multi && sgRefused(err) {
+			// The kernel (before 6.6: EINVAL, an unknown bind flag) or the driver
+			// (zero-copy without multi-buffer: EOPNOTSUPP) refuses XDP_USE_SG. If the
+			// same queues bind without it, that was the reason: run single-buffer.
+			if qs, err2 := openQueues(l.ifc, false); err2 == nil {
+				l.queues, l.multi = qs, false
+				l.noMulti = fmt.Sprintf("the kernel refused AF_XDP multi-buffer on %s (%v): it needs Linux 6.6 or later, and in zero-copy mode a driver that supports it", cfg.Interface, err)
+				err = nil
 			}
-			l.queues = append(l.queues, qu)
+		}
+		if err != nil {
+			return err
+		}
+		for q, qu := range l.queues {
 			if err := l.prog.Register(q, qu.xsk.FD()); err != nil {
 				return fmt.Errorf("xdp: registering the socket of queue %d: %w", q, err)
 			}
@@ -112,13 +140,33 @@ func Open(cfg Config) (*Link, error) {
 	return l, nil
 }
 
-func newQueue(ifindex, q int) (qu *queue, err error) {
-	opts := axdp.SocketOptions{
-		NumFrames: RxFrames + TxFrames, FrameSize: FrameSize,
-		FillRingNumDescs: RxFrames, CompletionRingNumDescs: TxFrames,
-		RxRingNumDescs: RxFrames, TxRingNumDescs: TxFrames,
+// openQueues opens one socket per receive queue of the interface, or none.
+func openQueues(ifc *iface, multi bool) ([]*queue, error) {
+	var qs []*queue
+	for q := 0; q < ifc.queues; q++ {
+		qu, err := newQueue(ifc.index, q, multi)
+		if err != nil {
+			for _, o := range qs {
+				o.xsk.Close()
+			}
+			return nil, fmt.Errorf("xdp: %s queue %d: %w", ifc.name, q, err)
+		}
+		qs = append(qs, qu)
 	}
-	xsk, err := axdp.NewSocket(ifindex, q, &opts)
+	return qs, nil
+}
+
+// sgRefused reports whether a bind failed in a way that refusing XDP_USE_SG explains.
+func sgRefused(err error) bool {
+	return errors.Is(err, xsk.ErrBind) && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP))
+}
+
+func newQueue(ifindex, q int, multi bool) (qu *queue, err error) {
+	s, err := xsk.Open(ifindex, q, xsk.Config{
+		Frames: RxFrames + TxFrames, FrameSize: FrameSize,
+		FillSize: RxFrames, CompletionSize: TxFrames, RxSize: RxFrames, TxSize: TxFrames,
+		MultiBuffer: multi, NeedWakeup: true,
+	})
 	if err != nil {
 		if errors.Is(err, unix.ENOMEM) {
 			return nil, fmt.Errorf("%w: %v", bpf.ErrMemlock, err)
@@ -126,27 +174,28 @@ func newQueue(ifindex, q int) (qu *queue, err error) {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, fmt.Errorf("%w: %v", bpf.ErrPermission, err)
 		}
-		if strings.Contains(err.Error(), "device or resource busy") { // asavie/xdp formats the errno
-			return nil, fmt.Errorf("another AF_XDP socket (another xroce?) is bound to this queue: %v", err)
+		if errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("another AF_XDP socket (another xroce?) is bound to this queue: %w", err)
 		}
 		return nil, err
 	}
-	qu = &queue{xsk: xsk, descs: make([]axdp.Desc, 0, TxFrames)}
-	fill := make([]axdp.Desc, RxFrames)
+	qu = &queue{xsk: s, descs: make([]unix.XDPDesc, 0, TxFrames)}
+	fill := make([]uint64, RxFrames)
 	for i := range fill {
-		fill[i] = axdp.Desc{Addr: uint64(i) * FrameSize, Len: FrameSize}
+		fill[i] = uint64(i) * FrameSize
 	}
-	xsk.Fill(fill)
+	s.Fill.Put(fill)
 	for i := RxFrames; i < RxFrames+TxFrames; i++ {
 		qu.txFree = append(qu.txFree, uint64(i)*FrameSize)
 	}
 	return qu, nil
 }
 
-// Send implements transport.Link: it copies frames into free TX chunks of queue 0,
-// submits them and kicks the kernel, retrying the kick on EAGAIN. It accepts fewer
-// than len(frames) when the TX ring or the chunks run out (the engine resends after
-// its adaptive delay).
+// Send implements transport.Link: it copies frames into free TX chunks of queue 0 (a
+// frame longer than a chunk into several, chained with XDP_PKT_CONTD, when the link
+// is multi-buffer), submits them and kicks the kernel, retrying the kick on EAGAIN.
+// It accepts fewer than len(frames) when the TX ring or the chunks run out (the
+// engine resends after its adaptive delay); a frame is submitted whole or not at all.
 func (l *Link) Send(frames [][]byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -155,107 +204,151 @@ func (l *Link) Send(frames [][]byte) (int, error) {
 	}
 	q := l.queues[0]
 	q.reclaim()
+	maxChunks := 1
+	if l.multi {
+		maxChunks = maxTxChunks
+	}
+	umem := q.xsk.UMEM()
+	slots := q.xsk.Tx.Free()
 	descs := q.descs[:0]
+	sent := 0
 	for _, f := range frames {
-		if len(f) > FrameSize {
-			if len(descs) == 0 {
-				return 0, fmt.Errorf("%w: %d bytes", ErrFrameTooLong, len(f))
+		if len(f) == 0 { // nothing to put on the wire (the engine never builds one)
+			sent++
+			continue
+		}
+		k := (len(f) + FrameSize - 1) / FrameSize
+		if k > maxChunks {
+			if sent == 0 {
+				if !l.multi && k <= maxTxChunks {
+					return 0, fmt.Errorf("%w: %d bytes, and %s", ErrFrameTooLong, len(f), l.noMulti)
+				}
+				return 0, fmt.Errorf("%w: %d bytes (at most %d)", ErrFrameTooLong, len(f), maxChunks*FrameSize)
 			}
 			break
 		}
-		k := len(q.txFree)
-		if k == 0 {
+		if k > len(q.txFree) || k > slots {
 			break
 		}
-		addr := q.txFree[k-1]
-		q.txFree = q.txFree[:k-1]
-		d := axdp.Desc{Addr: addr, Len: uint32(len(f))}
-		copy(q.xsk.GetFrame(d), f)
-		descs = append(descs, d)
-	}
-	n, err := transmit(q.xsk, descs)
-	for _, d := range descs[:n] {
-		q.txBusy = append(q.txBusy, d.Addr)
-	}
-	for _, d := range descs[n:] {
-		q.txFree = append(q.txFree, d.Addr)
-	}
-	if err != nil {
-		return n, err
-	}
-	return n, l.kick(q)
-}
-
-// transmit puts descriptors on the TX ring. asavie/xdp's Transmit panics on a kick
-// error other than EAGAIN/EBUSY (ENXIO when the link goes down, ENOBUFS, …); that
-// becomes an error here, never a crash of the engine.
-func transmit(xsk *axdp.Socket, descs []axdp.Desc) (n int, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			n, err = len(descs), fmt.Errorf("xdp: AF_XDP transmit: %v", r)
+		for off := 0; off < len(f); off += FrameSize {
+			n := len(q.txFree)
+			addr := q.txFree[n-1]
+			q.txFree = q.txFree[:n-1]
+			c := copy(umem[addr:addr+FrameSize], f[off:])
+			d := unix.XDPDesc{Addr: addr, Len: uint32(c)}
+			if off+c < len(f) {
+				d.Options = unix.XDP_PKT_CONTD
+			}
+			descs = append(descs, d)
 		}
-	}()
-	return xsk.Transmit(descs), nil
+		slots -= k
+		sent++
+	}
+	if n := q.xsk.Tx.Put(descs); n != len(descs) {
+		// Cannot happen: slots came from Tx.Free and only this side produces.
+		return 0, fmt.Errorf("xdp: TX ring took %d of %d descriptors", n, len(descs))
+	}
+	q.descs = descs[:0]
+	return sent, l.kick(q)
 }
 
 // kick makes the kernel drain the TX ring: sendto until the ring is empty, retrying
 // EAGAIN/EBUSY (the kernel sends at most 32 frames a call), a bounded number of times.
+// With need_wakeup it makes no syscall when the kernel does not ask for one.
 func (l *Link) kick(q *queue) error {
-	for i := 0; i < kicksPerSend && q.xsk.NumFreeTxSlots() < TxFrames; i++ {
-		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(q.xsk.FD()), 0, 0, unix.MSG_DONTWAIT, 0, 0)
-		switch errno {
+	for i := 0; i < kicksPerSend && q.xsk.Tx.Pending() > 0 && q.xsk.TxNeedsKick(); i++ {
+		switch errno := q.xsk.Kick(); errno {
 		case 0, unix.EAGAIN, unix.EBUSY, unix.EINTR:
 		case unix.ENOBUFS:
 			return nil // frames stay in the ring; the next send kicks again
 		default:
-			return fmt.Errorf("xdp: AF_XDP kick: %w", errno)
+			return fmt.Errorf("xdp: AF_XDP kick (sendto) on %s: %w", l.ifc.name, errno)
 		}
 	}
 	return nil
 }
 
-// reclaim returns completed TX chunks to the free list. In copy mode the kernel
-// completes TX descriptors in submission order (it reserves completion-ring slots
-// as it takes descriptors, net/xdp/xsk.c), so the oldest in-flight chunks are the
-// completed ones.
+// reclaim returns completed TX chunks to the free list: the completion ring names
+// each chunk the kernel is done with, in the kernel's order.
 func (q *queue) reclaim() {
-	n := q.xsk.NumCompleted()
-	if n == 0 {
-		return
-	}
-	n = min(n, len(q.txBusy))
-	q.xsk.Complete(n)
-	q.txFree = append(q.txFree, q.txBusy[:n]...)
-	k := copy(q.txBusy, q.txBusy[n:])
-	q.txBusy = q.txBusy[:k]
+	q.txFree = q.xsk.Completion.Get(q.txFree)
 }
 
 // Recv implements transport.Link: it returns received frames from all queues; the
-// chunks return to the fill ring at the next Recv.
+// chunks return to the fill ring at the next Recv. A frame that arrived as chained
+// descriptors (multi-buffer) is copied whole into a reassembly buffer of the link,
+// also valid until the next Recv; a frame in one chunk is handed out in place.
 func (l *Link) Recv(frames [][]byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0, errClosed
 	}
+	l.nasm = 0
 	got := 0
 	for k := 0; k < len(l.queues) && got < len(frames); k++ {
 		q := l.queues[(l.rxNext+k)%len(l.queues)]
 		if len(q.rxRefill) > 0 {
-			n := q.xsk.Fill(q.rxRefill)
+			n := q.xsk.Fill.Put(q.rxRefill)
 			m := copy(q.rxRefill, q.rxRefill[n:])
 			q.rxRefill = q.rxRefill[:m]
 		}
-		avail := q.xsk.NumReceived()
-		for _, d := range q.xsk.Receive(min(avail, len(frames)-got)) {
-			frames[got] = q.xsk.GetFrame(d)
+		umem := q.xsk.UMEM()
+		avail := q.xsk.Rx.Available()
+		i := 0
+		for i < avail && got < len(frames) {
+			d := q.xsk.Rx.Desc(i)
+			if d.Options&unix.XDP_PKT_CONTD == 0 {
+				frames[got] = umem[d.Addr : d.Addr+uint64(d.Len)]
+				q.rxRefill = append(q.rxRefill, d.Addr&^(FrameSize-1))
+				i++
+			} else {
+				// A chain: its descriptors up to the first without XDP_PKT_CONTD.
+				end, total := i, 0
+				for ; end < avail; end++ {
+					e := q.xsk.Rx.Desc(end)
+					total += int(e.Len)
+					if e.Options&unix.XDP_PKT_CONTD == 0 {
+						break
+					}
+				}
+				if end == avail {
+					// The kernel publishes a frame's descriptors together, so this
+					// is not expected; leave the partial chain for the next Recv.
+					break
+				}
+				buf := l.asmBuf(total)
+				off := 0
+				for j := i; j <= end; j++ {
+					e := q.xsk.Rx.Desc(j)
+					off += copy(buf[off:], umem[e.Addr:e.Addr+uint64(e.Len)])
+					q.rxRefill = append(q.rxRefill, e.Addr&^(FrameSize-1))
+				}
+				frames[got] = buf
+				q.chained++
+				i = end + 1
+			}
 			got++
 			q.received++
-			q.rxRefill = append(q.rxRefill, axdp.Desc{Addr: d.Addr &^ (FrameSize - 1), Len: FrameSize})
 		}
+		q.xsk.Rx.Release(i)
 	}
 	l.rxNext++
 	return got, nil
+}
+
+// asmBuf returns a reassembly buffer of n bytes valid until the next Recv.
+func (l *Link) asmBuf(n int) []byte {
+	if l.nasm == len(l.asm) {
+		l.asm = append(l.asm, nil)
+	}
+	b := l.asm[l.nasm]
+	if cap(b) < n {
+		b = make([]byte, n, (n+FrameSize-1)/FrameSize*FrameSize)
+		l.asm[l.nasm] = b
+	}
+	l.nasm++
+	return b[:n]
 }
 
 // Wait implements transport.Link with ppoll on the sockets and a wake eventfd. Frames
@@ -268,7 +361,7 @@ func (l *Link) Wait(deadline time.Time) error {
 	if !l.closed {
 		q := l.queues[0]
 		_ = l.kick(q)
-		pending = q.xsk.NumFreeTxSlots() < TxFrames
+		pending = q.xsk.Tx.Pending() > 0
 	}
 	l.mu.Unlock()
 	if soon := time.Now().Add(50 * time.Microsecond); pending && (deadline.IsZero() || deadline.After(soon)) {
@@ -289,14 +382,22 @@ func (l *Link) Wake() { l.w.wake() }
 // MTU implements transport.Link: the interface's MTU.
 func (l *Link) MTU() int { return l.ifc.mtu }
 
-// Caps implements transport.Link: without multi-buffer AF_XDP a frame must fit one
-// UMEM chunk, so the path MTU stops at 2048; frames arrive as they were on the wire.
+// Caps implements transport.Link. With multi-buffer AF_XDP a frame may span chunks,
+// so the netdev MTU alone decides the path MTU; without it a frame must fit one UMEM
+// chunk, so the path MTU stops at 2048. Frames arrive as they were on the wire.
 func (l *Link) Caps() transport.LinkCaps {
+	if l.multi {
+		return transport.LinkCaps{}
+	}
 	return transport.LinkCaps{
 		MaxPathMTU:       roce.MTU2048,
-		MaxPathMTUReason: fmt.Sprintf("a path MTU 4096 frame needs AF_XDP multi-buffer (XDP_USE_SG), which xroce does not implement yet; one %d-byte UMEM chunk holds at most %d bytes of frame", FrameSize, MaxFrame),
+		MaxPathMTUReason: fmt.Sprintf("a path MTU 4096 frame needs AF_XDP multi-buffer (XDP_USE_SG), and %s; one %d-byte UMEM chunk holds at most %d bytes of frame", l.noMulti, FrameSize, MaxFrame),
 	}
 }
+
+// MultiBuffer reports whether the link's sockets are bound with XDP_USE_SG (frames
+// longer than a UMEM chunk are carried); if not, the reason says why.
+func (l *Link) MultiBuffer() (bool, string) { return l.multi, l.noMulti }
 
 // HardwareAddr implements transport.Link.
 func (l *Link) HardwareAddr() [6]byte { return l.ifc.mac }
@@ -306,6 +407,43 @@ func (l *Link) Addrs() []netip.Addr { return l.ifc.addrs() }
 
 // Resolve implements transport.Link from the kernel's neighbour table.
 func (l *Link) Resolve(ip netip.Addr) ([6]byte, error) { return l.ifc.resolve(ip) }
+
+// ChainedFrames returns how many received frames arrived as chained descriptors
+// (longer than one UMEM chunk) and were reassembled.
+func (l *Link) ChainedFrames() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n uint64
+	for _, q := range l.queues {
+		n += q.chained
+	}
+	return n
+}
+
+// Stats returns the kernel's AF_XDP counters summed over the link's sockets: frames
+// dropped (too long for a single-buffer socket, no room on the RX ring), invalid
+// descriptors, empty fill ring.
+func (l *Link) Stats() (unix.XDPStatistics, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var sum unix.XDPStatistics
+	if l.closed {
+		return sum, errClosed
+	}
+	for _, q := range l.queues {
+		st, err := q.xsk.Stats()
+		if err != nil {
+			return sum, err
+		}
+		sum.Rx_dropped += st.Rx_dropped
+		sum.Rx_invalid_descs += st.Rx_invalid_descs
+		sum.Tx_invalid_descs += st.Tx_invalid_descs
+		sum.Rx_ring_full += st.Rx_ring_full
+		sum.Rx_fill_ring_empty_descs += st.Rx_fill_ring_empty_descs
+		sum.Tx_ring_empty_descs += st.Tx_ring_empty_descs
+	}
+	return sum, nil
+}
 
 // QueueFrames returns, per receive queue, how many frames its socket delivered.
 func (l *Link) QueueFrames() []uint64 {

@@ -15,13 +15,14 @@ import (
 var transferSizes = []int{1, 1000, 1024, 1025, 2500, 65536, 1 << 20, 8 << 20}
 
 // TestAFXDPTransfer: two engines in two namespaces on a veth pair, over AF_XDP in
-// native and generic mode, at path MTU 1024 (netdev MTU 1500) and 2048 (3000).
+// native and generic mode, at path MTU 1024 (netdev MTU 1500), 2048 (3000) and 4096
+// (9000: multi-buffer, every full frame received as two chained descriptors).
 func TestAFXDPTransfer(t *testing.T) {
 	for _, mode := range []bpf.Mode{bpf.ModeNative, bpf.ModeGeneric} {
 		for _, c := range []struct {
 			mtu     int
 			pathMTU roce.MTU
-		}{{1500, roce.MTU1024}, {3000, roce.MTU2048}} {
+		}{{1500, roce.MTU1024}, {3000, roce.MTU2048}, {9000, roce.MTU4096}} {
 			t.Run(fmt.Sprintf("%v/pmtu%d", mode, c.pathMTU.Bytes()), func(t *testing.T) {
 				n := newTestNet(t, c.mtu, false)
 				la, lb := openXDP(t, n, mode)
@@ -29,6 +30,10 @@ func TestAFXDPTransfer(t *testing.T) {
 					t.Fatalf("attached in %v mode", la.Mode())
 				}
 				transferAll(t, la, lb, n.ipA, n.ipB, c.pathMTU, transferSizes)
+				chained := la.ChainedFrames() + lb.ChainedFrames()
+				if big := c.pathMTU == roce.MTU4096; big != (chained > 0) {
+					t.Errorf("%d frames arrived as chained descriptors at path MTU %d", chained, c.pathMTU.Bytes())
+				}
 			})
 		}
 	}

@@ -107,8 +107,8 @@ func devinfo(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "\t\t\tport_lid:\t\t0\n")
 	fmt.Fprintf(w, "\t\t\tport_lmc:\t\t0x00\n")
 	fmt.Fprintf(w, "\t\t\tlink_layer:\t\tEthernet\n")
-	if active == roce.MTU4096 {
-		fmt.Fprintf(w, "\t\t\t(over AF_XDP xroce runs path MTUs up to 2048; see docs/afxdp.md)\n")
+	if ok, rel := xdp.KernelHasMultiBuffer(); active == roce.MTU4096 && !ok {
+		fmt.Fprintf(w, "\t\t\t(over AF_XDP xroce runs path MTUs up to 2048 on Linux %s: 4096 needs multi-buffer AF_XDP, Linux 6.6 or later; see docs/afxdp.md)\n", rel)
 	}
 	return nil
 }

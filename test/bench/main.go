@@ -2,10 +2,12 @@
 // creates (and removes on exit, on failure and on Ctrl-C), it measures in one run:
 //
 //   - the raw AF_XDP ceiling: frames/s one way with no protocol work, for the frame of
-//     a 64 B RDMA WRITE and the frames of path MTU 1024 and 2048 (4096 is beyond the
-//     AF_XDP link), and the ping-pong round trip of one frame through xdp.Link;
+//     a 64 B RDMA WRITE and the frames of path MTU 1024, 2048 and 4096 (multi-buffer
+//     AF_XDP: two chunks a frame), and the ping-pong round trip of one frame through
+//     xdp.Link;
 //   - xroce engine to engine over AF_XDP: WRITE, READ and SEND goodput from 64 B to
-//     8 MiB, the 64 B message rates, write_lat and read_lat p50 and p99;
+//     8 MiB, WRITE 64 KiB at path MTU 2048 and 4096, the 64 B message rates,
+//     write_lat and read_lat p50 and p99;
 //   - the same over the kernel UDP link (--link udp);
 //   - a TCP stream over the same veth.
 //

@@ -1,0 +1,219 @@
+package xdp_test
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/bpf"
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+	"github.com/xroce/xroce/xdp"
+)
+
+// writeFrame encodes an RC RDMA WRITE Only frame from a to b with payload bytes of
+// seeded data and a valid ICRC.
+func writeFrame(t *testing.T, from, to transport.Link, src, dst netip.Addr, payload int, seed uint64) []byte {
+	t.Helper()
+	data := make([]byte, payload)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	pk := roce.Packet{
+		Eth:     roce.Ethernet{Dst: to.HardwareAddr(), Src: from.HardwareAddr(), EtherType: roce.EtherTypeIPv4},
+		IPv4:    roce.IPv4{FlagsFrag: 0x4000, TTL: 64, Src: src.As4(), Dst: dst.As4()},
+		UDP:     roce.UDP{SrcPort: 0xc001, DstPort: roce.UDPPort},
+		BTH:     roce.BTH{Opcode: roce.RC_RDMA_WRITE_ONLY, PKey: 0xffff, DestQP: 17, PSN: uint32(seed)},
+		RETH:    roce.RETH{VA: 0x1000, RKey: 0x42, DMALen: uint32(payload)},
+		Payload: data,
+	}
+	b := make([]byte, pk.Len())
+	n, err := pk.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[:n]
+}
+
+// recvOne waits up to timeout for one frame on l and returns a copy of it, or nil.
+func recvOne(t *testing.T, l transport.Link, timeout time.Duration) []byte {
+	t.Helper()
+	frames := make([][]byte, 8)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		n, err := l.Recv(frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 1 {
+			t.Fatalf("received %d frames, want 1", n)
+		}
+		if n == 1 {
+			return bytes.Clone(frames[0])
+		}
+		if err := l.Wait(time.Now().Add(50 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nil
+}
+
+// TestMultiBufferFrames: with multi-buffer AF_XDP (the default on Linux ≥ 6.6) RoCE
+// frames longer than one UMEM chunk cross a veth pair at MTU 9000 byte for byte, ICRC
+// good, in native and generic mode: frames around the RX limit of one chunk (3840
+// bytes after the kernel's headroom) and the TX limit (4096), the path-MTU-4096 WRITE
+// (4170 bytes) and the longest frame of the MTU (three chunks each way).
+func TestMultiBufferFrames(t *testing.T) {
+	for _, mode := range []bpf.Mode{bpf.ModeNative, bpf.ModeGeneric} {
+		t.Run(mode.String(), func(t *testing.T) {
+			n := newTestNet(t, 9000, false)
+			la, lb := openXDP(t, n, mode)
+			for _, l := range []*xdp.Link{la, lb} {
+				if ok, why := l.MultiBuffer(); !ok {
+					t.Fatalf("%s: not multi-buffer: %s", l.Name(), why)
+				}
+				if c := l.Caps(); c != (transport.LinkCaps{}) {
+					t.Fatalf("%s: caps %+v, want no limit of the link's own", l.Name(), c)
+				}
+			}
+			chained := uint64(0)
+			for i, payload := range []int{100, 3764, 3768, 4020, 4024, 4096, 8940} {
+				f := writeFrame(t, la, lb, n.ipA, n.ipB, payload, uint64(i))
+				if sent, err := la.Send([][]byte{f}); sent != 1 || err != nil {
+					t.Fatalf("send of a %d-byte frame: %d, %v", len(f), sent, err)
+				}
+				got := recvOne(t, lb, 2*time.Second)
+				if got == nil {
+					st, _ := lb.Stats()
+					t.Fatalf("%d-byte frame (payload %d) not received; receiver's AF_XDP stats %+v", len(f), payload, st)
+				}
+				if !bytes.Equal(got, f) {
+					t.Fatalf("%d-byte frame (payload %d) arrived as %d bytes, different", len(f), payload, len(got))
+				}
+				var pk roce.Packet
+				if err := pk.Decode(got); err != nil || len(pk.Payload) != payload {
+					t.Fatalf("%d-byte frame: decode %v, payload %d", len(f), err, len(pk.Payload))
+				}
+				if len(f) > xdp.MaxFrame {
+					chained++
+				}
+				if c := lb.ChainedFrames(); c != chained {
+					t.Errorf("%d-byte frame: %d frames reassembled, want %d", len(f), c, chained)
+				}
+			}
+		})
+	}
+}
+
+// TestSingleBuffer: a link opened single-buffer (what the link falls back to when the
+// kernel refuses XDP_USE_SG) caps the path MTU at 2048 and says why, refuses to send
+// a frame longer than a chunk, and the kernel drops (and counts) a longer frame sent
+// to it while shorter ones still arrive.
+func TestSingleBuffer(t *testing.T) {
+	n := newTestNet(t, 9000, false)
+	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { la.Close() })
+	lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: bpf.ModeNative, Netns: nsPath(n.nsB), SingleBuffer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lb.Close() })
+	if ok, why := lb.MultiBuffer(); ok || !strings.Contains(why, "SingleBuffer") {
+		t.Errorf("MultiBuffer() = %v, %q", ok, why)
+	}
+	c := lb.Caps()
+	if c.MaxPathMTU != roce.MTU2048 || !strings.Contains(c.MaxPathMTUReason, "multi-buffer") || !strings.Contains(c.MaxPathMTUReason, "3840") {
+		t.Errorf("caps %+v", c)
+	}
+	long := writeFrame(t, lb, la, n.ipB, n.ipA, 4096, 1)
+	if sent, err := lb.Send([][]byte{long}); sent != 0 || !errors.Is(err, xdp.ErrFrameTooLong) || !strings.Contains(err.Error(), "single-buffer") {
+		t.Errorf("single-buffer send of %d bytes: %d, %v", len(long), sent, err)
+	}
+	long = writeFrame(t, la, lb, n.ipA, n.ipB, 4096, 2)
+	if sent, err := la.Send([][]byte{long}); sent != 1 || err != nil {
+		t.Fatalf("send: %d, %v", sent, err)
+	}
+	if got := recvOne(t, lb, 300*time.Millisecond); got != nil {
+		t.Fatalf("a single-buffer link received a %d-byte frame", len(got))
+	}
+	if st, err := lb.Stats(); err != nil || st.Rx_dropped != 1 {
+		t.Errorf("receiver's AF_XDP stats %+v, %v: want one frame dropped", st, err)
+	}
+	short := writeFrame(t, la, lb, n.ipA, n.ipB, 2048, 3)
+	if sent, err := la.Send([][]byte{short}); sent != 1 || err != nil {
+		t.Fatalf("send: %d, %v", sent, err)
+	}
+	if got := recvOne(t, lb, 2*time.Second); !bytes.Equal(got, short) {
+		t.Fatalf("the %d-byte frame arrived as %d bytes", len(short), len(got))
+	}
+}
+
+// TestQueuesMultiBuffer: on a veth with four receive queues (numtxqueues 4
+// numrxqueues 4) at MTU 9000, every queue's socket is multi-buffer: datagrams to UDP
+// 4791 that are longer than a chunk, from 64 source ports (which the kernel spreads
+// over the queues), all arrive whole, reassembled, on every queue.
+func TestQueuesMultiBuffer(t *testing.T) {
+	n := newTestNetQueues(t, 9000, false, 4)
+	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Close()
+	if q := len(la.QueueFrames()); q != 4 {
+		t.Fatalf("%d sockets, want one per queue (4)", q)
+	}
+	const flows, payload = 64, 4100
+	want := 14 + 20 + 8 + payload
+	inNS(t, n.nsB, func() {
+		for i := range flows {
+			c, err := net.DialUDP("udp4", &net.UDPAddr{Port: 21000 + i}, &net.UDPAddr{IP: n.ipA.AsSlice(), Port: 4791})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b := make([]byte, payload)
+			b[0], b[payload-1] = byte(i), byte(i)
+			if _, err := c.Write(b); err != nil {
+				t.Error(err)
+			}
+			c.Close()
+		}
+	})
+	frames := make([][]byte, 64)
+	got, seen := 0, map[byte]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for got < flows && time.Now().Before(deadline) {
+		k, err := la.Recv(frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range frames[:k] {
+			if len(f) != want || f[42] != f[len(f)-1] {
+				t.Fatalf("frame of %d bytes (want %d), first and last payload bytes %d, %d", len(f), want, f[42], f[len(f)-1])
+			}
+			seen[f[42]] = true
+		}
+		got += k
+		if k == 0 {
+			la.Wait(time.Now().Add(10 * time.Millisecond))
+		}
+	}
+	per := la.QueueFrames()
+	if got != flows || len(seen) != flows || la.ChainedFrames() != flows {
+		t.Fatalf("received %d of %d datagrams (%d distinct), %d reassembled; per queue %v", got, flows, len(seen), la.ChainedFrames(), per)
+	}
+	for q, c := range per {
+		if c == 0 {
+			t.Errorf("queue %d received nothing; per queue %v", q, per)
+		}
+	}
+}
