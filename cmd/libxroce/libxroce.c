@@ -1513,6 +1513,21 @@ XROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 
 /* post_flush sends the batch in buf (n WRs starting at first) and returns 0, or
  * the errno of the WR it stopped at, whose index it stores in *failed. */
+/* put_sges appends n scatter/gather entries to a post message at len and returns
+ * the new length; the caller has checked that they fit. */
+static size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct xroce_sge e = { .addr = sg[i].addr, .length = sg[i].length, .lkey = sg[i].lkey };
+
+		memcpy(buf + len, &e, sizeof(e));
+		len += sizeof(e);
+	}
+	return len;
+}
+
 static int post_flush(struct xctx *xc, uint16_t op, unsigned char *buf, size_t len, uint32_t n, uint32_t *failed)
 {
 	struct xroce_post_reply r;
@@ -1605,12 +1620,7 @@ static int x_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 			m.num_sge = (uint32_t)w->num_sge;
 			memcpy(buf + len, &m, sizeof(m));
 			len += sizeof(m);
-			for (i = 0; i < w->num_sge; i++) {
-				struct xroce_sge e = { .addr = w->sg_list[i].addr, .length = w->sg_list[i].length, .lkey = w->sg_list[i].lkey };
-
-				memcpy(buf + len, &e, sizeof(e));
-				len += sizeof(e);
-			}
+			len = put_sges(buf, len, w->sg_list, w->num_sge);
 		}
 		n++;
 	}
@@ -1630,7 +1640,7 @@ static int x_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_rec
 	struct ibv_recv_wr *first = wr, *w;
 	size_t len = sizeof(h);
 	uint32_t n = 0, failed;
-	int i, ret;
+	int ret;
 
 	if (!xc) {
 		*bad = wr;
@@ -1657,12 +1667,7 @@ static int x_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_rec
 		m.num_sge = (uint32_t)w->num_sge;
 		memcpy(buf + len, &m, sizeof(m));
 		len += sizeof(m);
-		for (i = 0; i < w->num_sge; i++) {
-			struct xroce_sge e = { .addr = w->sg_list[i].addr, .length = w->sg_list[i].length, .lkey = w->sg_list[i].lkey };
-
-			memcpy(buf + len, &e, sizeof(e));
-			len += sizeof(e);
-		}
+		len = put_sges(buf, len, w->sg_list, w->num_sge);
 		n++;
 	}
 	if (n && (ret = post_flush(xc, XROCE_OP_POST_RECV, buf, len, n, &failed))) {
