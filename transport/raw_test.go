@@ -411,8 +411,9 @@ func TestRNRNAKTimerCode(t *testing.T) {
 // TestRNRThenSequenceNAK: a responder out of receives sends an RNR NAK and then a
 // NAK PSN sequence error for the same PSN (the packets behind it arrive out of
 // sequence), round after round until it reposts receives, as rdma_rxe under load
-// does. The requester waits the RNR delay each round and never spends retry_cnt on
-// those NAKs: with retry_cnt 1 it still completes.
+// does. The requester waits the RNR delay each round, then sends only the NAKed
+// message's first packet with AckReq (one packet per RNR period, not the window),
+// and never spends retry_cnt on those NAKs: with retry_cnt 1 it still completes.
 func TestRNRThenSequenceNAK(t *testing.T) {
 	r := newRaw(t, 50, 500, pairConfig{retryCnt: 1, rnrRetry: 7, timeout: 18})
 	for i := 0; i < 3; i++ {
@@ -431,8 +432,16 @@ func TestRNRThenSequenceNAK(t *testing.T) {
 		if el := r.clock.Now().Sub(start); el != 640*time.Microsecond {
 			t.Fatalf("round %d: resent after %v, want the RNR delay 640µs", round, el)
 		}
-		expect(t, "resend", out, roce.RC_SEND_ONLY, 51, roce.RC_SEND_ONLY, 52)
+		expect(t, "resend", out, roce.RC_SEND_ONLY, 51)
+		if !out[0].BTH.AckReq {
+			t.Fatalf("round %d: the RNR probe has no AckReq", round)
+		}
+		if out := r.step(); len(out) != 0 {
+			t.Fatalf("round %d: more than the probe before its answer: %v", round, summary(out))
+		}
 	}
+	r.send(ack(51, roce.SyndromeACK, 2))
+	expect(t, "after the probe's ACK", r.step(), roce.RC_SEND_ONLY, 52)
 	r.send(ack(52, roce.SyndromeACK, 3))
 	r.step()
 	wcs := r.wcs()
@@ -571,5 +580,38 @@ func TestReadGapLaterReadsStreaming(t *testing.T) {
 	r.clock.Advance(time.Second)
 	if out := r.step(); len(out) != 0 {
 		t.Fatalf("sent %v with nothing outstanding", summary(out))
+	}
+}
+
+// TestRNRProbeMultiPacket: a 3-packet SEND meets a responder out of receives. After
+// each RNR delay only SEND_FIRST goes out, with AckReq, until the responder answers
+// it; its ACK lets the rest of the message follow.
+func TestRNRProbeMultiPacket(t *testing.T) {
+	r := newRaw(t, 10, 500, pairConfig{rnrRetry: 7})
+	must(t, postSend(r.e, transport.SendWR{WRID: 4, Opcode: transport.WR_SEND, SGList: sge(r.e, 0, 2500), Flags: transport.SendSignaled}))
+	expect(t, "send", r.step(), roce.RC_SEND_FIRST, 10, roce.RC_SEND_MIDDLE, 11, roce.RC_SEND_LAST, 12)
+	for round := 0; round < 3; round++ {
+		r.send(ack(10, roce.RNRNAKSyndrome(12), 0))
+		if out := r.step(); len(out) != 0 {
+			t.Fatalf("round %d: sent before the RNR delay: %v", round, summary(out))
+		}
+		out := r.advance()
+		expect(t, "probe", out, roce.RC_SEND_FIRST, 10)
+		if !out[0].BTH.AckReq {
+			t.Fatalf("round %d: the probe has no AckReq", round)
+		}
+		if out := r.step(); len(out) != 0 {
+			t.Fatalf("round %d: sent past the probe: %v", round, summary(out))
+		}
+	}
+	r.send(ack(10, roce.SyndromeACK, 0))
+	expect(t, "rest", r.step(), roce.RC_SEND_MIDDLE, 11, roce.RC_SEND_LAST, 12)
+	r.send(ack(12, roce.SyndromeACK, 1))
+	r.step()
+	if wcs := r.wcs(); len(wcs) != 1 || wcs[0].Status != transport.WC_SUCCESS || wcs[0].WRID != 4 {
+		t.Fatalf("completions %+v", wcs)
+	}
+	if c := r.e.qp.Counters().Get(transport.CntRcvdRNRErr); c != 3 {
+		t.Errorf("rcvd_rnr_err %d, want 3", c)
 	}
 }

@@ -23,6 +23,8 @@ type requester struct {
 	sentPSN    uint32    // one past the highest PSN sent (READ: its last response PSN)
 	retryPSN   uint32    // PSN the last retry went back to
 	retrying   bool      // a retry is under way and nothing was acknowledged since
+	rnrProbe   bool      // after an RNR NAK: send one packet, then wait for its answer
+	probeSent  bool      // the RNR probe is out
 }
 
 func (r *requester) init(psn uint32) { *r = requester{psn: psn, compPSN: psn, sentPSN: psn} }
@@ -53,6 +55,15 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 			return false
 		}
 		r.rnrUntil = timeZero
+	}
+	if r.rnrProbe {
+		// After an RNR NAK only the NAKed message's first packet goes out, with
+		// AckReq, until the responder answers it: a responder still out of receives
+		// costs one packet per RNR period, not the whole window each time.
+		if r.probeSent {
+			return false
+		}
+		budget = min(budget, 1)
 	}
 	did := false
 	maxRd := max(1, int(qp.attr.MaxRdAtomic))
@@ -102,6 +113,9 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 		}
 		did = true
 	}
+	if did && r.rnrProbe {
+		r.probeSent = true
+	}
 	if did && r.timer.IsZero() {
 		r.armTimer(qp)
 	}
@@ -144,7 +158,7 @@ func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
 	last := i == w.npkts-1
 	p.BTH.SE = last && w.wr.Flags&SendSolicited != 0
 	r.noack++
-	if last || r.noack >= maxPktsPerAck {
+	if last || r.noack >= maxPktsPerAck || r.rnrProbe {
 		p.BTH.AckReq = true
 		r.noack = 0
 	}
@@ -219,6 +233,7 @@ func (r *requester) rewind(qp *QueuePair, psn uint32) {
 	r.noack = 0
 	r.timer = timeZero
 	r.retrying, r.retryPSN = true, psn
+	r.probeSent = false
 }
 
 // hasOutstanding reports whether some sent request awaits its response.
@@ -231,6 +246,7 @@ func (r *requester) hasOutstanding(qp *QueuePair) bool {
 func (r *requester) progress(qp *QueuePair) {
 	qp.retryLeft, qp.rnrRetryLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 	r.retrying = false
+	r.rnrProbe = false
 	r.timer = timeZero
 	if r.hasOutstanding(qp) {
 		r.armTimer(qp)
@@ -331,6 +347,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 			qp.rnrRetryLeft--
 		}
 		r.rewind(qp, psn)
+		r.rnrProbe = true
 		r.rnrUntil = d.now.Add(roce.RNRTimerDelay(syn.Value()))
 		d.armed(qp, r.rnrUntil)
 		return

@@ -29,19 +29,20 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	return fmt.Errorf("completion %v (%v)", wc.Status, wc.Opcode)
 }
 
-// peerAlive returns a function that reports whether frames arrived (the
-// provider's rcvd_pkts moved) since its last call, or since peerAlive.
-func (c *conn) peerAlive() func() bool {
-	rcvd := func() uint64 {
+// counterWatch returns a function that reports how far the provider's counter
+// name (rdma_rxe's hw_counters names) moved since its last call, or since
+// counterWatch.
+func (c *conn) counterWatch(name string) func() uint64 {
+	read := func() uint64 {
 		if c.env == nil {
 			return 0
 		}
-		return c.env.prov.Counters()["rcvd_pkts"]
+		return c.env.prov.Counters()[name]
 	}
-	seen := rcvd()
-	return func() bool {
-		now := rcvd()
-		moved := now != seen
+	seen := read()
+	return func() uint64 {
+		now := read()
+		moved := now - seen
 		seen = now
 		return moved
 	}
@@ -54,7 +55,7 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 	}
 	// A long message (hundreds of MiB) may take longer than limit to complete: the
 	// wait goes on while frames still arrive.
-	alive := c.peerAlive()
+	alive, rnr := c.counterWatch("rcvd_pkts"), c.counterWatch("rcvd_rnr_err")
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
 		err := c.cq.Wait(ctx)
@@ -65,7 +66,12 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 		if !errors.Is(err, context.DeadlineExceeded) { // the CQ is in error (overrun)
 			return 0, err
 		}
-		if alive() {
+		// The peer answers, but only with RNR NAKs: it has no receive posted for
+		// our SEND and never will (rnr_retry 7 retries for ever).
+		if n := rnr(); n > 0 {
+			return 0, fmt.Errorf("no completion for %v: the peer posts no receives (RNR NAK, %d times in that time): are -n (and pingpong's -r) the same on both sides, and does the peer run the same test?", limit, n)
+		}
+		if alive() > 0 {
 			continue
 		}
 		if c.env != nil && c.env.ifname != "" {

@@ -136,7 +136,8 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	}
 	s := oob.NewSession(nc, c.client, t.kind, c.exchangeTimeout())
 	s.RunAll = o.all
-	s.Alive = c.peerAlive()
+	rcvd := c.counterWatch("rcvd_pkts")
+	s.Alive = func() bool { return rcvd() > 0 }
 	ours := c.ourMTU()
 	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)
 	if err != nil {
