@@ -27,8 +27,15 @@ type iface struct {
 // ErrNoInterface is returned when the interface does not exist.
 var ErrNoInterface = errors.New("no such network interface")
 
+// routeHandle opens a netlink handle on NETLINK_ROUTE alone: links, addresses and
+// neighbours are all the link needs. netlink.NewHandle() with no family opens every
+// family the library knows (XFRM and NETFILTER too), which fails with "protocol not
+// supported" on kernels without the xfrm_user or nfnetlink modules (minimal hosts,
+// containers, Debian's kernel before they load).
+func routeHandle() (*netlink.Handle, error) { return netlink.NewHandle(unix.NETLINK_ROUTE) }
+
 func openIface(name string) (*iface, error) {
-	nl, err := netlink.NewHandle()
+	nl, err := routeHandle()
 	if err != nil {
 		return nil, fmt.Errorf("xdp: netlink: %w", err)
 	}
@@ -109,7 +116,7 @@ func linkAddrs(nl *netlink.Handle, l netlink.Link) ([]netip.Addr, error) {
 // Errors: ErrNoInterface when the interface does not exist; an interface without a
 // 6-byte Ethernet address (loopback, tun) has no RoCE GIDs; netlink failures.
 func GIDTable(name string) (roce.GIDTable, error) {
-	nl, err := netlink.NewHandle()
+	nl, err := routeHandle()
 	if err != nil {
 		return nil, fmt.Errorf("xdp: netlink: %w", err)
 	}
