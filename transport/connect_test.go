@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/xroce/xroce/roce"
@@ -135,5 +136,23 @@ func TestBringUpEngine(t *testing.T) {
 	}
 	if s := qp.State(); s != transport.QPS_INIT {
 		t.Errorf("state after the refused RTR %v, want INIT", s)
+	}
+}
+
+// TestModifyNamesMissingAttributes: a transition missing attributes names them as
+// ibv_qp_attr_mask spells them, not as a number.
+func TestModifyNamesMissingAttributes(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	cq := p.a.dev.CreateCQ(4)
+	qp, err := p.a.pd.CreateQP(transport.QPInitAttr{SendCQ: cq, RecvCQ: cq})
+	must(t, err)
+	must(t, qp.Modify(transport.QPAttr{State: transport.QPS_INIT}, transport.QP_STATE|transport.QP_ACCESS_FLAGS))
+	err = qp.Modify(transport.QPAttr{State: transport.QPS_RTR}, transport.QP_STATE|transport.QP_PATH_MTU|transport.QP_DEST_QPN|transport.QP_RQ_PSN)
+	want := "IBV_QPS_INIT → IBV_QPS_RTR needs attributes IBV_QP_AV|IBV_QP_MIN_RNR_TIMER|IBV_QP_MAX_DEST_RD_ATOMIC"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	if s := (transport.QP_STATE | 1<<30).String(); s != "IBV_QP_STATE|0x40000000" {
+		t.Errorf("String %q", s)
 	}
 }

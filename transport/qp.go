@@ -75,6 +75,42 @@ const (
 	QP_DEST_QPN           QPAttrMask = 1 << 20
 )
 
+var qpAttrMaskNames = [...]struct {
+	m    QPAttrMask
+	name string
+}{
+	{QP_STATE, "IBV_QP_STATE"}, {QP_ACCESS_FLAGS, "IBV_QP_ACCESS_FLAGS"}, {QP_PKEY_INDEX, "IBV_QP_PKEY_INDEX"},
+	{QP_PORT, "IBV_QP_PORT"}, {QP_AV, "IBV_QP_AV"}, {QP_PATH_MTU, "IBV_QP_PATH_MTU"}, {QP_TIMEOUT, "IBV_QP_TIMEOUT"},
+	{QP_RETRY_CNT, "IBV_QP_RETRY_CNT"}, {QP_RNR_RETRY, "IBV_QP_RNR_RETRY"}, {QP_RQ_PSN, "IBV_QP_RQ_PSN"},
+	{QP_MAX_QP_RD_ATOMIC, "IBV_QP_MAX_QP_RD_ATOMIC"}, {QP_MIN_RNR_TIMER, "IBV_QP_MIN_RNR_TIMER"},
+	{QP_SQ_PSN, "IBV_QP_SQ_PSN"}, {QP_MAX_DEST_RD_ATOMIC, "IBV_QP_MAX_DEST_RD_ATOMIC"}, {QP_DEST_QPN, "IBV_QP_DEST_QPN"},
+}
+
+// String names the mask's bits as enum ibv_qp_attr_mask spells them, joined by '|',
+// e.g. "IBV_QP_AV|IBV_QP_PATH_MTU"; bits without a name show as hex.
+func (m QPAttrMask) String() string {
+	var s string
+	for _, e := range qpAttrMaskNames {
+		if m&e.m != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += e.name
+			m &^= e.m
+		}
+	}
+	if m != 0 {
+		if s != "" {
+			s += "|"
+		}
+		s += fmt.Sprintf("0x%x", uint32(m))
+	}
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
 // QPCap sizes a QP's queues (struct ibv_qp_cap).
 type QPCap struct {
 	MaxSendWR, MaxRecvWR   int
@@ -223,10 +259,10 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		return fmt.Errorf("transport: QP 0x%x: cannot move from %v to %v: %w", qp.qpn, from, to, ErrQPState)
 	}
 	if miss := tr[0] &^ mask; miss != 0 {
-		return fmt.Errorf("transport: QP 0x%x: %v → %v needs attributes 0x%x", qp.qpn, from, to, uint32(miss))
+		return fmt.Errorf("transport: QP 0x%x: %v → %v needs attributes %v", qp.qpn, from, to, miss)
 	}
 	if extra := mask &^ (tr[0] | tr[1] | QP_STATE); extra != 0 {
-		return fmt.Errorf("transport: QP 0x%x: %v → %v does not take attributes 0x%x", qp.qpn, from, to, uint32(extra))
+		return fmt.Errorf("transport: QP 0x%x: %v → %v does not take attributes %v", qp.qpn, from, to, extra)
 	}
 	a := qp.attr
 	if mask&QP_ACCESS_FLAGS != 0 {
