@@ -1,6 +1,10 @@
 package transport
 
-import "sync/atomic"
+import (
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
 
 // Counter indexes. The names are rdma_rxe's hw_counters (rxe_hw_counters.c) where
 // rxe has one, and say what they count otherwise.
@@ -63,6 +67,26 @@ func (c *Counters) Map() map[string]uint64 {
 		m[CounterNames[i]] = c.v[i].Load()
 	}
 	return m
+}
+
+// String lists the counters that are not zero as name=value in the order of the Cnt
+// constants, e.g. "sent_pkts=12 rcvd_pkts=9", or "none" when all are zero.
+func (c *Counters) String() string {
+	var b strings.Builder
+	for i := range c.v {
+		if v := c.v[i].Load(); v != 0 {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(CounterNames[i])
+			b.WriteByte('=')
+			b.WriteString(strconv.FormatUint(v, 10))
+		}
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
 }
 
 // count increments counter i of the QP and of its device.

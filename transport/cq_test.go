@@ -72,3 +72,17 @@ func TestCQOverrun(t *testing.T) {
 	checkWC(t, got[0], 4, transport.WC_RETRY_EXC_ERR, transport.WC_SEND, -1)
 	checkWC(t, got[1], 5, transport.WC_WR_FLUSH_ERR, transport.WC_SEND, -1)
 }
+
+// TestCountersString: the non-zero counters, by rdma_rxe's names, in table order.
+func TestCountersString(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	if s := p.a.qp.Counters().String(); s != "none" {
+		t.Errorf("fresh QP: %q", s)
+	}
+	must(t, postRecv(p.b, 1, 0, 64))
+	must(t, postSend(p.a, transport.SendWR{WRID: 1, Opcode: transport.WR_SEND, SGList: sge(p.a, 0, 64), Flags: transport.SendSignaled}))
+	p.waitWCs(p.a, 1, time.Second)
+	if s, want := p.a.qp.Counters().String(), "sent_pkts=1 rcvd_pkts=1"; s != want {
+		t.Errorf("after one SEND: %q, want %q", s, want)
+	}
+}
