@@ -73,3 +73,30 @@ func TestPermissionError(t *testing.T) {
 		t.Fatalf("unprivileged run: %v\n%s", err, out)
 	}
 }
+
+// TestMTUFollowsInterface: the link reports the interface's MTU at the time it is
+// asked, so a change while xroce runs (ip link set … mtu) reaches the path-MTU check
+// and the port's active_mtu, as rdma_rxe follows NETDEV_CHANGEMTU.
+func TestMTUFollowsInterface(t *testing.T) {
+	n := newTestNet(t, 1500, false)
+	l, err := xdp.Open(xdp.Config{Interface: n.ifA, Netns: nsPath(n.nsA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dev, err := transport.Open(l, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, p := l.MTU(), dev.MaxPathMTU(); m != 1500 || p != roce.MTU1024 {
+		t.Fatalf("MTU %d, path MTU %v at 1500", m, p)
+	}
+	sh(t, "ip", "-n", n.nsA, "link", "set", n.ifA, "mtu", "9000")
+	if m, p := l.MTU(), dev.MaxPathMTU(); m != 9000 || p != roce.MTU4096 {
+		t.Errorf("MTU %d, path MTU %v after the change to 9000", m, p)
+	}
+	sh(t, "ip", "-n", n.nsA, "link", "set", n.ifA, "mtu", "1500")
+	if m := l.MTU(); m != 1500 {
+		t.Errorf("MTU %d after the change back to 1500", m)
+	}
+}

@@ -34,6 +34,25 @@ var ErrNoInterface = errors.New("no such network interface")
 // containers, Debian's kernel before they load).
 func routeHandle() (*netlink.Handle, error) { return netlink.NewHandle(unix.NETLINK_ROUTE) }
 
+// currentMTU returns the interface's MTU now (SIOCGIFMTU on the trigger socket,
+// which costs one ioctl), so that a link whose MTU changes while xroce runs (ip link
+// set … mtu 9000) reports the new one, as rdma_rxe follows NETDEV_CHANGEMTU. It
+// falls back to the MTU read when the link was opened.
+func (i *iface) currentMTU() int {
+	fd := i.trigger[0]
+	if fd < 0 {
+		fd = i.trigger[1]
+	}
+	if fd < 0 {
+		return i.mtu
+	}
+	ifr, err := unix.NewIfreq(i.name)
+	if err != nil || unix.IoctlIfreq(fd, unix.SIOCGIFMTU, ifr) != nil {
+		return i.mtu
+	}
+	return int(ifr.Uint32())
+}
+
 func openIface(name string) (*iface, error) {
 	nl, err := routeHandle()
 	if err != nil {

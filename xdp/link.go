@@ -380,7 +380,7 @@ func (l *Link) Wait(deadline time.Time) error {
 func (l *Link) Wake() { l.w.wake() }
 
 // MTU implements transport.Link: the interface's MTU.
-func (l *Link) MTU() int { return l.ifc.mtu }
+func (l *Link) MTU() int { return l.ifc.currentMTU() }
 
 // Caps implements transport.Link. With multi-buffer AF_XDP a frame may span chunks,
 // so the netdev MTU alone decides the path MTU; without it a frame must fit one UMEM

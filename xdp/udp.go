@@ -300,7 +300,7 @@ func (l *UDPLink) Wait(deadline time.Time) error { return l.w.wait(deadline) }
 func (l *UDPLink) Wake() { l.w.wake() }
 
 // MTU implements transport.Link.
-func (l *UDPLink) MTU() int { return l.ifc.mtu }
+func (l *UDPLink) MTU() int { return l.ifc.currentMTU() }
 
 // Caps implements transport.Link: any path MTU the interface's MTU allows; the ICRC
 // of received IPv4 datagrams is recomputed (see UDPLink and UnverifiedICRC).
