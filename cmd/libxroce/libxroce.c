@@ -202,8 +202,11 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 	memcpy(&status, msg + sizeof(h), 4);
 	if (status != 0) {
 		/* Expected answers (an empty GID slot, a bad argument, a busy object) are
-		 * the caller's to report; XROCE_DEBUG prints the daemon's reason for them. */
-		if ((status != ENODATA && status != EINVAL && status != EBUSY) || getenv("XROCE_DEBUG"))
+		 * the caller's to report; XROCE_DEBUG prints the daemon's reason for them.
+		 * A refused QP transition always says why (a path MTU or GID the link
+		 * cannot take): applications only print "Failed to modify QP". */
+		if ((status != ENODATA && status != EINVAL && status != EBUSY) || op == XROCE_OP_MODIFY_QP ||
+		    getenv("XROCE_DEBUG"))
 			warnx("%s: %.*s", path, (int)(n - sizeof(h) - 4), (const char *)msg + sizeof(h) + 4);
 		return status > 0 ? status : EPROTO;
 	}

@@ -106,11 +106,13 @@ func daemonStatus(args []string) error {
 	if len(names) == 0 {
 		return fmt.Errorf("no xroce devices in %s: start one with `xroce daemon -d IFACE` (XROCE_RUN_DIR sets the directory)", dir)
 	}
+	failed := 0
 	for _, n := range names {
 		path := daemon.SocketPath(dir, n)
 		c, hello, err := daemon.Dial(path)
 		if err != nil {
 			fmt.Printf("%s\t%s: %v\n", n, path, err)
+			failed++
 			continue
 		}
 		var p daemon.PortAttr
@@ -120,6 +122,7 @@ func daemonStatus(args []string) error {
 		c.Close()
 		if err := errors.Join(perr, cerr, lerr); err != nil {
 			fmt.Printf("%s\t%s: %v\n", n, path, err)
+			failed++
 			continue
 		}
 		g := hello.NodeGUID
@@ -144,6 +147,9 @@ func daemonStatus(args []string) error {
 				fmt.Printf("    %-24s %d\n", c.Name, c.Value)
 			}
 		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d devices in %s did not answer (a daemon killed or stopped leaves its socket behind; `xroce daemon -d IFACE --name NAME` takes the name over)", failed, len(names), dir)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,4 +200,27 @@ func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// TestStatusStaleSocket: a daemon killed with SIGKILL leaves its socket behind;
+// `xroce daemon status` names it and exits non-zero instead of reporting success.
+func TestStatusStaleSocket(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: filepath.Join(dir, "xroce7.sock"), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	cmd := exec.Command(bin, "daemon", "status")
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("status succeeded with a dead daemon's socket:\n%s", out)
+	}
+	for _, want := range []string{"xroce7\t", "1 of 1 devices in " + dir + " did not answer"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
 }

@@ -65,7 +65,7 @@ func (c *Client) Raw(m []byte) (Header, []byte, error) {
 	n, err := c.conn.Read(buf)
 	if err != nil {
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			return Header{}, nil, fmt.Errorf("the xroce daemon at %s did not answer in %v: is it alive? (xroce daemon status)", c.path, t)
+			return Header{}, nil, fmt.Errorf("the xroce daemon at %s did not answer in %v: is it alive? (stopped with SIGSTOP, or busy; restart it with `xroce daemon -d IFACE`)", c.path, t)
 		}
 		return Header{}, nil, err
 	}
