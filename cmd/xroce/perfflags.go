@@ -52,6 +52,11 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 		}
 		return nil, err
 	}
+	for _, u := range notYet {
+		if fs.Changed(u.long) {
+			return nil, fmt.Errorf("%s is not supported yet: %s", u.flag(), u.why)
+		}
+	}
 	if err := o.check(name, fs.Args()); err != nil {
 		return nil, err
 	}
@@ -99,9 +104,42 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 		_ = fs.MarkHidden("duration")
 		_ = fs.MarkHidden("run_infinitely")
 	}
+	for _, u := range notYet {
+		if u.value {
+			fs.StringP(u.long, u.short, "", u.why)
+		} else {
+			fs.BoolP(u.long, u.short, false, u.why)
+		}
+		_ = fs.MarkHidden(u.long)
+	}
 	addLinkFlags(fs, &o.linkOptions)
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
+}
+
+// notYet lists perftest flags xroce's tools do not implement yet: they are refused
+// as not supported, with the reason, rather than as unknown flags.
+var notYet = []unsupportedFlag{
+	{"rdma_cm", "R", false, "the tools exchange QP numbers over TCP (perftest's default); run without -R"},
+	{"bidirectional", "b", false, "the tools measure one direction; run a second pair the other way"},
+	{"events", "e", false, "the tools poll their completion queues"},
+	{"post_list", "l", false, "the tools post their window as one list already"},
+	{"output", "", true, "the tools print perftest's full report"},
+}
+
+// unsupportedFlag is a perftest flag the tools refuse, with the reason.
+type unsupportedFlag struct {
+	long, short string
+	value       bool // takes a value (--output=...)
+	why         string
+}
+
+// flag names the flag as perftest's help does: "-R/--rdma_cm".
+func (u unsupportedFlag) flag() string {
+	if u.short == "" {
+		return "--" + u.long
+	}
+	return "-" + u.short + "/--" + u.long
 }
 
 // check refuses flag values out of range and combinations test name does not take;
