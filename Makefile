@@ -29,13 +29,14 @@ verbs:
 # with gcc against Debian's libibverbs-dev headers (docs/verbs-library.md).
 # LIBXROCE sets the output (tests build it elsewhere).
 LIBXROCE ?= bin/lib/libxroce.so
+LIBXROCE_CFLAGS ?=
 CC       ?= gcc
 libverbs:
 	@test -e /usr/include/infiniband/verbs.h || { echo "make libverbs needs gcc and libibverbs-dev: apt-get install -y gcc libibverbs-dev"; exit 1; }
 	@mkdir -p $(dir $(LIBXROCE))
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden \
 		-Wl,--version-script=cmd/libxroce/libxroce.map -Wl,-soname,libxroce.so -Wl,-z,defs \
-		-o $(LIBXROCE) cmd/libxroce/libxroce.c
+		$(LIBXROCE_CFLAGS) -o $(LIBXROCE) cmd/libxroce/libxroce.c
 
 # Two namespaces, a veth pair, xroce write_bw server and client over AF_XDP with
 # data verification; needs root.

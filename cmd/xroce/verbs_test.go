@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -83,13 +84,16 @@ func status(t *testing.T, dir string) string {
 }
 
 // TestVerbsRCPingpong: Debian's unmodified ibv_rc_pingpong with its data check
-// (-c) runs between two xroce daemons, polling (4 KiB messages) and sleeping on
-// completion-channel events (-e, 64-byte messages).
+// (-c) runs between two xroce daemons, polling (4 KiB messages), sleeping on
+// completion-channel events (-e, 64-byte messages), and posting its sends with
+// the ibv_wr_* API (-N: ibv_create_qp_ex with IBV_QP_EX_WITH_SEND,
+// ibv_qp_to_qp_ex, wr_start, wr_send, wr_set_sge, wr_complete).
 func TestVerbsRCPingpong(t *testing.T) {
 	p := newVerbsPair(t)
 	for i, args := range [][]string{
 		{"-c", "-n", "100", "-s", "4096"},
 		{"-e", "-c", "-n", "100", "-s", "64"},
+		{"-N", "-c", "-n", "100", "-s", "4096"}, // ibv_create_qp_ex and ibv_wr_send
 	} {
 		port := fmt.Sprint(18600 + i)
 		pp := append([]string{"ibv_rc_pingpong", "-g", "1", "-p", port}, args...)
@@ -198,30 +202,99 @@ func TestVerbsKill(t *testing.T) {
 	_, _ = sout, sdone // the server may wait for a receive for ever: the cleanup kills it
 }
 
-// TestVerbsPerftest: Debian's perftest (4.5) ib_write_bw and ib_send_bw with
-// --use_old_post_send between two daemons. (Without the flag perftest finds no
-// ibv_create_qp_ex and also uses ibv_post_send.)
+// TestVerbsPerftest: Debian's perftest (4.5) between two daemons: ib_write_bw
+// and ib_send_bw with --use_old_post_send (ibv_post_send), and ib_write_bw,
+// ib_send_bw and ib_read_bw on their default path. Perftest 4.5 takes its
+// ibv_wr_* path (ibv_create_qp_ex with send_ops_flags, ibv_qp_to_qp_ex) only on
+// the devices its verify_params_with_device_context lists by vendor_part_id
+// (ConnectX-4 and later, BlueField, EFA) and prints "ibv_wr* API     : OFF" for
+// any other, rdma_rxe and xroce0 included; the default runs assert that state.
+// The wr_* builder itself is run by TestVerbsRCPingpong (-N) and
+// TestVerbsPerftestWrAPI.
 func TestVerbsPerftest(t *testing.T) {
-	for _, tool := range []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_send_bw"} {
+	for _, tool := range []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_send_bw", "/usr/bin/ib_read_bw"} {
 		if _, err := os.Stat(tool); err != nil {
 			t.Skipf("no %s: apt-get install perftest (.ci/run installs it)", tool)
 		}
 	}
 	p := newVerbsPair(t)
-	for i, tool := range []string{"ib_write_bw", "ib_send_bw"} {
-		args := []string{tool, "-x", "1", "-p", fmt.Sprint(18620 + i), "--use_old_post_send", "-n", "200", "-s", "65536"}
+	for i, run := range []struct {
+		tool string
+		old  bool
+	}{
+		{"ib_write_bw", true}, {"ib_send_bw", true},
+		{"ib_write_bw", false}, {"ib_send_bw", false}, {"ib_read_bw", false},
+	} {
+		args := []string{run.tool, "-x", "1", "-p", fmt.Sprint(18620 + i), "-n", "200", "-s", "65536"}
+		if run.old {
+			args = append(args, "--use_old_post_send")
+		}
 		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
 		time.Sleep(300 * time.Millisecond)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
-		cerr := wait(t, tool+" client", cdone, cout, 30*time.Second)
-		serr := wait(t, tool+" server", sdone, sout, 10*time.Second)
+		cerr := wait(t, run.tool+" client", cdone, cout, 30*time.Second)
+		serr := wait(t, run.tool+" server", sdone, sout, 10*time.Second)
 		for side, r := range map[string]struct {
 			err error
 			out string
 		}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
 			if r.err != nil || !regexpMatch(`(?m)^ 65536\s+200\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s*$`, r.out) ||
-				!strings.Contains(r.out, "Device         : xroce0") {
-				t.Errorf("%s %s: %v\n%s", tool, side, r.err, r.out)
+				!strings.Contains(r.out, "Device         : xroce0") ||
+				!regexpMatch(`(?m)^ ibv_wr\* API     : OFF$`, r.out) {
+				t.Errorf("%v %s: %v\n%s", args, side, r.err, r.out)
+			}
+		}
+	}
+}
+
+// TestVerbsPerftestWrAPI: perftest's ibv_wr_* path (ibv_create_qp_ex with
+// send_ops_flags, ibv_qp_to_qp_ex, wr_start, wr_rdma_write, wr_send,
+// wr_rdma_read, wr_atomic_fetch_add, wr_set_sge, wr_set_inline_data,
+// wr_complete) between two daemons. Perftest 4.5 chooses that path only for the
+// devices it knows by vendor_part_id (TestVerbsPerftest), so this test runs a
+// test build of the library (XROCE_TEST_VENDOR_PART_ID) whose device reports a
+// ConnectX-5's part number, 4119; nothing else differs.
+func TestVerbsPerftestWrAPI(t *testing.T) {
+	for _, tool := range []string{"ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_atomic_bw"} {
+		if _, err := os.Stat("/usr/bin/" + tool); err != nil {
+			t.Skipf("no /usr/bin/%s: apt-get install perftest (.ci/run installs it)", tool)
+		}
+	}
+	libxroce(t) // skips without gcc or libibverbs-dev
+	lib := filepath.Join(t.TempDir(), "libxroce.so")
+	out, err := exec.Command("make", "-s", "-C", "../..", "libverbs", "LIBXROCE="+lib,
+		"LIBXROCE_CFLAGS=-DXROCE_TEST_VENDOR_PART_ID=4119").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make libverbs: %v\n%s", err, out)
+	}
+	t.Setenv("XROCE_LIB", lib) // app's environment is the test's
+	p := newVerbsPair(t)
+	for i, run := range []struct {
+		size string // the result line's
+		args []string
+	}{
+		{"65536", []string{"ib_write_bw", "-n", "200", "-s", "65536"}},
+		{"65536", []string{"ib_send_bw", "-n", "200", "-s", "65536"}},
+		{"65536", []string{"ib_read_bw", "-n", "200", "-s", "65536"}},
+		{"64", []string{"ib_write_bw", "-n", "200", "-s", "64", "-I", "64"}}, // wr_set_inline_data (checked below)
+		{"8", []string{"ib_atomic_bw", "-n", "200"}},                         // wr_atomic_fetch_add
+	} {
+		size := run.size
+		args := append(run.args, "-x", "1", "-p", fmt.Sprint(18640+i))
+		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
+		time.Sleep(300 * time.Millisecond)
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
+		cerr := wait(t, args[0]+" client", cdone, cout, 30*time.Second)
+		serr := wait(t, args[0]+" server", sdone, sout, 10*time.Second)
+		for side, r := range map[string]struct {
+			err error
+			out string
+		}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
+			if r.err != nil || !regexpMatch(`(?m)^ `+size+`\s+200\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s*$`, r.out) ||
+				!strings.Contains(r.out, "Device         : xroce0") ||
+				!regexpMatch(`(?m)^ ibv_wr\* API     : ON$`, r.out) ||
+				(size == "64" && side == "client" && !strings.Contains(r.out, "Max inline data : 64[B]")) {
+				t.Errorf("%v %s: %v\n%s", args, side, r.err, r.out)
 			}
 		}
 	}
