@@ -75,11 +75,4 @@ func readCapture(t *testing.T, s captures.Source, name string) []pcap.Frame {
 }
 
 // factsOf returns the facts of the source.
-func factsOf(t *testing.T, s captures.Source) facts {
-	t.Helper()
-	f, ok := sourceFacts[s.Name]
-	if !ok {
-		t.Fatalf("no facts for source %q", s.Name)
-	}
-	return f
-}
+func factsOf(t *testing.T, s captures.Source) facts { return captures.Pick(t, s, sourceFacts) }

@@ -53,11 +53,4 @@ var sourceFacts = map[string]facts{
 }
 
 // factsOf returns the facts of the source.
-func factsOf(t *testing.T, s captures.Source) facts {
-	t.Helper()
-	f, ok := sourceFacts[s.Name]
-	if !ok {
-		t.Fatalf("no facts for source %q", s.Name)
-	}
-	return f
-}
+func factsOf(t *testing.T, s captures.Source) facts { return captures.Pick(t, s, sourceFacts) }

@@ -119,3 +119,14 @@ func repoRoot(t testing.TB) string {
 		dir = parent
 	}
 }
+
+// Pick returns the entry of m (values per source, keyed by Source.Name) for s,
+// failing t when m has none: a test's expectations of one particular recording.
+func Pick[T any](t testing.TB, s Source, m map[string]T) T {
+	t.Helper()
+	v, ok := m[s.Name]
+	if !ok {
+		t.Fatalf("no values for capture source %q", s.Name)
+	}
+	return v
+}
