@@ -299,3 +299,59 @@ func TestVerbsPerftestWrAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsTwoApps: ib_write_bw and ibv_rc_pingpong -c run at the same time on the
+// same pair of daemons (one per namespace); both pass, and both sides' status shows
+// every object gone afterwards.
+func TestVerbsTwoApps(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/ib_write_bw"); err != nil {
+		t.Skip("no /usr/bin/ib_write_bw: apt-get install perftest (.ci/run installs it)")
+	}
+	p := newVerbsPair(t)
+	bw := []string{"ib_write_bw", "-x", "1", "-p", "18640", "-D", "3", "-s", "65536", "--use_old_post_send"}
+	pp := []string{"ibv_rc_pingpong", "-g", "1", "-p", "18641", "-c", "-n", "200", "-s", "4096"}
+	_, bwSrv, bwSrvDone := app(t, p.n.NsA, p.dirA, bw...)
+	time.Sleep(300 * time.Millisecond) // the server listens
+	_, bwCli, bwCliDone := app(t, p.n.NsB, p.dirB, append(bw, p.n.IPA.String())...)
+	// ib_write_bw runs for 3 s once its QPs exist: start the pingpong inside that.
+	for i := 0; ; i++ {
+		if st := status(t, p.dirA); strings.Contains(st, ", 1 QP") {
+			break
+		} else if i == 50 {
+			t.Fatalf("ib_write_bw's server never had its QP:\n%s", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, ppSrv, ppSrvDone := app(t, p.n.NsA, p.dirA, pp...)
+	time.Sleep(300 * time.Millisecond)
+	_, ppCli, ppCliDone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
+	errs := map[string]error{
+		"ib_write_bw client":     wait(t, "ib_write_bw client", bwCliDone, bwCli, 60*time.Second),
+		"ibv_rc_pingpong client": wait(t, "ibv_rc_pingpong client", ppCliDone, ppCli, 60*time.Second),
+		"ib_write_bw server":     wait(t, "ib_write_bw server", bwSrvDone, bwSrv, 10*time.Second),
+		"ibv_rc_pingpong server": wait(t, "ibv_rc_pingpong server", ppSrvDone, ppSrv, 10*time.Second),
+	}
+	outs := map[string]string{"ib_write_bw client": bwCli.String(), "ib_write_bw server": bwSrv.String(),
+		"ibv_rc_pingpong client": ppCli.String(), "ibv_rc_pingpong server": ppSrv.String()}
+	for who, err := range errs {
+		if err != nil {
+			t.Errorf("%s: %v\n%s", who, err, outs[who])
+		}
+	}
+	for _, who := range []string{"ib_write_bw client", "ib_write_bw server"} {
+		if !regexpMatch(`(?m)^ 65536\s+\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s*$`, outs[who]) {
+			t.Errorf("%s: no result line:\n%s", who, outs[who])
+		}
+	}
+	for _, who := range []string{"ibv_rc_pingpong client", "ibv_rc_pingpong server"} {
+		if !regexpMatch(`(?m)^1638400 bytes in \d+\.\d+ seconds = `, outs[who]) ||
+			!regexpMatch(`(?m)^200 iters in \d+\.\d+ seconds = \d+\.\d+ usec/iter$`, outs[who]) {
+			t.Errorf("%s output:\n%s", who, outs[who])
+		}
+	}
+	for _, dir := range []string{p.dirA, p.dirB} {
+		if st := status(t, dir); !strings.Contains(st, "clients: 0\n") {
+			t.Errorf("status after the runs:\n%s", st)
+		}
+	}
+}
