@@ -355,3 +355,30 @@ func TestVerbsTwoApps(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsPerftestLat: perftest's latency tools through the library, xroce ↔ xroce:
+// each client prints its latency row for -n 200 -s 64 and both sides exit 0.
+func TestVerbsPerftestLat(t *testing.T) {
+	for _, tool := range []string{"/usr/bin/ib_write_lat", "/usr/bin/ib_read_lat", "/usr/bin/ib_send_lat"} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Skipf("no %s: apt-get install perftest (.ci/run installs it)", tool)
+		}
+	}
+	p := newVerbsPair(t)
+	for i, tool := range []string{"ib_write_lat", "ib_read_lat", "ib_send_lat"} {
+		args := []string{tool, "-x", "1", "-p", fmt.Sprint(18650 + i), "-n", "200", "-s", "64"}
+		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
+		time.Sleep(300 * time.Millisecond)
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
+		cerr := wait(t, tool+" client", cdone, cout, 30*time.Second)
+		serr := wait(t, tool+" server", sdone, sout, 10*time.Second)
+		if cerr != nil || serr != nil {
+			t.Errorf("%s: client %v, server %v\n%s\n%s", tool, cerr, serr, cout, sout)
+			continue
+		}
+		if !regexpMatch(`(?m)^ 64\s+200\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+`, cout.String()) ||
+			!strings.Contains(cout.String(), "Device         : xroce0") {
+			t.Errorf("%s client output:\n%s", tool, cout)
+		}
+	}
+}
