@@ -13,14 +13,16 @@ build: bin/xroce
 	$(GO) build ./...
 
 # The default build is pure Go: no cgo, no shared library (cmd/xroce's tests assert it).
+# -buildvcs=auto stamps the git revision for --version even where GOFLAGS says
+# -buildvcs=false.
 bin/xroce:
-	CGO_ENABLED=0 $(GO) build -o bin/xroce ./cmd/xroce
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o bin/xroce ./cmd/xroce
 
 # bin/xroce-verbs: xroce with the libibverbs provider (--provider verbs; package
 # transport/verbs, cgo), for HCAs and rdma_rxe; needs Debian's libibverbs-dev.
 verbs:
 	@test -e /usr/include/infiniband/verbs.h || { echo "make verbs needs libibverbs-dev: apt-get install -y libibverbs-dev"; exit 1; }
-	CGO_ENABLED=1 $(GO) build -tags verbs -o bin/xroce-verbs ./cmd/xroce
+	CGO_ENABLED=1 $(GO) build -buildvcs=auto -tags verbs -o bin/xroce-verbs ./cmd/xroce
 	CGO_ENABLED=1 $(GO) vet -tags verbs ./transport/verbs/ ./cmd/xroce/
 	CGO_ENABLED=1 $(GO) tool staticcheck -tags verbs ./transport/verbs/ ./cmd/xroce/
 

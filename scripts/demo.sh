@@ -30,7 +30,7 @@ for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
 ip -n "$A" link set "$VA" up
 ip -n "$B" link set "$VB" up
 
-echo "== namespaces $A (10.99.0.1) and $B (10.99.0.2), veth $VA <-> $VB, AF_XDP in native mode"
+echo "== namespaces $A (10.99.0.1) and $B (10.99.0.2), veth $VA <-> $VB, AF_XDP (XDP mode auto: native on veth)"
 cap="/tmp/xroce-demo.$id.pcapng"
 ip netns exec "$B" "$bin" write_bw -d "$VB" --verify -n 2000 --pcap "$cap" > "/tmp/xroce-demo-server.$id" 2>&1 &
 srv=$!
