@@ -80,7 +80,11 @@ func Load() (*Program, error) {
 	if err := loadXroceObjects(&p.objs, nil); err != nil {
 		switch {
 		case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
-			return nil, fmt.Errorf("bpf: %w: %v", ErrPermission, err)
+			// Only the errno: the loader library's own text ends with a hint about
+			// its rlimit helper, which is not the user's fix.
+			var errno unix.Errno
+			errors.As(err, &errno)
+			return nil, fmt.Errorf("bpf: %w: %v", ErrPermission, errno)
 		case memErr != nil:
 			return nil, fmt.Errorf("bpf: %w: %v (loading: %v)", ErrMemlock, memErr, err)
 		}
