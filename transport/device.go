@@ -32,6 +32,7 @@ type Device struct {
 
 	// posting (post.go): QPs with work requests not yet taken in by the engine
 	postMu    sync.Mutex
+	anyPosted atomic.Bool // set after a QP joins postedQPs
 	postedQPs []*QueuePair
 	postSpare []*QueuePair
 

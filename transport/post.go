@@ -161,6 +161,7 @@ func (d *Device) notePosted(qp *QueuePair) {
 		d.postMu.Lock()
 		d.postedQPs = append(d.postedQPs, qp)
 		d.postMu.Unlock()
+		d.anyPosted.Store(true)
 	}
 	d.wakeLoop()
 }
@@ -168,6 +169,9 @@ func (d *Device) notePosted(qp *QueuePair) {
 // takePosted takes in the pending work of every QP on the posted list and reports
 // whether there was any. The engine lock is held.
 func (d *Device) takePosted() bool {
+	if !d.anyPosted.Swap(false) { // an idle pass takes no lock
+		return false
+	}
 	d.postMu.Lock()
 	qps := d.postedQPs
 	d.postedQPs = d.postSpare[:0]
