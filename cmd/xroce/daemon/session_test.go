@@ -145,7 +145,9 @@ func TestSessionDataPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	timers := transport.Timers{Timeout: 8, RetryCnt: 1, RNRRetry: 1, MinRNRTimer: 1} // 1 ms
+	// 67 ms and 7 retries while the session serves (a slow -race run must not time
+	// out); 1 ms and 1 retry once it is gone (below), so the failure comes quickly.
+	timers := transport.Timers{Timeout: 14, RetryCnt: 7, RNRRetry: 1, MinRNRTimer: 1}
 	if err := transport.BringUp(qpB, transport.QPS_RESET, transport.QPS_RTS, transport.ConnectParams{
 		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(dp.ipA), SGIDIndex: 1}, PathMTU: roce.MTU1024,
 		DestQPN: qp.QPN, RQPSN: 1000, SQPSN: 2000, Timers: &timers}); err != nil {
@@ -282,6 +284,9 @@ func TestSessionDataPath(t *testing.T) {
 			t.Fatalf("clients after close: %+v", cl)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if err := qpB.Modify(transport.QPAttr{Timeout: 8, RetryCnt: 1}, transport.QP_TIMEOUT|transport.QP_RETRY_CNT); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := qpB.PostSend(transport.SendWR{WRID: 3, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,
 		SGList: []transport.SGE{{Addr: mrB.Addr(), Length: 8, LKey: mrB.LKey()}}}); err != nil {
