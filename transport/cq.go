@@ -105,7 +105,20 @@ type CompletionQueue struct {
 	head   int
 	notify chan struct{}
 	depth  int
-	err    error // ErrCQOverrun once a completion found the CQ full
+	err    error  // ErrCQOverrun once a completion found the CQ full
+	sink   CQSink // when set, completions go there instead of cqes
+}
+
+// A CQSink takes a completion queue's completions instead of the queue itself: the
+// verbs daemon writes them straight into a CQ ring shared with the application
+// (cmd/xroce/daemon). Push is called with the engine lock held, once per
+// completion, and must not block or call back into the Device.
+type CQSink interface {
+	// Push stores wc and reports whether there was room: false makes the CQ overrun
+	// (ErrCQOverrun, IBV_EVENT_CQ_ERR), as a full CQ does.
+	Push(wc WorkCompletion) bool
+	// Len is how many pushed completions the consumer has not taken yet.
+	Len() int
 }
 
 // ErrCQOverrun is the error of a completion queue that overran: a completion arrived
@@ -125,6 +138,15 @@ func (d *Device) CreateCQ(depth int) *CompletionQueue {
 	return &CompletionQueue{dev: d, notify: make(chan struct{}, 1), depth: depth}
 }
 
+// CreateCQWithSink returns a completion queue whose completions go to sink: Poll
+// returns none, Len and Wait follow sink.Len, and the CQ overruns when Push
+// refuses one. depth is what Depth reports.
+func (d *Device) CreateCQWithSink(depth int, sink CQSink) *CompletionQueue {
+	cq := d.CreateCQ(depth)
+	cq.sink = sink
+	return cq
+}
+
 // Depth returns how many completions the CQ holds before it overruns.
 func (cq *CompletionQueue) Depth() int { return cq.depth }
 
@@ -132,16 +154,21 @@ func (cq *CompletionQueue) Depth() int { return cq.depth }
 // (it then enters the error state and raises IBV_EVENT_CQ_ERR) or already in error.
 func (cq *CompletionQueue) push(wc WorkCompletion) bool {
 	cq.mu.Lock()
-	ok := cq.err == nil && len(cq.cqes)-cq.head < cq.depth
+	var ok bool
+	if cq.sink != nil {
+		ok = cq.err == nil && cq.sink.Push(wc)
+	} else {
+		ok = cq.err == nil && len(cq.cqes)-cq.head < cq.depth
+	}
 	raise := false
-	if ok {
+	if ok && cq.sink == nil {
 		if cq.head > 0 && len(cq.cqes) == cap(cq.cqes) {
 			n := copy(cq.cqes, cq.cqes[cq.head:])
 			cq.cqes = cq.cqes[:n]
 			cq.head = 0
 		}
 		cq.cqes = append(cq.cqes, wc)
-	} else if cq.err == nil {
+	} else if !ok && cq.err == nil {
 		cq.err = fmt.Errorf("%w: more than %d completions were left unpolled; poll more often or create a larger CQ",
 			ErrCQOverrun, cq.depth)
 		raise = true
@@ -175,6 +202,14 @@ func (cq *CompletionQueue) Poll(wcs []WorkCompletion) int {
 func (cq *CompletionQueue) Len() int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
+	return cq.pending()
+}
+
+// pending is Len with cq.mu held.
+func (cq *CompletionQueue) pending() int {
+	if cq.sink != nil {
+		return cq.sink.Len()
+	}
 	return len(cq.cqes) - cq.head
 }
 
@@ -190,7 +225,7 @@ func (cq *CompletionQueue) Err() error {
 func (cq *CompletionQueue) Wait(ctx context.Context) error {
 	for {
 		cq.mu.Lock()
-		n, err := len(cq.cqes)-cq.head, cq.err
+		n, err := cq.pending(), cq.err
 		cq.mu.Unlock()
 		if n > 0 {
 			return nil

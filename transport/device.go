@@ -44,6 +44,7 @@ type Device struct {
 	counters *Counters
 	waiting  atomic.Bool // Run is (about to be) blocked in Link.Wait
 	posted   atomic.Bool // work was posted since the loop last looked
+	poller   atomic.Pointer[Poller]
 	busyPoll time.Duration
 
 	// receive
@@ -160,11 +161,13 @@ func (d *Device) Run(ctx context.Context) error {
 	var lastBusy time.Time // wall time: busy polling is about CPUs, not protocol time
 	for ctx.Err() == nil {
 		d.posted.Store(false)
+		p := d.pollerOf()
+		found := p != nil && p.Poll()
 		busy, err := d.progress()
 		if err != nil {
 			return err
 		}
-		if busy {
+		if busy || found {
 			lastBusy = time.Now()
 			continue
 		}
@@ -177,8 +180,15 @@ func (d *Device) Run(ctx context.Context) error {
 			d.waiting.Store(false)
 			continue
 		}
+		if p != nil && !p.Sleep() { // a producer's work arrived meanwhile
+			d.waiting.Store(false)
+			continue
+		}
 		err = d.link.Wait(d.NextDeadline())
 		d.waiting.Store(false)
+		if p != nil {
+			p.Awake()
+		}
 		if err != nil {
 			return err
 		}

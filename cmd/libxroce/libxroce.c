@@ -17,68 +17,7 @@
  * conversions, fork support, sysfs reads) stay libibverbs's own.
  * docs/verbs-library.md explains the choices.
  */
-#define _GNU_SOURCE
-#include <dirent.h>
-#include <endian.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/mman.h>
-#include <sys/uio.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <infiniband/verbs.h>
-
-#include "xroce_proto.h"
-
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the control protocol is little-endian and this file copies it as it is"
-#endif
-
-/* verbs.h turns these names into inline wrappers; here they are the functions. */
-#undef ibv_get_device_list
-#undef ibv_query_port
-#undef ibv_reg_mr
-#undef ibv_reg_mr_iova
-
-#define XROCE_EXPORT __attribute__((visibility("default")))
-#define XDEV_MAGIC 0x78646576u /* "xdev" */
-#define XCTX_MAGIC 0x78637478u /* "xctx" */
-#define DEFAULT_RUN_DIR "/run/xroce"
-#define DEFAULT_TIMEOUT_MS 5000
-
-/* xdev is one device a daemon serves. Devices live until the process exits: an
- * application may keep using context->device after ibv_free_device_list. */
-struct xdev {
-	struct ibv_device dev; /* first: the ibv_device pointer is the xdev pointer */
-	uint32_t magic;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	uint64_t guid;
-	struct xdev *next;
-};
-
-/* xctx is an open device: one control-socket session. */
-struct xctx {
-	uint32_t magic;
-	int fd;
-	uint32_t seq;
-	pthread_mutex_t lock;
-	struct xdev *xd;
-	pthread_mutex_t objs; /* guards cqs */
-	struct xcq *cqs;      /* this context's CQs, to check completion-channel cookies */
-	struct verbs_context vctx; /* vctx.context is what the application holds */
-};
+#include "libxroce.h"
 
 static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct xdev *devs;
@@ -96,8 +35,7 @@ static int timeout_ms(void)
 	return v > 0 ? v : DEFAULT_TIMEOUT_MS;
 }
 
-static void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void warnx(const char *fmt, ...)
+void warnx(const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -133,28 +71,76 @@ static int xconnect(const char *path)
 	return fd;
 }
 
+/* status_ok: the reply in msg (n bytes) has a header and status 0. */
+static int status_ok(const unsigned char *msg, ssize_t n)
+{
+	int32_t st;
+
+	if (n < (ssize_t)(sizeof(struct xroce_hdr) + 4))
+		return 0;
+	memcpy(&st, msg + sizeof(struct xroce_hdr), 4);
+	return st == 0;
+}
+
+static void close_fds(int *fds, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* recv_fds takes the descriptors a reply carried: exactly want of them into
+ * fds (0, or EPROTO with all of them closed). */
+static int recv_fds(struct msghdr *mh, int *fds, int want)
+{
+	struct cmsghdr *c;
+	int got = 0, i, n, f;
+
+	for (c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (i = 0; i < n; i++) {
+			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (got < want)
+				fds[got] = f;
+			else
+				close(f);
+			got++;
+		}
+	}
+	if (got == want && !(mh->msg_flags & MSG_CTRUNC))
+		return 0;
+	for (i = 0; i < got && i < want; i++)
+		close(fds[i]);
+	return EPROTO;
+}
+
 /*
  * xcall_ex sends one request, with the descriptor sendfd (SCM_RIGHTS) when it is
  * not -1, and reads its reply body into out (at most outmax bytes; *outlen gets
- * the length, or it must be exactly outmax when outlen is NULL). It returns 0 or
+ * the length, or it must be exactly outmax when outlen is NULL) and the nrecv
+ * descriptors the reply carries into recvfds (when it succeeds). It returns 0 or
  * an errno value: the daemon's status, or ETIMEDOUT / ENODEV / EPROTO for a daemon
  * that does not answer, went away, or answered nonsense (each also printed,
  * naming the socket).
  */
 static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const void *req, size_t reqlen,
-		    int sendfd, void *out, size_t outmax, size_t *outlen)
+		    int sendfd, void *out, size_t outmax, size_t *outlen, int *recvfds, int nrecv)
 {
 	unsigned char msg[XROCE_MAX_MESSAGE + 1];
 	struct xroce_hdr h = { .op = op, .len = (uint16_t)reqlen, .seq = ++*seqp };
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
-	} cm;
+	} cm, rcm;
 	struct iovec iov;
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int32_t status;
 	size_t blen;
 	ssize_t n;
+	int ret;
 
 	if (reqlen > XROCE_MAX_MESSAGE - XROCE_HDR_SIZE)
 		return EINVAL;
@@ -174,6 +160,7 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 		c->cmsg_type = SCM_RIGHTS;
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &sendfd, sizeof(int));
+		mh.msg_controllen = CMSG_SPACE(sizeof(int));
 	}
 	do
 		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
@@ -182,9 +169,17 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 		warnx("the daemon at %s went away (%s): restart it with `xroce daemon -d IFACE`", path, strerror(errno));
 		return ENODEV;
 	}
+	iov.iov_base = msg;
+	iov.iov_len = sizeof(msg);
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = rcm.buf;
+	mh.msg_controllen = sizeof(rcm.buf);
 	do
-		n = recv(fd, msg, sizeof(msg), 0);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
+	ret = n > 0 ? recv_fds(&mh, recvfds, status_ok(msg, n) ? nrecv : 0) : 0;
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 		warnx("the daemon at %s did not answer in %d ms: is it alive? (`xroce daemon status`; XROCE_TIMEOUT_MS sets the wait)", path, timeout_ms());
 		return ETIMEDOUT;
@@ -195,8 +190,10 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 		return ENODEV;
 	}
 	memcpy(&h, msg, n >= (ssize_t)sizeof(h) ? sizeof(h) : 0);
-	if (n < (ssize_t)(sizeof(h) + 4) || n > XROCE_MAX_MESSAGE || h.len != n - sizeof(h) ||
+	if (ret || n < (ssize_t)(sizeof(h) + 4) || n > XROCE_MAX_MESSAGE || h.len != n - sizeof(h) ||
 	    h.op != (op | XROCE_REPLY) || h.seq != *seqp) {
+		if (!ret)
+			close_fds(recvfds, status_ok(msg, n) ? nrecv : 0);
 		warnx("the daemon at %s sent a malformed reply to op %u: are the library and daemon from one build?", path, op);
 		return EPROTO;
 	}
@@ -213,6 +210,7 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 	}
 	blen = n - sizeof(h) - 4;
 	if (outlen ? blen > outmax : blen != outmax) {
+		close_fds(recvfds, nrecv);
 		warnx("the daemon at %s sent a %zu-byte reply to op %u, want %s%zu: are the library and daemon from one build?",
 		      path, blen, op, outlen ? "at most " : "", outmax);
 		return EPROTO;
@@ -228,7 +226,7 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 static int xcall(int fd, uint32_t *seqp, const char *path, uint16_t op,
 		 const void *req, size_t reqlen, void *out, size_t outlen)
 {
-	return xcall_ex(fd, seqp, path, op, req, reqlen, -1, out, outlen, NULL);
+	return xcall_ex(fd, seqp, path, op, req, reqlen, -1, out, outlen, NULL, NULL, 0);
 }
 
 static struct xctx *to_xctx(struct ibv_context *ctx)
@@ -258,13 +256,15 @@ static int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen
 	return ret;
 }
 
-static int ctx_call_ex(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, int sendfd,
-		       void *out, size_t outmax, size_t *outlen)
+/* ctx_call_fds is xcall_ex on an open device's session: sendfd goes with the
+ * request (-1: none), nrecv descriptors come with a successful reply. */
+static int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, int sendfd,
+			void *out, size_t outlen, int *recvfds, int nrecv)
 {
 	int ret;
 
 	pthread_mutex_lock(&xc->lock);
-	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, sendfd, out, outmax, outlen);
+	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, sendfd, out, outlen, NULL, recvfds, nrecv);
 	pthread_mutex_unlock(&xc->lock);
 	return ret;
 }
@@ -402,10 +402,7 @@ static int xq_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *
 static int xq_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *input,
 			struct ibv_device_attr_ex *attr, size_t attr_size);
 
-static int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 static int x_req_notify_cq(struct ibv_cq *cq, int solicited);
-static int x_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-static int x_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 static struct ibv_qp *x_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
 
 /* No SRQs and no memory windows: nothing can reach these. */
@@ -857,37 +854,6 @@ XROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
  * replace it.
  */
 
-struct xcq {
-	struct ibv_cq cq; /* first: the ibv_cq pointer is the xcq pointer */
-	struct xcq *next;
-};
-
-struct xchan {
-	struct ibv_comp_channel ch;
-	uint32_t h;
-};
-
-struct xqp {
-	union {
-		struct ibv_qp qp;       /* ibv_qp_ex begins with its ibv_qp */
-		struct ibv_qp_ex qpx;   /* for QPs made by create_qp_ex with send_ops_flags */
-	};
-	struct ibv_qp_cap cap;
-	int sq_sig_all;
-	int ex;             /* qpx is valid: ibv_qp_to_qp_ex returns it */
-	uint64_t send_ops;  /* IBV_QP_EX_WITH_* the QP was created with */
-	/* The ibv_wr_* batch between wr_start and wr_complete: records of
-	 * xroce_send_wr + SGEs or inline data, as a POST_SEND message carries them. */
-	unsigned char *wbuf;
-	size_t wlen, wcap;
-	size_t wcur;                /* offset of the open WR's record, or WR_NONE */
-	struct xroce_send_wr wm;    /* the open WR, written to wbuf + wcur when closed */
-	int wdata;                  /* the open WR has its data (SGEs or inline) */
-	uint32_t wn;
-	int werr;                   /* first error of the batch: wr_complete returns it */
-};
-#define WR_NONE ((size_t)-1)
-
 /* A seg is a page range of this process moved onto a memfd for registration.
  * Regions on the same pages share it; refs counts them. */
 struct seg {
@@ -905,7 +871,7 @@ struct xmr {
 static pthread_mutex_t segs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg *segs;
 
-static struct xctx *ctx_of(struct ibv_context *c)
+struct xctx *ctx_of(struct ibv_context *c)
 {
 	return to_xctx(c);
 }
@@ -1096,7 +1062,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	req.map_addr = s;
 	req.map_len = e - s;
 	req.fd_off = s - m->seg->start;
-	ret = ctx_call_ex(xc, XROCE_OP_REG_MR, &req, sizeof(req), m->seg->fd, &r, sizeof(r), NULL);
+	ret = ctx_call_fds(xc, XROCE_OP_REG_MR, &req, sizeof(req), m->seg->fd, &r, sizeof(r), NULL, 0);
 	if (ret) {
 		seg_put(m->seg);
 		free(m);
@@ -1171,7 +1137,7 @@ XROCE_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context
 		errno = ret;
 		return NULL;
 	}
-	ret = ctx_call_ex(xc, XROCE_OP_CREATE_CHANNEL, NULL, 0, sv[1], &r, sizeof(r), NULL);
+	ret = ctx_call_fds(xc, XROCE_OP_CREATE_CHANNEL, NULL, 0, sv[1], &r, sizeof(r), NULL, 0);
 	close(sv[1]);
 	if (ret) {
 		close(sv[0]);
@@ -1212,7 +1178,7 @@ XROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	struct xroce_create_cq_req req = {};
 	struct xroce_create_cq_reply r;
 	struct xcq *q;
-	int ret;
+	int ret, fd;
 
 	if (!xc || cqe < 1 || comp_vector != 0 || (channel && channel->context != context)) {
 		errno = EINVAL;
@@ -1226,12 +1192,21 @@ XROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	req.cqe = (uint32_t)cqe;
 	req.channel = channel ? ((struct xchan *)channel)->h : 0;
 	req.cookie = (uintptr_t)q;
-	ret = ctx_call(xc, XROCE_OP_CREATE_CQ, &req, sizeof(req), &r, sizeof(r));
+	ret = ctx_call_fds(xc, XROCE_OP_CREATE_CQ, &req, sizeof(req), -1, &r, sizeof(r), &fd, 1);
+	if (!ret && (ret = map_ring(fd, r.ring_size, XROCE_CQ_RING_HEADER + (uint64_t)r.entries * sizeof(struct xroce_cqe),
+				    r.entries, &q->ring))) {
+		struct xroce_handle h = { .handle = r.handle };
+
+		ctx_call(xc, XROCE_OP_DESTROY_CQ, &h, sizeof(h), NULL, 0);
+	}
 	if (ret) {
 		free(q);
 		errno = ret;
 		return NULL;
 	}
+	q->ring_size = r.ring_size;
+	q->entries = r.entries;
+	pthread_spin_init(&q->lock, PTHREAD_PROCESS_PRIVATE);
 	q->cq.context = context;
 	q->cq.channel = channel;
 	q->cq.cq_context = cq_context;
@@ -1272,6 +1247,8 @@ XROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	pthread_mutex_unlock(&xc->objs);
 	pthread_mutex_destroy(&cq->mutex);
 	pthread_cond_destroy(&cq->cond);
+	pthread_spin_destroy(&q->lock);
+	munmap(q->ring, q->ring_size);
 	free(q);
 	return 0;
 }
@@ -1335,43 +1312,6 @@ static int x_req_notify_cq(struct ibv_cq *cq, int solicited)
 	return ctx_call(xc, XROCE_OP_REQ_NOTIFY_CQ, &req, sizeof(req), NULL, 0);
 }
 
-static int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
-{
-	unsigned char buf[4 + XROCE_MAX_POLL * sizeof(struct xroce_wc)];
-	struct xroce_poll_req req;
-	struct xctx *xc = ctx_of(cq->context);
-	uint32_t got, i;
-	size_t len;
-	int ret;
-
-	if (!xc || n < 0)
-		return -EINVAL;
-	if (n == 0)
-		return 0;
-	req.cq = cq->handle;
-	req.max = n < XROCE_MAX_POLL ? (uint32_t)n : XROCE_MAX_POLL;
-	ret = ctx_call_ex(xc, XROCE_OP_POLL_CQ, &req, sizeof(req), -1, buf, sizeof(buf), &len);
-	if (ret)
-		return -ret;
-	memcpy(&got, buf, 4);
-	if (len < 4 || got > req.max || len != 4 + got * sizeof(struct xroce_wc))
-		return -EPROTO;
-	for (i = 0; i < got; i++) {
-		struct xroce_wc w;
-
-		memcpy(&w, buf + 4 + i * sizeof(w), sizeof(w));
-		memset(&wc[i], 0, sizeof(wc[i]));
-		wc[i].wr_id = w.wr_id;
-		wc[i].status = (enum ibv_wc_status)w.status;
-		wc[i].opcode = (enum ibv_wc_opcode)w.opcode;
-		wc[i].byte_len = w.byte_len;
-		wc[i].imm_data = htobe32(w.imm_data);
-		wc[i].qp_num = w.qp_num;
-		wc[i].wc_flags = w.wc_flags;
-	}
-	return (int)got;
-}
-
 /* new_qp creates an RC QP in the daemon; ibv_create_qp and x_create_qp_ex call it. */
 static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
@@ -1379,7 +1319,7 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	struct xroce_create_qp_reply r;
 	struct xctx *xc;
 	struct xqp *q;
-	int ret;
+	int ret, fds[2];
 
 	if (!pd || !attr || !(xc = ctx_of(pd->context)) || !attr->send_cq || !attr->recv_cq) {
 		errno = EINVAL;
@@ -1404,8 +1344,18 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	req.max_send_sge = attr->cap.max_send_sge;
 	req.max_recv_sge = attr->cap.max_recv_sge;
 	req.max_inline = attr->cap.max_inline_data;
-	ret = ctx_call(xc, XROCE_OP_CREATE_QP, &req, sizeof(req), &r, sizeof(r));
+	ret = ctx_call_fds(xc, XROCE_OP_CREATE_QP, &req, sizeof(req), -1, &r, sizeof(r), fds, 2);
 	if (ret) {
+		free(q);
+		errno = ret;
+		return NULL;
+	}
+	q->db = fds[1];
+	if ((ret = qp_rings(q, &r, fds[0]))) {
+		struct xroce_handle h = { .handle = r.handle };
+
+		ctx_call(xc, XROCE_OP_DESTROY_QP, &h, sizeof(h), NULL, 0);
+		close(q->db);
 		free(q);
 		errno = ret;
 		return NULL;
@@ -1429,6 +1379,7 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 	q->wcur = WR_NONE;
+	qp_table_add(xc, q);
 	return q;
 }
 
@@ -1473,8 +1424,11 @@ XROCE_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int 
 	ret = ctx_call(xc, XROCE_OP_MODIFY_QP, &m, sizeof(m), NULL, 0);
 	if (ret)
 		return ret;
-	if (mask & IBV_QP_STATE)
+	if (mask & IBV_QP_STATE) {
 		qp->state = attr->qp_state;
+		if (attr->qp_state == IBV_QPS_RESET)
+			rings_reset((struct xqp *)qp); /* the daemon dropped what they held */
+	}
 	return 0;
 }
 
@@ -1539,6 +1493,8 @@ XROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	ret = ctx_call(xc, XROCE_OP_DESTROY_QP, &req, sizeof(req), NULL, 0);
 	if (ret && ret != ENODEV)
 		return ret;
+	qp_table_del(xc, (struct xqp *)qp);
+	qp_rings_free((struct xqp *)qp);
 	pthread_mutex_destroy(&qp->mutex);
 	pthread_cond_destroy(&qp->cond);
 	free(((struct xqp *)qp)->wbuf);
@@ -1546,11 +1502,9 @@ XROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	return 0;
 }
 
-/* post_flush sends the batch in buf (n WRs starting at first) and returns 0, or
- * the errno of the WR it stopped at, whose index it stores in *failed. */
-/* put_sges appends n scatter/gather entries to a post message at len and returns
- * the new length; the caller has checked that they fit. */
-static size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n)
+/* put_sges appends n scatter/gather entries to a ring slot or WR record at len
+ * and returns the new length; the caller has checked that they fit. */
+size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n)
 {
 	int i;
 
@@ -1563,154 +1517,10 @@ static size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg,
 	return len;
 }
 
-static int post_flush(struct xctx *xc, uint16_t op, unsigned char *buf, size_t len, uint32_t n, uint32_t *failed)
-{
-	struct xroce_post_reply r;
-	int ret;
-
-	memcpy(buf + offsetof(struct xroce_post_hdr, n), &n, 4);
-	ret = ctx_call(xc, op, buf, len, &r, sizeof(r));
-	if (ret) {
-		*failed = 0;
-		return ret;
-	}
-	if (r.posted < n) {
-		*failed = r.posted;
-		return r.errno_ > 0 ? r.errno_ : EINVAL;
-	}
-	return 0;
-}
-
-static int inline_op(enum ibv_wr_opcode op)
+/* inline_op: the opcodes IBV_SEND_INLINE applies to. */
+int inline_op(enum ibv_wr_opcode op)
 {
 	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
-}
-
-static int x_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-	unsigned char buf[XROCE_MAX_MESSAGE - XROCE_HDR_SIZE];
-	struct xroce_post_hdr h = { .qp = qp->handle };
-	struct xctx *xc = ctx_of(qp->context);
-	struct ibv_send_wr *first = wr, *w;
-	size_t len = sizeof(h);
-	uint32_t n = 0, failed;
-	int i, ret;
-
-	if (!xc) {
-		*bad = wr;
-		return EINVAL;
-	}
-	memcpy(buf, &h, sizeof(h));
-	for (w = wr; w; w = w->next) {
-		struct xroce_send_wr m = {};
-		int inl = (w->send_flags & IBV_SEND_INLINE) && inline_op(w->opcode);
-		size_t need = sizeof(m), total = 0;
-
-		if (w->num_sge < 0 || w->num_sge > 32) {
-			*bad = w;
-			return EINVAL;
-		}
-		for (i = 0; i < w->num_sge; i++)
-			total += w->sg_list[i].length;
-		if (inl && total > ((struct xqp *)qp)->cap.max_inline_data) {
-			*bad = w;
-			return EINVAL;
-		}
-		need += inl ? total : (size_t)w->num_sge * sizeof(struct xroce_sge);
-		if (len + need > sizeof(buf)) {
-			if ((ret = post_flush(xc, XROCE_OP_POST_SEND, buf, len, n, &failed))) {
-				for (*bad = first; failed--;)
-					*bad = (*bad)->next;
-				return ret;
-			}
-			first = w;
-			len = sizeof(h);
-			n = 0;
-		}
-		m.wr_id = w->wr_id;
-		m.opcode = w->opcode;
-		m.flags = w->send_flags;
-		m.imm_data = be32toh(w->imm_data);
-		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-			m.remote_addr = w->wr.atomic.remote_addr;
-			m.rkey = w->wr.atomic.rkey;
-			m.compare_add = w->wr.atomic.compare_add;
-			m.swap = w->wr.atomic.swap;
-		} else {
-			m.remote_addr = w->wr.rdma.remote_addr;
-			m.rkey = w->wr.rdma.rkey;
-		}
-		if (inl) {
-			m.inline_len = (uint32_t)total;
-			memcpy(buf + len, &m, sizeof(m));
-			len += sizeof(m);
-			for (i = 0; i < w->num_sge; i++) {
-				if (copy_in(buf + len, (void *)(uintptr_t)w->sg_list[i].addr, w->sg_list[i].length)) {
-					*bad = w;
-					return EFAULT;
-				}
-				len += w->sg_list[i].length;
-			}
-		} else {
-			m.num_sge = (uint32_t)w->num_sge;
-			memcpy(buf + len, &m, sizeof(m));
-			len += sizeof(m);
-			len = put_sges(buf, len, w->sg_list, w->num_sge);
-		}
-		n++;
-	}
-	if (n && (ret = post_flush(xc, XROCE_OP_POST_SEND, buf, len, n, &failed))) {
-		for (*bad = first; failed--;)
-			*bad = (*bad)->next;
-		return ret;
-	}
-	return 0;
-}
-
-static int x_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	unsigned char buf[XROCE_MAX_MESSAGE - XROCE_HDR_SIZE];
-	struct xroce_post_hdr h = { .qp = qp->handle };
-	struct xctx *xc = ctx_of(qp->context);
-	struct ibv_recv_wr *first = wr, *w;
-	size_t len = sizeof(h);
-	uint32_t n = 0, failed;
-	int ret;
-
-	if (!xc) {
-		*bad = wr;
-		return EINVAL;
-	}
-	memcpy(buf, &h, sizeof(h));
-	for (w = wr; w; w = w->next) {
-		struct xroce_recv_wr m = { .wr_id = w->wr_id };
-
-		if (w->num_sge < 0 || w->num_sge > 32) {
-			*bad = w;
-			return EINVAL;
-		}
-		if (len + sizeof(m) + (size_t)w->num_sge * sizeof(struct xroce_sge) > sizeof(buf)) {
-			if ((ret = post_flush(xc, XROCE_OP_POST_RECV, buf, len, n, &failed))) {
-				for (*bad = first; failed--;)
-					*bad = (*bad)->next;
-				return ret;
-			}
-			first = w;
-			len = sizeof(h);
-			n = 0;
-		}
-		m.num_sge = (uint32_t)w->num_sge;
-		memcpy(buf + len, &m, sizeof(m));
-		len += sizeof(m);
-		len = put_sges(buf, len, w->sg_list, w->num_sge);
-		n++;
-	}
-	if (n && (ret = post_flush(xc, XROCE_OP_POST_RECV, buf, len, n, &failed))) {
-		for (*bad = first; failed--;)
-			*bad = (*bad)->next;
-		return ret;
-	}
-	return 0;
 }
 
 /* ---- extended QPs: ibv_create_qp_ex, ibv_qp_to_qp_ex, ibv_wr_* ----------------- */
@@ -1925,10 +1735,8 @@ static void x_wr_set_inline_data_list(struct ibv_qp_ex *qx, size_t n, const stru
 	if (wr_reserve(q, total))
 		return;
 	for (i = 0; i < n; i++) {
-		if (copy_in(q->wbuf + q->wlen, bufs[i].addr, bufs[i].length)) {
-			wr_fail(q, EFAULT);
-			return;
-		}
+		/* A plain copy, as mlx5's provider makes: the buffer is the caller's. */
+		memcpy(q->wbuf + q->wlen, bufs[i].addr, bufs[i].length);
 		q->wlen += bufs[i].length;
 	}
 	q->wm.inline_len = (uint32_t)total;
@@ -1943,46 +1751,17 @@ static void x_wr_set_inline_data(struct ibv_qp_ex *qx, void *addr, size_t length
 }
 
 /* x_wr_complete posts the batch: 0, or the errno of the first failure (a build
- * error posts nothing; a batch longer than one message whose later message is
- * refused has posted the WRs before it, as ibv_post_send with a long list). */
+ * error, a WR the QP refuses or a send ring without room for the whole batch
+ * posts nothing). */
 static int x_wr_complete(struct ibv_qp_ex *qx)
 {
-	unsigned char buf[XROCE_MAX_MESSAGE - XROCE_HDR_SIZE];
 	struct xqp *q = wq(qx);
-	struct xroce_post_hdr h = { .qp = q->qp.handle };
-	struct xctx *xc = ctx_of(q->qp.context);
-	size_t len = sizeof(h), off = 0;
-	uint32_t n = 0, i, failed;
-	int ret = 0;
+	int ret;
 
 	wr_close(q);
-	if (!xc)
+	if (!ctx_of(q->qp.context))
 		wr_fail(q, EINVAL);
-	if (q->werr) {
-		ret = q->werr;
-		wr_reset(q);
-		return ret;
-	}
-	memcpy(buf, &h, sizeof(h));
-	for (i = 0; i < q->wn; i++) {
-		struct xroce_send_wr m;
-		size_t rlen;
-
-		memcpy(&m, q->wbuf + off, sizeof(m));
-		rlen = sizeof(m) + (m.inline_len ? m.inline_len : m.num_sge * sizeof(struct xroce_sge));
-		if (len + rlen > sizeof(buf)) {
-			if ((ret = post_flush(xc, XROCE_OP_POST_SEND, buf, len, n, &failed)))
-				break;
-			len = sizeof(h);
-			n = 0;
-		}
-		memcpy(buf + len, q->wbuf + off, rlen);
-		len += rlen;
-		off += rlen;
-		n++;
-	}
-	if (!ret && n)
-		ret = post_flush(xc, XROCE_OP_POST_SEND, buf, len, n, &failed);
+	ret = q->werr ? q->werr : sq_post_records(q, q->wbuf, q->wn);
 	wr_reset(q);
 	return ret;
 }

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define XROCE_PROTO_VERSION 1
+#define XROCE_PROTO_VERSION 2 /* 2: work requests and completions on shared-memory rings */
 #define XROCE_HDR_SIZE 8
 #define XROCE_MAX_MESSAGE 4096
 #define XROCE_REPLY 0x8000
@@ -30,19 +30,27 @@ enum {
 	XROCE_OP_DEREG_MR = 10,
 	XROCE_OP_CREATE_CHANNEL = 11, /* + the daemon's end of a SOCK_SEQPACKET socketpair */
 	XROCE_OP_DESTROY_CHANNEL = 12,
-	XROCE_OP_CREATE_CQ = 13,
+	XROCE_OP_CREATE_CQ = 13, /* reply + the CQ ring's memfd */
 	XROCE_OP_DESTROY_CQ = 14,
 	XROCE_OP_REQ_NOTIFY_CQ = 15,
-	XROCE_OP_POLL_CQ = 16,
-	XROCE_OP_CREATE_QP = 17,
+	XROCE_OP_CREATE_QP = 17, /* reply + the QP rings' memfd and the doorbell eventfd */
 	XROCE_OP_MODIFY_QP = 18,
 	XROCE_OP_QUERY_QP = 19,
 	XROCE_OP_DESTROY_QP = 20,
-	XROCE_OP_POST_SEND = 21,
-	XROCE_OP_POST_RECV = 22,
 };
 
-#define XROCE_MAX_POLL ((XROCE_MAX_MESSAGE - XROCE_HDR_SIZE - 8) / 32)
+/* The shared-memory rings (cmd/xroce/daemon/ring.go): offsets of the uint32
+ * indexes in a ring's header; each is written by one side only. */
+#define XROCE_QP_RING_HEADER 4096
+#define XROCE_QP_RING_SQ_TAIL 0    /* library: send WRs written */
+#define XROCE_QP_RING_RQ_TAIL 64   /* library: receive WRs written */
+#define XROCE_QP_RING_SLEEPING 128 /* daemon: 1 while the engine may sleep */
+#define XROCE_CQ_RING_HEADER 4096
+#define XROCE_CQ_RING_PROD 0       /* daemon: CQEs written */
+#define XROCE_CQ_RING_CONS 64      /* library: CQEs consumed */
+#define XROCE_CQ_RING_OVERRUN 128  /* daemon: 1 once the CQ overran */
+#define XROCE_CQE_RECV (1u << 0)
+#define XROCE_CQE_WITH_IMM (1u << 1)
 
 struct xroce_hdr {
 	uint16_t op;
@@ -207,6 +215,9 @@ struct xroce_create_cq_req {
 struct xroce_create_cq_reply {
 	uint32_t handle;
 	uint32_t cqe;
+	uint32_t entries; /* CQE slots after XROCE_CQ_RING_HEADER, a power of two */
+	uint32_t reserved;
+	uint64_t ring_size;
 } __attribute__((packed));
 
 struct xroce_notify_req {
@@ -214,20 +225,17 @@ struct xroce_notify_req {
 	uint32_t solicited_only;
 } __attribute__((packed));
 
-struct xroce_poll_req {
-	uint32_t cq;
-	uint32_t max;
-} __attribute__((packed));
-
-/* the reply to POLL_CQ: uint32_t n, then n of these; imm_data in host order */
-struct xroce_wc {
-	uint64_t wr_id;
+/* one completion in a CQ ring: seq is the ring sequence number of the WR it
+ * completes (the receive ring's with XROCE_CQE_RECV, else the send ring's) */
+struct xroce_cqe {
+	uint32_t seq;
+	uint32_t flags;
 	uint32_t status;
 	uint32_t opcode;
 	uint32_t byte_len;
-	uint32_t imm_data;
+	uint32_t imm_data; /* host order */
 	uint32_t qp_num;
-	uint32_t wc_flags;
+	uint32_t reserved;
 } __attribute__((packed));
 
 /* what the daemon writes on a completion channel */
@@ -248,6 +256,10 @@ struct xroce_create_qp_reply {
 	uint32_t max_send_wr, max_recv_wr;
 	uint32_t max_send_sge, max_recv_sge;
 	uint32_t max_inline, reserved;
+	uint32_t sq_entries, sq_stride;
+	uint32_t rq_entries, rq_stride;
+	uint64_t sq_offset, rq_offset;
+	uint64_t ring_size;
 } __attribute__((packed));
 
 /* MODIFY_QP's request and QUERY_QP's reply; mask is enum ibv_qp_attr_mask */
@@ -269,13 +281,9 @@ struct xroce_qp_attr {
 	uint16_t reserved2;
 } __attribute__((packed));
 
-/* POST_SEND: xroce_post_hdr, then n × (xroce_send_wr, num_sge × xroce_sge,
- * inline_len bytes); POST_RECV: xroce_post_hdr, then n × (xroce_recv_wr,
- * num_sge × xroce_sge). Both answer xroce_post_reply. */
-struct xroce_post_hdr {
-	uint32_t qp, n;
-} __attribute__((packed));
-
+/* A send ring slot: xroce_send_wr, then num_sge × xroce_sge or inline_len bytes;
+ * a receive ring slot: xroce_recv_wr, then num_sge × xroce_sge. The library
+ * keeps wr_id (the daemon ignores it). */
 struct xroce_send_wr {
 	uint64_t wr_id;
 	uint64_t remote_addr;
@@ -299,11 +307,6 @@ struct xroce_sge {
 	uint64_t addr;
 	uint32_t length;
 	uint32_t lkey;
-} __attribute__((packed));
-
-struct xroce_post_reply {
-	uint32_t posted; /* WRs posted; the one after them failed with errno */
-	int32_t errno_;
 } __attribute__((packed));
 
 #endif

@@ -154,32 +154,49 @@ func (r *HelloReply) Interface() string { return cstr(r.Ifname[:]) }
 // CallFD is Call with a descriptor passed along (SCM_RIGHTS), as OpRegMR and
 // OpCreateChannel take one; for tests.
 func (c *Client) CallFD(op uint16, body any, fd int, out any) error {
+	fds, err := c.CallFDs(op, body, fd, out)
+	closeAll(fds)
+	return err
+}
+
+// CallFDs is Call with a descriptor passed along when fd ≥ 0, returning the
+// descriptors the reply carries (OpCreateCQ's ring, OpCreateQP's rings and
+// doorbell); the caller closes them. For tests.
+func (c *Client) CallFDs(op uint16, body any, fd int, out any) ([]int, error) {
 	c.seq++
 	m, err := Encode(op, c.seq, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_ = c.conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, _, err := c.conn.WriteMsgUnix(m, unix.UnixRights(fd), nil); err != nil {
-		return err
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	if _, _, err := c.conn.WriteMsgUnix(m, oob, nil); err != nil {
+		return nil, err
 	}
 	buf := make([]byte, MaxMessage+1)
-	n, err := c.conn.Read(buf)
+	roob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := c.conn.ReadMsgUnix(buf, roob)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	fds := rights(roob[:oobn])
 	h, p, err := ParseHeader(buf[:n])
+	if err == nil && (h.Op != op|ReplyBit || h.Seq != c.seq || len(p) < 4) {
+		err = fmt.Errorf("reply op 0x%x seq %d to op %d seq %d", h.Op, h.Seq, op, c.seq)
+	}
+	if err == nil {
+		if st := binary.LittleEndian.Uint32(p); st != 0 {
+			err = &Error{unix.Errno(st), string(p[4:])}
+		} else if out != nil {
+			err = decodeBody(p[4:], out)
+		}
+	}
 	if err != nil {
-		return err
+		closeAll(fds)
+		return nil, err
 	}
-	if h.Op != op|ReplyBit || h.Seq != c.seq || len(p) < 4 {
-		return fmt.Errorf("reply op 0x%x seq %d to op %d seq %d", h.Op, h.Seq, op, c.seq)
-	}
-	if st := binary.LittleEndian.Uint32(p); st != 0 {
-		return &Error{unix.Errno(st), string(p[4:])}
-	}
-	if out == nil {
-		return nil
-	}
-	return decodeBody(p[4:], out)
+	return fds, nil
 }

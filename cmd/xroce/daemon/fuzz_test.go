@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/transport"
 )
 
@@ -21,8 +25,8 @@ func FuzzSession(f *testing.F) {
 	f.Add(OpAllocPD, []byte{})
 	f.Add(OpCreateCQ, le(&CreateCQReq{CQE: 16}))
 	f.Add(OpCreateQP, le(&CreateQPReq{PD: 1, SendCQ: 2, RecvCQ: 2, QPType: qptRC, MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}))
-	f.Add(OpPostSend, le(&PostHdr{QP: 3, N: 1}))
-	f.Add(OpPostRecv, le(&PostHdr{QP: 3, N: 2}))
+	f.Add(OpModifyQP, le(&QPAttrMsg{QP: 3, Mask: 1, State: 1}))
+	f.Add(OpDestroyQP, le(&Handle{3}))
 	f.Add(OpRegMR, le(&RegMRReq{PD: 1, Access: 1, Length: 4096}))
 	ip := netip.MustParseAddr("10.0.0.1")
 	link, _ := transport.NewPipe(transport.PipeConfig{MAC: [6]byte{2, 0, 0, 0, 0, 1}, Addrs: []netip.Addr{ip}},
@@ -31,17 +35,79 @@ func FuzzSession(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	sess := newSession(engineFake{fakeSource{[6]byte{2, 0, 0, 0, 0, 1}}, dev}, &objCounts{})
+	sess := newSession(engineFake{fakeSource{[6]byte{2, 0, 0, 0, 0, 1}}, dev}, &objCounts{}, func(string, ...any) {})
 	f.Cleanup(sess.close)
 	seq := uint32(0)
 	f.Fuzz(func(t *testing.T, op uint16, body []byte) {
-		op = OpAllocPD + op%(OpPostRecv-OpAllocPD+1)
+		op = OpAllocPD + op%(opLastData-OpAllocPD+1)
 		seq++
-		r := sess.handle(op, seq, body, nil)
+		r, fds := sess.handle(op, seq, body, nil)
+		closeAll(fds)
 		h, p, err := ParseHeader(r)
 		if err != nil || h.Op != op|ReplyBit || h.Seq != seq || len(p) < 4 {
 			t.Fatalf("op %d: reply %x (%v)", op, r, err)
 		}
+		pollerFor(dev).Poll()
 		_, _ = dev.Progress()
+	})
+}
+
+// FuzzRings writes arbitrary slots and tails into the rings of a QP in RTS, as a
+// misbehaving client could, and lets the daemon's poller take them: it never
+// panics or faults; it posts what is well-formed and stops a broken ring with the
+// QP in ERR.
+func FuzzRings(f *testing.F) {
+	f.Add([]byte{}, uint8(1), uint8(1))
+	f.Add(le(SendWRMsg{Opcode: uint32(transport.WR_SEND), NumSGE: 1}, SGEMsg{Addr: 1 << 40, Length: 8, LKey: 7}), uint8(1), uint8(0))
+	f.Add(le(SendWRMsg{Opcode: 3, NumSGE: 1000, InlineLen: 1 << 31}), uint8(200), uint8(200))
+	f.Add(le(RecvWRMsg{NumSGE: 33}), uint8(0), uint8(3))
+	ipA, ipB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	link, _ := transport.NewPipe(transport.PipeConfig{MAC: [6]byte{2, 0, 0, 0, 0, 1}, Addrs: []netip.Addr{ipA}},
+		transport.PipeConfig{MAC: [6]byte{2, 0, 0, 0, 0, 2}, Addrs: []netip.Addr{ipB}})
+	dev, err := transport.Open(link, transport.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	sess := newSession(engineFake{fakeSource{[6]byte{2, 0, 0, 0, 0, 1}}, dev}, &objCounts{}, func(string, ...any) {})
+	f.Cleanup(sess.close)
+	pd, _ := sess.allocPD()
+	cq, cqFDs, err := sess.createCQ(&CreateCQReq{CQE: 64})
+	if err != nil {
+		f.Fatal(err)
+	}
+	closeAll(cqFDs)
+	gidB := roce.GIDFromAddr(ipB)
+	f.Fuzz(func(t *testing.T, data []byte, sends, recvs uint8) {
+		r, fds, err := sess.createQP(&CreateQPReq{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, QPType: qptRC,
+			MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := unix.Mmap(fds[0], 0, int(r.RingSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		closeAll(fds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(mem)
+		for _, m := range []QPAttrMsg{
+			{Mask: 1 | 1<<3 | 1<<4 | 1<<5, State: 1, AccessFlags: 0xf, PortNum: 1},
+			{Mask: 1 | 1<<7 | 1<<8 | 1<<20 | 1<<12 | 1<<17 | 1<<15, State: 2, PathMTU: 3, DestQPN: 99, DGID: gidB, SGIDIndex: 1, IsGlobal: 1},
+			{Mask: 1 | 1<<9 | 1<<10 | 1<<11 | 1<<16 | 1<<13, State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7},
+		} {
+			m.QP = r.Handle
+			if err := sess.modifyQP(&m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for off := r.SQOffset; off < r.RingSize && len(data) > 0; off += uint64(len(data)) {
+			copy(mem[off:], data)
+		}
+		atomic.StoreUint32(u32(mem, QPRingSQTail), uint32(sends))
+		atomic.StoreUint32(u32(mem, QPRingRQTail), uint32(recvs))
+		pollerFor(dev).Poll()
+		_, _ = dev.Progress()
+		if err := sess.destroyQP(r.Handle); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

@@ -18,7 +18,7 @@ import (
 // non-zero status comes a UTF-8 message for people, after 0 the op's reply body.
 // docs/verbs-library.md describes the messages.
 const (
-	ProtoVersion = 1
+	ProtoVersion = 2 // 2: work requests and completions on shared-memory rings
 	HeaderSize   = 8
 	MaxMessage   = 4096 // header included
 	ReplyBit     = 0x8000
@@ -40,16 +40,16 @@ const (
 	OpDeregMR        uint16 = 10 // Handle → no body
 	OpCreateChannel  uint16 = 11 // no body + one fd (the daemon's end of a socketpair) → Handle
 	OpDestroyChannel uint16 = 12 // Handle → no body
-	OpCreateCQ       uint16 = 13 // CreateCQReq → CreateCQReply
+	OpCreateCQ       uint16 = 13 // CreateCQReq → CreateCQReply + the CQ ring's memfd
 	OpDestroyCQ      uint16 = 14 // Handle → no body
 	OpReqNotifyCQ    uint16 = 15 // NotifyReq → no body
-	OpPollCQ         uint16 = 16 // PollReq → uint32 n, then n × WC
-	OpCreateQP       uint16 = 17 // CreateQPReq → CreateQPReply
+	OpCreateQP       uint16 = 17 // CreateQPReq → CreateQPReply + the QP rings' memfd and doorbell eventfd
 	OpModifyQP       uint16 = 18 // QPAttrMsg → no body
 	OpQueryQP        uint16 = 19 // Handle → QPAttrMsg
 	OpDestroyQP      uint16 = 20 // Handle → no body
-	OpPostSend       uint16 = 21 // PostHdr, then N × (SendWRMsg, NumSGE × SGEMsg, InlineLen bytes) → PostReply
-	OpPostRecv       uint16 = 22 // PostHdr, then N × (RecvWRMsg, NumSGE × SGEMsg) → PostReply
+	// 16, 21 and 22 were version 1's poll, post send and post recv requests: the
+	// rings carry work requests and completions now.
+	opLastData = OpDestroyQP
 )
 
 // GID types in GIDReply, the values of rdma-core's enum ibv_gid_type
@@ -241,10 +241,16 @@ type CreateCQReq struct {
 	Cookie  uint64
 }
 
-// CreateCQReply is the CQ and its actual size.
+// CreateCQReply is the CQ, its actual size and its ring: the reply carries the
+// ring's memfd (SCM_RIGHTS), RingSize bytes, CQRingHeader bytes of header then
+// Entries (a power of two ≥ CQE) CQE slots. The daemon produces, the library
+// consumes (ring.go).
 type CreateCQReply struct {
-	Handle uint32
-	CQE    uint32
+	Handle   uint32
+	CQE      uint32
+	Entries  uint32
+	Reserved uint32
+	RingSize uint64
 }
 
 // NotifyReq arms a CQ (ibv_req_notify_cq): its channel gets an event when the CQ
@@ -254,26 +260,27 @@ type NotifyReq struct {
 	SolicitedOnly uint32
 }
 
-// PollReq polls up to Max completions (at most MaxPoll).
-type PollReq struct {
-	CQ  uint32
-	Max uint32
+// CQE is one completion in a CQ ring (struct ibv_wc's fields that the engine
+// sets). Seq is the ring sequence number of the work request it completes, in
+// the send ring or, with CQERecv in Flags, the receive ring of QP QPNum: the
+// library keeps the wr_id of each slot and frees the slots up to Seq. ImmData is
+// in host order, as transport.WorkCompletion has it.
+type CQE struct {
+	Seq      uint32
+	Flags    uint32 // CQERecv, CQEWithImm
+	Status   uint32
+	Opcode   uint32
+	ByteLen  uint32
+	ImmData  uint32
+	QPNum    uint32
+	Reserved uint32
 }
 
-// WC is one work completion (struct ibv_wc's fields that the engine sets);
-// ImmData is in host order, as transport.WorkCompletion has it.
-type WC struct {
-	WRID    uint64
-	Status  uint32
-	Opcode  uint32
-	ByteLen uint32
-	ImmData uint32
-	QPNum   uint32
-	WCFlags uint32 // IBV_WC_WITH_IMM
-}
-
-// MaxPoll is the most completions one OpPollCQ reply carries.
-const MaxPoll = (MaxMessage - HeaderSize - 8) / 32
+// CQE flags.
+const (
+	CQERecv    = 1 << 0 // completes a receive WR
+	CQEWithImm = 1 << 1 // IBV_WC_WITH_IMM
+)
 
 // EventMsg is what the daemon writes on a completion channel: the CQ's cookie.
 type EventMsg struct {
@@ -289,12 +296,21 @@ type CreateQPReq struct {
 	MaxInline              uint32
 }
 
-// CreateQPReply is the QP, its number and its actual capabilities.
+// CreateQPReply is the QP, its number, its actual capabilities and the layout
+// of its rings. The reply carries two descriptors: the rings' memfd (RingSize
+// bytes: the QPRingHeader page, then the send ring at SQOffset, SQEntries slots
+// of SQStride bytes, and the receive ring at RQOffset, RQEntries slots of
+// RQStride bytes; entries are powers of two ≥ the WR counts) and the doorbell, an
+// eventfd the library writes when it finds the daemon's sleeping flag up.
 type CreateQPReply struct {
 	Handle, QPN            uint32
 	MaxSendWR, MaxRecvWR   uint32
 	MaxSendSGE, MaxRecvSGE uint32
 	MaxInline, Reserved    uint32
+	SQEntries, SQStride    uint32
+	RQEntries, RQStride    uint32
+	SQOffset, RQOffset     uint64
+	RingSize               uint64
 }
 
 // QPAttrMsg carries struct ibv_qp_attr's fields that an RC QP on RoCE uses, for
@@ -317,14 +333,10 @@ type QPAttrMsg struct {
 	Reserved2                 uint16
 }
 
-// PostHdr starts OpPostSend and OpPostRecv: N work requests for QP follow.
-type PostHdr struct {
-	QP, N uint32
-}
-
-// SendWRMsg is one send WR (struct ibv_send_wr); NumSGE SGEMsg follow it, then
-// InlineLen bytes of inline data (IBV_SEND_INLINE: the library copies the data,
-// NumSGE is 0). ImmData is in host order.
+// SendWRMsg starts a send ring slot: one send WR (struct ibv_send_wr); NumSGE
+// SGEMsg follow it, or InlineLen bytes of inline data (IBV_SEND_INLINE: the
+// library copies the data, NumSGE is 0). ImmData is in host order. The library
+// keeps WRID; the daemon ignores it.
 type SendWRMsg struct {
 	WRID       uint64
 	RemoteAddr uint64
@@ -338,7 +350,7 @@ type SendWRMsg struct {
 	InlineLen  uint32
 }
 
-// RecvWRMsg is one receive WR; NumSGE SGEMsg follow it.
+// RecvWRMsg starts a receive ring slot: one receive WR; NumSGE SGEMsg follow it.
 type RecvWRMsg struct {
 	WRID     uint64
 	NumSGE   uint32
@@ -350,13 +362,6 @@ type SGEMsg struct {
 	Addr   uint64
 	Length uint32
 	LKey   uint32
-}
-
-// PostReply says how many WRs were posted; Errno is 0 or why WR Posted failed
-// (the library's *bad_wr).
-type PostReply struct {
-	Posted uint32
-	Errno  int32
 }
 
 // Structs lists every fixed-size message body, by the name the C header gives its
@@ -378,17 +383,14 @@ var Structs = map[string]any{
 	"xroce_create_cq_req":   CreateCQReq{},
 	"xroce_create_cq_reply": CreateCQReply{},
 	"xroce_notify_req":      NotifyReq{},
-	"xroce_poll_req":        PollReq{},
-	"xroce_wc":              WC{},
+	"xroce_cqe":             CQE{},
 	"xroce_event":           EventMsg{},
 	"xroce_create_qp_req":   CreateQPReq{},
 	"xroce_create_qp_reply": CreateQPReply{},
 	"xroce_qp_attr":         QPAttrMsg{},
-	"xroce_post_hdr":        PostHdr{},
 	"xroce_send_wr":         SendWRMsg{},
 	"xroce_recv_wr":         RecvWRMsg{},
 	"xroce_sge":             SGEMsg{},
-	"xroce_post_reply":      PostReply{},
 }
 
 // Encode returns a message: the header and body (a fixed-size struct, []byte, or

@@ -46,11 +46,14 @@ func TestProtoHeaderMatches(t *testing.T) {
 		{"XROCE_OP_REG_MR", int(OpRegMR)}, {"XROCE_OP_DEREG_MR", int(OpDeregMR)},
 		{"XROCE_OP_CREATE_CHANNEL", int(OpCreateChannel)}, {"XROCE_OP_DESTROY_CHANNEL", int(OpDestroyChannel)},
 		{"XROCE_OP_CREATE_CQ", int(OpCreateCQ)}, {"XROCE_OP_DESTROY_CQ", int(OpDestroyCQ)},
-		{"XROCE_OP_REQ_NOTIFY_CQ", int(OpReqNotifyCQ)}, {"XROCE_OP_POLL_CQ", int(OpPollCQ)},
+		{"XROCE_OP_REQ_NOTIFY_CQ", int(OpReqNotifyCQ)},
 		{"XROCE_OP_CREATE_QP", int(OpCreateQP)}, {"XROCE_OP_MODIFY_QP", int(OpModifyQP)},
 		{"XROCE_OP_QUERY_QP", int(OpQueryQP)}, {"XROCE_OP_DESTROY_QP", int(OpDestroyQP)},
-		{"XROCE_OP_POST_SEND", int(OpPostSend)}, {"XROCE_OP_POST_RECV", int(OpPostRecv)},
-		{"XROCE_MAX_POLL", MaxPoll},
+		{"XROCE_QP_RING_HEADER", QPRingHeader}, {"XROCE_QP_RING_SQ_TAIL", QPRingSQTail},
+		{"XROCE_QP_RING_RQ_TAIL", QPRingRQTail}, {"XROCE_QP_RING_SLEEPING", QPRingSleeping},
+		{"XROCE_CQ_RING_HEADER", CQRingHeader}, {"XROCE_CQ_RING_PROD", CQRingProd},
+		{"XROCE_CQ_RING_CONS", CQRingCons}, {"XROCE_CQ_RING_OVERRUN", CQRingOverrun},
+		{"XROCE_CQE_RECV", CQERecv}, {"XROCE_CQE_WITH_IMM", CQEWithImm},
 	}
 	for _, c := range consts {
 		fmt.Fprintf(&src, "\tprintf(\"%s %%d\\n\", (int)%s);\n", c.c, c.c)

@@ -181,7 +181,7 @@ func (s *Server) admit(c *net.UnixConn) (*client, error) {
 		return nil, fmt.Errorf("pid %d of uid %d: only uid %d and root may use this device (start the daemon with --any-user to allow every user)", cred.Pid, cred.Uid, os.Geteuid())
 	}
 	cl := &client{conn: c, pid: uint32(cred.Pid), uid: cred.Uid, since: time.Now()}
-	cl.sess = newSession(s.src, &cl.counts)
+	cl.sess = newSession(s.src, &cl.counts, s.log.Printf)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -228,13 +228,20 @@ func (s *Server) serveClient(c *client) {
 		}
 		fds := rights(oob[:oobn])
 		var reply []byte
+		var out []int
 		if flags&syscall.MSG_TRUNC != 0 || n > MaxMessage {
 			closeAll(fds)
 			reply = errReply(0, 0, unix.EMSGSIZE, fmt.Sprintf("message longer than %d bytes", MaxMessage))
 		} else {
-			reply = s.handle(c, buf[:n], fds)
+			reply, out = s.handle(c, buf[:n], fds)
 		}
-		if _, err := c.conn.Write(reply); err != nil {
+		var rights []byte
+		if len(out) > 0 {
+			rights = unix.UnixRights(out...)
+		}
+		_, _, err = c.conn.WriteMsgUnix(reply, rights, nil)
+		closeAll(out) // the client has its own copies now
+		if err != nil {
 			return
 		}
 	}
@@ -298,16 +305,22 @@ func closeAll(fds []int) {
 	}
 }
 
-func (s *Server) handle(c *client, m []byte, fds []int) []byte {
+// handle answers one message with a reply and the descriptors it carries.
+func (s *Server) handle(c *client, m []byte, fds []int) ([]byte, []int) {
 	h, p, err := ParseHeader(m)
 	if err != nil {
 		closeAll(fds)
-		return errReply(h.Op, h.Seq, unix.EBADMSG, err.Error())
+		return errReply(h.Op, h.Seq, unix.EBADMSG, err.Error()), nil
 	}
-	if h.Op >= OpAllocPD && h.Op <= OpPostRecv {
+	if h.Op >= OpAllocPD && h.Op <= opLastData {
 		return c.sess.handle(h.Op, h.Seq, p, fds)
 	}
 	closeAll(fds)
+	return s.handleDevice(h, p), nil
+}
+
+// handleDevice answers the device-wide ops: hello, queries, counters, clients.
+func (s *Server) handleDevice(h Header, p []byte) []byte {
 	switch h.Op {
 	case OpHello:
 		var req HelloReq

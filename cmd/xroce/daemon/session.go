@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -24,10 +22,11 @@ import (
 // it ends: QPs first (the peer then sees retry-exceeded), then CQs, MRs (unmapped)
 // and channels.
 //
-// Interim design (docs/verbs-library.md §6): every post and poll is one request on
-// the control socket. Registered memory is shared: the library moves the pages of
-// a region onto a sealed memfd and sends the fd; the daemon maps it, and the engine
-// reads and writes the application's pages directly.
+// Work requests and completions cross on shared-memory rings (ring.go, qpring.go,
+// poller.go; docs/verbs-library.md §6): the control socket carries only object
+// management. Registered memory is shared: the library moves the pages of a region
+// onto a sealed memfd and sends the fd; the daemon maps it, and the engine reads and
+// writes the application's pages directly.
 
 // EngineSource is implemented by a Source whose device can carry data (the
 // daemon's transport.Device); without it the data-path ops fail with EOPNOTSUPP.
@@ -57,6 +56,8 @@ const (
 
 type session struct {
 	dev    *transport.Device
+	poller *poller
+	logf   func(format string, a ...any)
 	ctx    context.Context
 	cancel context.CancelFunc
 	next   uint32
@@ -87,10 +88,6 @@ type mapping struct {
 type pdObj struct {
 	pd   *transport.ProtectionDomain
 	refs int // MRs and QPs
-	// bounce carries inline data: the library copies it into the post request,
-	// the daemon into this region, and the engine copies it out at post time.
-	bounce    *transport.MemoryRegion
-	bounceBuf []byte
 }
 
 type mrObj struct {
@@ -109,29 +106,33 @@ type chanObj struct {
 
 type cqObj struct {
 	cq     *transport.CompletionQueue
+	ring   *cqRing
 	ch     *chanObj
 	cookie uint64
 	refs   int
 	arm    chan struct{}
 	stop   context.CancelFunc
+	done   chan struct{} // closed when the channel watcher returned
 }
 
 type qpObj struct {
 	qp         *transport.QueuePair
+	ring       *qpRing
 	pd         *pdObj
 	send, recv *cqObj
 	caps       CreateQPReply
 	attr       QPAttrMsg
 }
 
-func newSession(src Source, counts *objCounts) *session {
+func newSession(src Source, counts *objCounts, logf func(string, ...any)) *session {
 	es, ok := src.(engineSource)
 	if !ok {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &session{dev: es.Engine(), ctx: ctx, cancel: cancel, pds: map[uint32]*pdObj{}, mrs: map[uint32]*mrObj{},
-		cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chans: map[uint32]*chanObj{}, counts: counts}
+	dev := es.Engine()
+	return &session{dev: dev, poller: pollerFor(dev), logf: logf, ctx: ctx, cancel: cancel, pds: map[uint32]*pdObj{},
+		mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chans: map[uint32]*chanObj{}, counts: counts}
 }
 
 // errno is an error with the errno the library returns.
@@ -146,9 +147,10 @@ func fail(e unix.Errno, format string, a ...any) error {
 	return &errno{e, fmt.Sprintf(format, a...)}
 }
 
-// handle answers one data-path request. fds are the descriptors the request
+// handle answers one data-path request with a reply and the descriptors it
+// carries (the caller closes them once sent). fds are the descriptors the request
 // carried; handle takes the ones the op uses and closes the rest.
-func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) []byte {
+func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []int) {
 	defer func() {
 		for _, fd := range fds {
 			if fd >= 0 {
@@ -157,7 +159,7 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) []byte {
 		}
 	}()
 	if s == nil {
-		return errReply(op, seq, unix.EOPNOTSUPP, "this device serves no data path")
+		return errReply(op, seq, unix.EOPNOTSUPP, "this device serves no data path"), nil
 	}
 	takeFD := func() (int, error) {
 		if len(fds) != 1 {
@@ -173,9 +175,10 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) []byte {
 	case OpRegMR, OpCreateChannel:
 	default:
 		if len(fds) != 0 {
-			return errReply(op, seq, unix.EBADMSG, fmt.Sprintf("op %d takes no descriptors, got %d", op, len(fds)))
+			return errReply(op, seq, unix.EBADMSG, fmt.Sprintf("op %d takes no descriptors, got %d", op, len(fds))), nil
 		}
 	}
+	var out []int
 	switch op {
 	case OpAllocPD:
 		if len(p) != 0 {
@@ -219,7 +222,7 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) []byte {
 	case OpCreateCQ:
 		var req CreateCQReq
 		if err = decode(p, &req); err == nil {
-			body, err = s.createCQ(&req)
+			body, out, err = s.createCQ(&req)
 		}
 	case OpDestroyCQ:
 		var h Handle
@@ -231,15 +234,10 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) []byte {
 		if err = decode(p, &req); err == nil {
 			err = s.reqNotify(&req)
 		}
-	case OpPollCQ:
-		var req PollReq
-		if err = decode(p, &req); err == nil {
-			body, err = s.poll(&req)
-		}
 	case OpCreateQP:
 		var req CreateQPReq
 		if err = decode(p, &req); err == nil {
-			body, err = s.createQP(&req)
+			body, out, err = s.createQP(&req)
 		}
 	case OpModifyQP:
 		var req QPAttrMsg
@@ -256,21 +254,17 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) []byte {
 		if err = decode(p, &h); err == nil {
 			err = s.destroyQP(h.Handle)
 		}
-	case OpPostSend:
-		body, err = s.postSend(p)
-	case OpPostRecv:
-		body, err = s.postRecv(p)
 	default:
-		return errReply(op, seq, unix.EOPNOTSUPP, fmt.Sprintf("unknown op %d", op))
+		return errReply(op, seq, unix.EOPNOTSUPP, fmt.Sprintf("unknown op %d", op)), nil
 	}
 	if err != nil {
 		var e *errno
 		if errors.As(err, &e) {
-			return errReply(op, seq, e.e, e.msg)
+			return errReply(op, seq, e.e, e.msg), nil
 		}
-		return errReply(op, seq, unix.EINVAL, err.Error())
+		return errReply(op, seq, unix.EINVAL, err.Error()), nil
 	}
-	return okReply(op, seq, body)
+	return okReply(op, seq, body), out
 }
 
 func decode(p []byte, v any) error {
@@ -305,9 +299,6 @@ func (s *session) deallocPD(h uint32) error {
 	}
 	if o.refs > 0 {
 		return fail(unix.EBUSY, "PD %d still has %d MRs or QPs", h, o.refs)
-	}
-	if o.bounce != nil {
-		_ = o.bounce.Dereg()
 	}
 	delete(s.pds, h)
 	s.counts.pds.Add(-1)
@@ -454,31 +445,41 @@ func (s *session) destroyChannel(h uint32) error {
 
 // ---- CQ ----
 
-func (s *session) createCQ(r *CreateCQReq) (*CreateCQReply, error) {
+// createCQ creates a CQ whose completions the engine writes into a new CQ ring;
+// the reply carries the ring's memfd.
+func (s *session) createCQ(r *CreateCQReq) (*CreateCQReply, []int, error) {
 	if r.CQE < 1 || r.CQE > maxCQE {
-		return nil, fail(unix.EINVAL, "cqe %d out of range 1..%d", r.CQE, maxCQE)
+		return nil, nil, fail(unix.EINVAL, "cqe %d out of range 1..%d", r.CQE, maxCQE)
 	}
 	var ch *chanObj
 	if r.Channel != 0 {
 		if ch = s.chans[r.Channel]; ch == nil {
-			return nil, fail(unix.EINVAL, "no completion channel %d in this session", r.Channel)
+			return nil, nil, fail(unix.EINVAL, "no completion channel %d in this session", r.Channel)
 		}
 	}
-	o := &cqObj{cq: s.dev.CreateCQ(int(r.CQE)), ch: ch, cookie: r.Cookie}
+	ring, reply, err := newCQRing(r.CQE)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := &cqObj{cq: s.dev.CreateCQWithSink(int(r.CQE), ring), ring: ring, ch: ch, cookie: r.Cookie}
 	if ch != nil {
 		ch.refs++
 		ctx, cancel := context.WithCancel(s.ctx)
-		o.arm, o.stop = make(chan struct{}, 1), cancel
+		o.arm, o.stop, o.done = make(chan struct{}, 1), cancel, make(chan struct{})
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer close(o.done)
 			o.watch(ctx)
 		}()
 	}
 	h := s.handleID()
 	s.cqs[h] = o
 	s.counts.cqs.Add(1)
-	return &CreateCQReply{Handle: h, CQE: r.CQE}, nil
+	reply.Handle = h
+	fd := ring.m.fd
+	ring.m.fd = -1 // the caller closes it once sent
+	return reply, []int{fd}, nil
 }
 
 // watch signals the channel when an armed CQ holds a completion (or has
@@ -508,8 +509,10 @@ func (s *session) destroyCQ(h uint32) error {
 	}
 	if o.stop != nil {
 		o.stop()
+		<-o.done // the watcher reads the ring
 		o.ch.refs--
 	}
+	o.ring.m.close()
 	delete(s.cqs, h)
 	s.counts.cqs.Add(-1)
 	return nil
@@ -530,62 +533,58 @@ func (s *session) reqNotify(r *NotifyReq) error {
 	return nil
 }
 
-func (s *session) poll(r *PollReq) ([]byte, error) {
-	o := s.cqs[r.CQ]
-	if o == nil {
-		return nil, fail(unix.EINVAL, "no CQ %d in this session", r.CQ)
-	}
-	n := min(int(r.Max), MaxPoll)
-	var wcs [MaxPoll]transport.WorkCompletion
-	n = o.cq.Poll(wcs[:n])
-	b := make([]byte, 4, 4+n*binary.Size(WC{}))
-	binary.LittleEndian.PutUint32(b, uint32(n))
-	for _, w := range wcs[:n] {
-		m := WC{WRID: w.WRID, Status: uint32(w.Status), Opcode: uint32(w.Opcode), ByteLen: w.ByteLen, QPNum: w.QPN}
-		if w.HasImm {
-			m.ImmData, m.WCFlags = w.ImmData, wcWithImm
-		}
-		b, _ = binary.Append(b, binary.LittleEndian, &m)
-	}
-	if n == 0 {
-		if err := o.cq.Err(); err != nil {
-			return nil, fail(unix.EOVERFLOW, "%v", err)
-		}
-	}
-	return b, nil
-}
-
 // ---- QP ----
 
-func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, error) {
+// createQP creates an RC QP and its rings; the reply carries the rings' memfd
+// and the doorbell eventfd.
+func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
 	if r.QPType != qptRC {
-		return nil, fail(unix.EOPNOTSUPP, "QP type %d: only RC QPs (IBV_QPT_RC) are supported", r.QPType)
+		return nil, nil, fail(unix.EOPNOTSUPP, "QP type %d: only RC QPs (IBV_QPT_RC) are supported", r.QPType)
 	}
 	pd, scq, rcq := s.pds[r.PD], s.cqs[r.SendCQ], s.cqs[r.RecvCQ]
 	if pd == nil || scq == nil || rcq == nil {
-		return nil, fail(unix.EINVAL, "PD %d, send CQ %d or receive CQ %d is not in this session", r.PD, r.SendCQ, r.RecvCQ)
+		return nil, nil, fail(unix.EINVAL, "PD %d, send CQ %d or receive CQ %d is not in this session", r.PD, r.SendCQ, r.RecvCQ)
 	}
 	if r.MaxSendWR > maxQPWR || r.MaxRecvWR > maxQPWR || r.MaxSendSGE > maxSGE || r.MaxRecvSGE > maxSGE || r.MaxInline > transport.MaxInline {
-		return nil, fail(unix.EINVAL, "capabilities %d/%d WRs, %d/%d SGEs, %d inline exceed %d WRs, %d SGEs, %d inline bytes",
+		return nil, nil, fail(unix.EINVAL, "capabilities %d/%d WRs, %d/%d SGEs, %d inline exceed %d WRs, %d SGEs, %d inline bytes",
 			r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInline, maxQPWR, maxSGE, transport.MaxInline)
 	}
 	c := transport.QPCap{MaxSendWR: int(max(r.MaxSendWR, 1)), MaxRecvWR: int(max(r.MaxRecvWR, 1)),
 		MaxSendSGE: int(max(r.MaxSendSGE, 1)), MaxRecvSGE: int(max(r.MaxRecvSGE, 1)), MaxInlineData: int(r.MaxInline)}
 	qp, err := pd.pd.CreateQP(transport.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: c, SigAll: r.SQSigAll != 0})
 	if err != nil {
-		return nil, fail(unix.EINVAL, "%v", err)
+		return nil, nil, fail(unix.EINVAL, "%v", err)
 	}
 	h := s.handleID()
 	o := &qpObj{qp: qp, pd: pd, send: scq, recv: rcq}
 	o.caps = CreateQPReply{Handle: h, QPN: qp.QPN(), MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
 		MaxSendSGE: uint32(c.MaxSendSGE), MaxRecvSGE: uint32(c.MaxRecvSGE), MaxInline: uint32(c.MaxInlineData)}
+	qpLayout(&o.caps)
+	if o.ring, err = newQPRing(qp, pd.pd, &o.caps, s.logf); err != nil {
+		_ = qp.Destroy()
+		return nil, nil, err
+	}
+	db, err := unix.Dup(int(o.ring.db.Fd()))
+	if err != nil {
+		o.ring.close()
+		_ = qp.Destroy()
+		return nil, nil, fail(unix.EMFILE, "doorbell: %v", err)
+	}
+	fds := []int{o.ring.m.fd, db}
+	o.ring.m.fd = -1 // the caller closes both once sent
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		o.ring.ring(s.dev)
+	}()
+	s.poller.add(o.ring)
 	o.attr = QPAttrMsg{QP: h, PortNum: 1}
 	s.qps[h] = o
 	pd.refs++
 	scq.refs++
 	rcq.refs++
 	s.counts.qps.Add(1)
-	return &o.caps, nil
+	return &o.caps, fds, nil
 }
 
 // verbs attribute-mask bits the engine has no use for.
@@ -624,7 +623,18 @@ func (s *session) modifyQP(r *QPAttrMsg) error {
 	if r.PathMTU > 255 {
 		a.PathMTU = 0
 	}
-	if err := o.qp.Modify(a, mask); err != nil {
+	var err error
+	if mask&transport.QP_STATE != 0 && a.State == transport.QPS_RESET {
+		// RESET empties the work queues: what the rings still hold goes too.
+		s.poller.locked(func() {
+			if err = o.qp.Modify(a, mask); err == nil {
+				o.ring.discard()
+			}
+		})
+	} else {
+		err = o.qp.Modify(a, mask)
+	}
+	if err != nil {
 		return fail(unix.EINVAL, "%v", err)
 	}
 	// Remember what was set, for ibv_query_qp.
@@ -666,7 +676,7 @@ func (s *session) destroyQP(h uint32) error {
 	if o == nil {
 		return fail(unix.EINVAL, "no QP %d in this session", h)
 	}
-	_ = o.qp.Destroy()
+	o.destroy(s.poller)
 	delete(s.qps, h)
 	o.pd.refs--
 	o.send.refs--
@@ -676,125 +686,12 @@ func (s *session) destroyQP(h uint32) error {
 	return nil
 }
 
-// ---- posting ----
-
-// postErrno maps the engine's posting errors to ibv_post_send's return values.
-func postErrno(err error) int32 {
-	switch {
-	case errors.Is(err, transport.ErrQueueFull):
-		return int32(unix.ENOMEM)
-	default:
-		return int32(unix.EINVAL)
-	}
-}
-
-func (s *session) postSend(p []byte) (*PostReply, error) {
-	r := bytes.NewReader(p)
-	var h PostHdr
-	if err := binary.Read(r, binary.LittleEndian, &h); err != nil {
-		return nil, fail(unix.EBADMSG, "post send: %v", err)
-	}
-	o := s.qps[h.QP]
-	if o == nil {
-		return nil, fail(unix.EINVAL, "no QP %d in this session", h.QP)
-	}
-	var sges [maxSGE]transport.SGE
-	for i := uint32(0); i < h.N; i++ {
-		var m SendWRMsg
-		if err := binary.Read(r, binary.LittleEndian, &m); err != nil {
-			return nil, fail(unix.EBADMSG, "post send WR %d: %v", i, err)
-		}
-		if m.NumSGE > maxSGE {
-			return &PostReply{Posted: i, Errno: int32(unix.EINVAL)}, nil
-		}
-		wr := transport.SendWR{WRID: m.WRID, Opcode: transport.WROpcode(m.Opcode), Flags: transport.SendFlags(m.Flags & 0xf),
-			ImmData: m.ImmData, RemoteAddr: m.RemoteAddr, RKey: m.RKey, CompareAdd: m.CompareAdd, Swap: m.Swap}
-		if m.Opcode > 255 {
-			wr.Opcode = 255
-		}
-		for j := range m.NumSGE {
-			var e SGEMsg
-			if err := binary.Read(r, binary.LittleEndian, &e); err != nil {
-				return nil, fail(unix.EBADMSG, "post send WR %d SGE %d: %v", i, j, err)
-			}
-			sges[j] = transport.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
-		}
-		wr.SGList = sges[:m.NumSGE]
-		if m.InlineLen > 0 {
-			if m.NumSGE != 0 || m.InlineLen > transport.MaxInline || wr.Flags&transport.SendInline == 0 {
-				return &PostReply{Posted: i, Errno: int32(unix.EINVAL)}, nil
-			}
-			b, err := o.pd.inline(m.InlineLen)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := io.ReadFull(r, b); err != nil {
-				return nil, fail(unix.EBADMSG, "post send WR %d: short inline data", i)
-			}
-			sges[0] = transport.SGE{Addr: o.pd.bounce.Addr(), Length: m.InlineLen, LKey: o.pd.bounce.LKey()}
-			wr.SGList = sges[:1]
-		} else if wr.Flags&transport.SendInline != 0 && m.NumSGE > 0 {
-			// Inline data must come in the request: the daemon does not read the
-			// application's memory outside its regions.
-			return &PostReply{Posted: i, Errno: int32(unix.EINVAL)}, nil
-		}
-		if _, err := o.qp.PostSend(wr); err != nil {
-			return &PostReply{Posted: i, Errno: postErrno(err)}, nil
-		}
-	}
-	if r.Len() != 0 {
-		return nil, fail(unix.EBADMSG, "post send: %d bytes after the last WR", r.Len())
-	}
-	return &PostReply{Posted: h.N}, nil
-}
-
-// inline returns n bytes of the PD's inline bounce region, registering it first.
-func (pd *pdObj) inline(n uint32) ([]byte, error) {
-	if pd.bounce == nil {
-		pd.bounceBuf = make([]byte, transport.MaxInline)
-		mr, err := pd.pd.RegMR(pd.bounceBuf, 0)
-		if err != nil {
-			return nil, fail(unix.ENOMEM, "inline buffer: %v", err)
-		}
-		pd.bounce = mr
-	}
-	return pd.bounceBuf[:n], nil
-}
-
-func (s *session) postRecv(p []byte) (*PostReply, error) {
-	r := bytes.NewReader(p)
-	var h PostHdr
-	if err := binary.Read(r, binary.LittleEndian, &h); err != nil {
-		return nil, fail(unix.EBADMSG, "post recv: %v", err)
-	}
-	o := s.qps[h.QP]
-	if o == nil {
-		return nil, fail(unix.EINVAL, "no QP %d in this session", h.QP)
-	}
-	var sges [maxSGE]transport.SGE
-	for i := uint32(0); i < h.N; i++ {
-		var m RecvWRMsg
-		if err := binary.Read(r, binary.LittleEndian, &m); err != nil {
-			return nil, fail(unix.EBADMSG, "post recv WR %d: %v", i, err)
-		}
-		if m.NumSGE > maxSGE {
-			return &PostReply{Posted: i, Errno: int32(unix.EINVAL)}, nil
-		}
-		for j := range m.NumSGE {
-			var e SGEMsg
-			if err := binary.Read(r, binary.LittleEndian, &e); err != nil {
-				return nil, fail(unix.EBADMSG, "post recv WR %d SGE %d: %v", i, j, err)
-			}
-			sges[j] = transport.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
-		}
-		if _, err := o.qp.PostRecv(transport.RecvWR{WRID: m.WRID, SGList: sges[:m.NumSGE]}); err != nil {
-			return &PostReply{Posted: i, Errno: postErrno(err)}, nil
-		}
-	}
-	if r.Len() != 0 {
-		return nil, fail(unix.EBADMSG, "post recv: %d bytes after the last WR", r.Len())
-	}
-	return &PostReply{Posted: h.N}, nil
+// destroy stops the engine's loop reading the QP's rings, destroys the QP and
+// unmaps its rings.
+func (o *qpObj) destroy(p *poller) {
+	p.remove(o.ring)
+	_ = o.qp.Destroy()
+	o.ring.close()
 }
 
 // close destroys everything the session owns: QPs (their work discarded; the
@@ -804,22 +701,20 @@ func (s *session) close() {
 		return
 	}
 	for h, o := range s.qps {
-		_ = o.qp.Destroy()
+		o.destroy(s.poller)
 		delete(s.qps, h)
 	}
 	s.cancel()
 	s.wg.Wait()
+	for _, o := range s.cqs {
+		o.ring.m.close()
+	}
 	for h, o := range s.mrs {
 		_ = o.mr.Dereg()
 		_ = unix.MunmapPtr(unsafe.Pointer(o.m.p), o.m.n)
 		delete(s.mrs, h)
 	}
 	s.sweep()
-	for _, o := range s.pds {
-		if o.bounce != nil {
-			_ = o.bounce.Dereg()
-		}
-	}
 	for _, c := range s.chans {
 		c.close()
 	}

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log"
@@ -114,7 +112,7 @@ func TestSessionDataPath(t *testing.T) {
 	defer c.Close()
 	page := os.Getpagesize()
 
-	var pd, cq Handle
+	var pd Handle
 	if err := c.Call(OpAllocPD, nil, &pd); err != nil {
 		t.Fatal(err)
 	}
@@ -125,15 +123,13 @@ func TestSessionDataPath(t *testing.T) {
 	if err := c.CallFD(OpRegMR, &reg, fd, &mr); err != nil {
 		t.Fatal(err)
 	}
-	var cqr CreateCQReply
-	if err := c.Call(OpCreateCQ, &CreateCQReq{CQE: 16}, &cqr); err != nil {
-		t.Fatal(err)
-	}
-	cq.Handle = cqr.Handle
-	var qp CreateQPReply
-	if err := c.Call(OpCreateQP, &CreateQPReq{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, QPType: qptRC,
-		MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64}, &qp); err != nil {
-		t.Fatal(err)
+	cq := createTestCQ(t, c, CreateCQReq{CQE: 16})
+	tq := createTestQP(t, c, CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: qptRC,
+		MaxSendWR: 4, MaxRecvWR: 3, MaxSendSGE: 1, MaxRecvSGE: 2, MaxInline: 64})
+	qp := tq.r
+	if want := (CreateQPReply{Handle: qp.Handle, QPN: qp.QPN, MaxSendWR: 4, MaxRecvWR: 3, MaxSendSGE: 1, MaxRecvSGE: 2, MaxInline: 64,
+		SQEntries: 4, SQStride: 128, RQEntries: 4, RQStride: 64, SQOffset: 4096, RQOffset: 8192, RingSize: 12288}); qp != want {
+		t.Fatalf("create qp: %+v\nwant %+v", qp, want)
 	}
 
 	// Device B's side, driven directly.
@@ -150,7 +146,7 @@ func TestSessionDataPath(t *testing.T) {
 	timers := transport.Timers{Timeout: 14, RetryCnt: 7, RNRRetry: 1, MinRNRTimer: 1}
 	if err := transport.BringUp(qpB, transport.QPS_RESET, transport.QPS_RTS, transport.ConnectParams{
 		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(dp.ipA), SGIDIndex: 1}, PathMTU: roce.MTU1024,
-		DestQPN: qp.QPN, RQPSN: 1000, SQPSN: 2000, Timers: &timers}); err != nil {
+		DestQPN: qp.QPN, RQPSN: 1000, SQPSN: 2000, Timers: &timers, Access: transport.AccessRemoteWrite}); err != nil {
 		t.Fatal(err)
 	}
 	// The session's QP, through every state with verbs' masks.
@@ -170,24 +166,8 @@ func TestSessionDataPath(t *testing.T) {
 	if err := c.Call(OpQueryQP, &Handle{qp.Handle}, &qa); err != nil || qa.State != 3 || qa.DestQPN != qpB.QPN() || qa.DGID != gidB {
 		t.Fatalf("query qp: %+v %v", qa, err)
 	}
-	// A receive, posted as the library encodes it.
-	post := func(op uint16, parts ...any) PostReply {
-		t.Helper()
-		var b bytes.Buffer
-		for _, p := range parts {
-			if err := binary.Write(&b, binary.LittleEndian, p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var r PostReply
-		if err := c.Call(op, b.Bytes(), &r); err != nil {
-			t.Fatalf("post: %v", err)
-		}
-		return r
-	}
-	if r := post(OpPostRecv, PostHdr{QP: qp.Handle, N: 1}, RecvWRMsg{WRID: 7, NumSGE: 1}, SGEMsg{Addr: addr(buf) + 200, Length: 64, LKey: mr.LKey}); r != (PostReply{Posted: 1}) {
-		t.Fatalf("post recv: %+v", r)
-	}
+	// A receive, written into the ring as the library writes it.
+	tq.postRecv(le(RecvWRMsg{WRID: 7, NumSGE: 1}, SGEMsg{Addr: addr(buf) + 200, Length: 64, LKey: mr.LKey}))
 	// B writes into the region, then sends.
 	copy(bufB, "written by the peer")
 	copy(bufB[100:], "sent by the peer")
@@ -197,20 +177,33 @@ func TestSessionDataPath(t *testing.T) {
 			SGList: []transport.SGE{{Addr: mrB.Addr() + 100, Length: 16, LKey: mrB.LKey()}}}); err != nil {
 		t.Fatal(err)
 	}
-	var wcs []WC
-	deadline := time.Now().Add(5 * time.Second)
-	for len(wcs) == 0 && time.Now().Before(deadline) {
-		var b []byte
-		if err := c.Call(OpPollCQ, &PollReq{CQ: cq.Handle, Max: 4}, &b); err != nil {
-			t.Fatal(err)
-		}
-		if n := binary.LittleEndian.Uint32(b); n > 0 {
-			wcs = make([]WC, n)
-			_ = binary.Read(bytes.NewReader(b[4:]), binary.LittleEndian, wcs)
+	if e := cq.poll(t); e != (CQE{Seq: 0, Flags: CQERecv, Opcode: uint32(transport.WC_RECV), ByteLen: 16, QPNum: qp.QPN}) {
+		t.Fatalf("completion: %+v", e)
+	}
+	// An RDMA WRITE, and a SEND with inline data from the slot: the peer gets both.
+	rq, wb := make([]byte, 64), make([]byte, 64)
+	rmr, _ := pdB.RegMR(rq, transport.AccessLocalWrite)
+	wmr, _ := pdB.RegMR(wb, transport.AccessLocalWrite|transport.AccessRemoteWrite)
+	if _, err := qpB.PostRecv(transport.RecvWR{WRID: 5, SGList: []transport.SGE{{Addr: rmr.Addr(), Length: 64, LKey: rmr.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(buf[300:], "from the ring")
+	tq.postSend(le(SendWRMsg{Opcode: uint32(transport.WR_RDMA_WRITE), Flags: uint32(transport.SendSignaled), NumSGE: 1,
+		RemoteAddr: wmr.Addr() + 20, RKey: wmr.RKey()}, SGEMsg{Addr: addr(buf) + 300, Length: 13, LKey: mr.LKey}))
+	tq.postSend(le(SendWRMsg{Opcode: uint32(transport.WR_SEND), Flags: uint32(transport.SendInline | transport.SendSignaled), InlineLen: 11}, []byte("inline data")))
+	// (The WRITE goes first: the peer's receive completion then orders both for
+	// the race detector, which cannot follow the ring's two mappings.)
+	for i, want := range []CQE{{Seq: 0, Opcode: uint32(transport.WC_RDMA_WRITE), ByteLen: 13, QPNum: qp.QPN},
+		{Seq: 1, Opcode: uint32(transport.WC_SEND), ByteLen: 11, QPNum: qp.QPN}} {
+		if e := cq.poll(t); e != want {
+			t.Fatalf("send completion %d: %+v, want %+v", i, e, want)
 		}
 	}
-	if len(wcs) != 1 || wcs[0].WRID != 7 || wcs[0].Status != 0 || wcs[0].Opcode != uint32(transport.WC_RECV) || wcs[0].ByteLen != 16 || wcs[0].QPNum != qp.QPN {
-		t.Fatalf("completions: %+v", wcs)
+	if w := waitWRID(t, cqB, 5); w.Status != transport.WC_SUCCESS || w.ByteLen != 11 {
+		t.Errorf("the peer's receive: %+v", w)
+	}
+	if string(rq[:11]) != "inline data" || string(wb[20:33]) != "from the ring" {
+		t.Errorf("the peer got %q and %q", rq[:11], wb[20:33])
 	}
 	if string(buf[1000:1019]) != "written by the peer" || string(buf[200:216]) != "sent by the peer" {
 		t.Errorf("the region's pages, as the application maps them: %q %q", buf[1000:1019], buf[200:216])
@@ -234,38 +227,26 @@ func TestSessionDataPath(t *testing.T) {
 	r6.PD = 999
 	wantErrno(t, "bad PD", c.CallFD(OpRegMR, &r6, fd, nil), unix.EINVAL)
 	wantErrno(t, "descriptor on alloc pd", c.CallFD(OpAllocPD, nil, fd, nil), unix.EBADMSG)
-	wantErrno(t, "poll a bad CQ", c.Call(OpPollCQ, &PollReq{CQ: 999, Max: 1}, nil), unix.EINVAL)
-	wantErrno(t, "destroy a CQ in use", c.Call(OpDestroyCQ, &Handle{cq.Handle}, nil), unix.EBUSY)
+	wantErrno(t, "notify a bad CQ", c.Call(OpReqNotifyCQ, &NotifyReq{CQ: 999}, nil), unix.EINVAL)
+	wantErrno(t, "destroy a CQ in use", c.Call(OpDestroyCQ, &Handle{cq.h}, nil), unix.EBUSY)
 	wantErrno(t, "dealloc a PD in use", c.Call(OpDeallocPD, &Handle{pd.Handle}, nil), unix.EBUSY)
-	wantErrno(t, "post to a bad QP", c.Call(OpPostSend, []byte{99, 0, 0, 0, 1, 0, 0, 0}, nil), unix.EINVAL)
-	wantErrno(t, "truncated post", c.Call(OpPostSend, []byte{byte(qp.Handle), 0, 0, 0, 1, 0, 0, 0, 1, 2}, nil), unix.EBADMSG)
-	wantErrno(t, "UD QP", c.Call(OpCreateQP, &CreateQPReq{PD: pd.Handle, SendCQ: cq.Handle, RecvCQ: cq.Handle, QPType: 4}, nil), unix.EOPNOTSUPP)
+	for _, op := range []uint16{16, 21, 22} { // version 1's poll and posts
+		wantErrno(t, "a retired op", c.Call(op, []byte{1, 0, 0, 0, 1, 0, 0, 0}, nil), unix.EOPNOTSUPP)
+	}
+	wantErrno(t, "UD QP", c.Call(OpCreateQP, &CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: 4}, nil), unix.EOPNOTSUPP)
 	// A second session cannot name the first one's objects.
 	c2, _, err := Dial(dp.srv.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	wantErrno(t, "another session's CQ", c2.Call(OpPollCQ, &PollReq{CQ: cq.Handle, Max: 1}, nil), unix.EINVAL)
+	wantErrno(t, "another session's CQ", c2.Call(OpDestroyCQ, &Handle{cq.h}, nil), unix.EINVAL)
 	wantErrno(t, "another session's QP", c2.Call(OpDestroyQP, &Handle{qp.Handle}, nil), unix.EINVAL)
 	// A bad lkey completes with a local protection error (as an HCA reports it).
-	if r := post(OpPostSend, PostHdr{QP: qp.Handle, N: 1}, SendWRMsg{WRID: 9, Opcode: uint32(transport.WR_SEND), Flags: uint32(transport.SendSignaled), NumSGE: 1},
-		SGEMsg{Addr: addr(buf), Length: 8, LKey: mr.LKey + 1}); r != (PostReply{Posted: 1}) {
-		t.Fatalf("post with a bad lkey: %+v", r)
-	}
-	wcs = nil
-	for deadline = time.Now().Add(5 * time.Second); len(wcs) == 0 && time.Now().Before(deadline); {
-		var b []byte
-		if err := c.Call(OpPollCQ, &PollReq{CQ: cq.Handle, Max: 1}, &b); err != nil {
-			t.Fatal(err)
-		}
-		if binary.LittleEndian.Uint32(b) > 0 {
-			wcs = make([]WC, 1)
-			_ = binary.Read(bytes.NewReader(b[4:]), binary.LittleEndian, wcs)
-		}
-	}
-	if len(wcs) != 1 || wcs[0].WRID != 9 || wcs[0].Status != uint32(transport.WC_LOC_PROT_ERR) {
-		t.Errorf("bad lkey: %+v", wcs)
+	seq := tq.postSend(le(SendWRMsg{Opcode: uint32(transport.WR_SEND), Flags: uint32(transport.SendSignaled), NumSGE: 1},
+		SGEMsg{Addr: addr(buf), Length: 8, LKey: mr.LKey + 1}))
+	if e := cq.poll(t); e.Seq != seq || e.Flags != 0 || e.Status != uint32(transport.WC_LOC_PROT_ERR) {
+		t.Errorf("bad lkey: %+v", e)
 	}
 
 	// The session ends: its objects go, and the peer's next send exhausts its retries.
@@ -274,7 +255,7 @@ func TestSessionDataPath(t *testing.T) {
 		t.Fatalf("clients: %+v", cl)
 	}
 	c.Close()
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		cl, _ = c2.Clients()
 		if len(cl) == 1 {
@@ -292,17 +273,24 @@ func TestSessionDataPath(t *testing.T) {
 		SGList: []transport.SGE{{Addr: mrB.Addr(), Length: 8, LKey: mrB.LKey()}}}); err != nil {
 		t.Fatal(err)
 	}
+	if w := waitWRID(t, cqB, 3); w.Status != transport.WC_RETRY_EXC_ERR {
+		t.Errorf("peer after the session closed: %+v", w)
+	}
+}
+
+// waitWRID polls cq until the completion of wrid, which it returns; the
+// completions before it are dropped.
+func waitWRID(t *testing.T, cq *transport.CompletionQueue, wrid uint64) transport.WorkCompletion {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var got []transport.WorkCompletion
-	for len(got) < 3 {
-		if err := cqB.Wait(ctx); err != nil {
-			t.Fatalf("peer's completions %+v: %v", got, err)
+	for {
+		if err := cq.Wait(ctx); err != nil {
+			t.Fatalf("no completion of WR %d: %v", wrid, err)
 		}
-		w := make([]transport.WorkCompletion, 4)
-		got = append(got, w[:cqB.Poll(w)]...)
-	}
-	if got[2].WRID != 3 || got[2].Status != transport.WC_RETRY_EXC_ERR {
-		t.Errorf("peer after the session closed: %+v", got)
+		w := make([]transport.WorkCompletion, 1)
+		if cq.Poll(w) == 1 && w[0].WRID == wrid {
+			return w[0]
+		}
 	}
 }
