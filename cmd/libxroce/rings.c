@@ -373,7 +373,10 @@ static void fill_wc(struct xqp *q, const struct xroce_cqe *e, struct ibv_wc *wc)
 
 /* daemon_gone: the rings carry no system call, so an application spinning on an
  * empty CQ would not notice its daemon exit; every 4096th empty poll looks at the
- * control socket (one non-blocking poll(2)), which the daemon's exit hangs up. */
+ * control socket (one non-blocking poll(2)), which the daemon's exit hangs up.
+ * (Every 64th empty poll yields the CPU: on a host with fewer cores than busy
+ * threads, the daemon that would produce the completion may be waiting for it,
+ * where an HCA, or rdma_rxe's softirq, never waits for the application.) */
 static int daemon_gone(struct xctx *xc)
 {
 	struct pollfd p = { .fd = xc->fd, .events = POLLRDHUP };
@@ -409,7 +412,9 @@ int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		pthread_spin_unlock(&c->lock);
 		if (__atomic_load_n(word(c->ring, XROCE_CQ_RING_OVERRUN), __ATOMIC_RELAXED))
 			return -EOVERFLOW;
-		return (++c->idle & 0xfff) == 0 && daemon_gone(xc) ? -ENODEV : 0;
+		if ((++c->idle & 0x3f) == 0)
+			sched_yield(); /* the daemon may wait for this CPU */
+		return (c->idle & 0xfff) == 0 && daemon_gone(xc) ? -ENODEV : 0;
 	}
 	pthread_mutex_lock(&xc->objs);
 	while (got < n && c->cons != prod) {
