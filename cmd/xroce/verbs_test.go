@@ -203,8 +203,9 @@ func TestVerbsKill(t *testing.T) {
 }
 
 // TestVerbsPerftest: Debian's perftest (4.5) between two daemons: ib_write_bw
-// and ib_send_bw with --use_old_post_send (ibv_post_send), and ib_write_bw,
-// ib_send_bw and ib_read_bw on their default path. Perftest 4.5 takes its
+// and ib_send_bw with --use_old_post_send (ibv_post_send), ib_write_bw,
+// ib_send_bw, ib_read_bw and ib_atomic_bw on their default path, ib_write_bw
+// with two QPs (-q 2) and over every size (-a). Perftest 4.5 takes its
 // ibv_wr_* path (ibv_create_qp_ex with send_ops_flags, ibv_qp_to_qp_ex) only on
 // the devices its verify_params_with_device_context lists by vendor_part_id
 // (ConnectX-4 and later, BlueField, EFA) and prints "ibv_wr* API     : OFF" for
@@ -212,39 +213,65 @@ func TestVerbsKill(t *testing.T) {
 // The wr_* builder itself is run by TestVerbsRCPingpong (-N) and
 // TestVerbsPerftestWrAPI.
 func TestVerbsPerftest(t *testing.T) {
-	for _, tool := range []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_send_bw", "/usr/bin/ib_read_bw"} {
-		if _, err := os.Stat(tool); err != nil {
-			t.Skipf("no %s: apt-get install perftest (.ci/run installs it)", tool)
+	for _, tool := range []string{"ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_atomic_bw"} {
+		if _, err := os.Stat("/usr/bin/" + tool); err != nil {
+			t.Skipf("no /usr/bin/%s: apt-get install perftest (.ci/run installs it)", tool)
 		}
+	}
+	// Every size -a runs: 2 B to 8 MiB.
+	var all []string
+	for n := 2; n <= 8<<20; n *= 2 {
+		all = append(all, fmt.Sprint(n))
 	}
 	p := newVerbsPair(t)
 	for i, run := range []struct {
-		tool string
-		old  bool
+		args  []string
+		sizes []string // the result lines' sizes, in order
+		iters string   // the result lines' iterations (both sides)
 	}{
-		{"ib_write_bw", true}, {"ib_send_bw", true},
-		{"ib_write_bw", false}, {"ib_send_bw", false}, {"ib_read_bw", false},
+		{[]string{"ib_write_bw", "-n", "200", "-s", "65536", "--use_old_post_send"}, []string{"65536"}, "200"},
+		{[]string{"ib_send_bw", "-n", "200", "-s", "65536", "--use_old_post_send"}, []string{"65536"}, "200"},
+		{[]string{"ib_write_bw", "-n", "200", "-s", "65536"}, []string{"65536"}, "200"},
+		{[]string{"ib_send_bw", "-n", "200", "-s", "65536"}, []string{"65536"}, "200"},
+		{[]string{"ib_read_bw", "-n", "200", "-s", "65536"}, []string{"65536"}, "200"},
+		{[]string{"ib_atomic_bw", "-n", "200"}, []string{"8"}, "200"},
+		{[]string{"ib_write_bw", "-n", "200", "-s", "4096", "-q", "2"}, []string{"4096"}, "400"}, // two QPs, 200 each
+		{[]string{"ib_write_bw", "-a", "-n", "20"}, all, "20"},
 	} {
-		args := []string{run.tool, "-x", "1", "-p", fmt.Sprint(18620 + i), "-n", "200", "-s", "65536"}
-		if run.old {
-			args = append(args, "--use_old_post_send")
-		}
+		args := append(run.args, "-x", "1", "-p", fmt.Sprint(18620+i))
 		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
 		time.Sleep(300 * time.Millisecond)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
-		cerr := wait(t, run.tool+" client", cdone, cout, 30*time.Second)
-		serr := wait(t, run.tool+" server", sdone, sout, 10*time.Second)
+		cerr := wait(t, args[0]+" client", cdone, cout, 60*time.Second)
+		serr := wait(t, args[0]+" server", sdone, sout, 10*time.Second)
+		var want strings.Builder
+		for _, size := range run.sizes {
+			fmt.Fprintf(&want, " %s %s\n", size, run.iters)
+		}
+		// A passive WRITE server prints the last size's line only.
+		last := fmt.Sprintf(" %s %s\n", run.sizes[len(run.sizes)-1], run.iters)
 		for side, r := range map[string]struct {
-			err error
-			out string
-		}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
-			if r.err != nil || !regexpMatch(`(?m)^ 65536\s+200\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s*$`, r.out) ||
-				!strings.Contains(r.out, "Device         : xroce0") ||
+			err  error
+			out  string
+			want string
+		}{"server": {serr, sout.String(), last}, "client": {cerr, cout.String(), want.String()}} {
+			if r.err != nil || resultLines(r.out) != r.want || !strings.Contains(r.out, "Device         : xroce0") ||
 				!regexpMatch(`(?m)^ ibv_wr\* API     : OFF$`, r.out) {
-				t.Errorf("%v %s: %v\n%s", args, side, r.err, r.out)
+				t.Errorf("%v %s: %v\nresult lines (size, iterations):\n%swant:\n%s\n%s", args, side, r.err,
+					resultLines(r.out), r.want, r.out)
 			}
 		}
 	}
+}
+
+// resultLines returns the size and iteration columns of perftest's bandwidth
+// result lines (" 65536      200   peak   average   msgrate"), one per line.
+func resultLines(out string) string {
+	var b strings.Builder
+	for _, m := range regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s*$`).FindAllStringSubmatch(out, -1) {
+		fmt.Fprintf(&b, " %s %s\n", m[1], m[2])
+	}
+	return b.String()
 }
 
 // TestVerbsPerftestWrAPI: perftest's ibv_wr_* path (ibv_create_qp_ex with
