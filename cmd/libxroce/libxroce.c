@@ -430,6 +430,24 @@ static int no_dealloc_mw(struct ibv_mw *mw)
 	return EOPNOTSUPP;
 }
 
+/* async_channel gives the daemon one end of a socketpair for the session's
+ * asynchronous events and keeps the other as context->async_fd. */
+static int async_channel(struct xctx *xc)
+{
+	int sv[2], ret;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return errno;
+	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, XROCE_OP_ASYNC_CHANNEL, NULL, 0, sv[1], NULL, 0, NULL, NULL, 0);
+	close(sv[1]);
+	if (ret) {
+		close(sv[0]);
+		return ret;
+	}
+	xc->vctx.context.async_fd = sv[0];
+	return 0;
+}
+
 XROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct xroce_hello_req req = { .version = XROCE_PROTO_VERSION };
@@ -469,10 +487,8 @@ XROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx = &xc->vctx.context;
 	ctx->device = device;
 	ctx->cmd_fd = xc->fd;
-	/* No asynchronous events are generated yet: an eventfd nobody signals. */
-	ctx->async_fd = eventfd(0, EFD_CLOEXEC);
-	if (ctx->async_fd < 0) {
-		ret = errno;
+	/* Asynchronous events come on a socketpair whose other end the daemon holds. */
+	if ((ret = async_channel(xc)) != 0) {
 		close(xc->fd);
 		free(xc);
 		errno = ret;
@@ -821,23 +837,65 @@ XROCE_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_nu
 
 /* ---- asynchronous events -------------------------------------------------------- */
 
-/* ibv_get_async_event blocks until an event arrives, as libibverbs's does; this
- * increment generates none, so it blocks (or fails with EAGAIN on an async_fd the
- * application made non-blocking). */
+/* async_target finds the QP or CQ of this context an event's cookie names and
+ * stores it in event; 0 when the object is gone (the event is skipped). */
+static int async_target(struct xctx *xc, const struct xroce_async_event *e, struct ibv_async_event *event)
+{
+	struct xcq *c;
+	struct xqp *q;
+	int i, found = 0;
+
+	pthread_mutex_lock(&xc->objs);
+	if (e->type == IBV_EVENT_CQ_ERR) {
+		for (c = xc->cqs; c && (uintptr_t)c != e->cookie; c = c->next)
+			;
+		if (c) {
+			event->element.cq = &c->cq;
+			found = 1;
+		}
+	} else {
+		for (i = 0; i < QP_BUCKETS && !found; i++)
+			for (q = xc->qps[i]; q; q = q->hnext)
+				if ((uintptr_t)q == e->cookie) {
+					event->element.qp = &q->qp;
+					found = 1;
+					break;
+				}
+	}
+	pthread_mutex_unlock(&xc->objs);
+	return found;
+}
+
+/* ibv_get_async_event blocks until the daemon reports an event of this
+ * context's (IBV_EVENT_CQ_ERR for a CQ that overran, IBV_EVENT_QP_FATAL for a
+ * QP the engine moved to ERR), as libibverbs's does, or fails with EAGAIN on an
+ * async_fd the application made non-blocking, ENODEV when the daemon went away. */
 XROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
 {
-	uint64_t v;
+	struct xroce_async_event e;
+	struct xctx *xc = to_xctx(context);
 	ssize_t n;
 
-	if (!to_xctx(context) || !event) {
+	if (!xc || !event) {
 		errno = EINVAL;
 		return -1;
 	}
-	n = read(context->async_fd, &v, sizeof(v));
-	if (n < 0)
-		return -1;
-	errno = EIO;
-	return -1;
+	for (;;) {
+		do
+			n = read(context->async_fd, &e, sizeof(e));
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			warnx("the daemon at %s closed the event channel: restart it with `xroce daemon -d IFACE`", xc->xd->path);
+			errno = ENODEV;
+			return -1;
+		}
+		memset(event, 0, sizeof(*event));
+		event->event_type = (enum ibv_event_type)e.type;
+		if (n == sizeof(e) && async_target(xc, &e, event))
+			return 0;
+	}
 }
 
 XROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
@@ -1344,6 +1402,7 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	req.max_send_sge = attr->cap.max_send_sge;
 	req.max_recv_sge = attr->cap.max_recv_sge;
 	req.max_inline = attr->cap.max_inline_data;
+	req.cookie = (uintptr_t)q;
 	ret = ctx_call_fds(xc, XROCE_OP_CREATE_QP, &req, sizeof(req), -1, &r, sizeof(r), fds, 2);
 	if (ret) {
 		free(q);

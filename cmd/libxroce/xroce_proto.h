@@ -37,6 +37,7 @@ enum {
 	XROCE_OP_MODIFY_QP = 18,
 	XROCE_OP_QUERY_QP = 19,
 	XROCE_OP_DESTROY_QP = 20,
+	XROCE_OP_ASYNC_CHANNEL = 23, /* + the daemon's end of a socketpair for xroce_async_event */
 };
 
 /* The shared-memory rings (cmd/xroce/daemon/ring.go): offsets of the uint32
@@ -243,12 +244,21 @@ struct xroce_event {
 	uint64_t cookie;
 } __attribute__((packed));
 
+/* what the daemon writes on the asynchronous event channel: type is enum
+ * ibv_event_type, cookie the CQ's or QP's from its create request */
+struct xroce_async_event {
+	uint32_t type;
+	uint32_t reserved;
+	uint64_t cookie;
+} __attribute__((packed));
+
 struct xroce_create_qp_req {
 	uint32_t pd, send_cq, recv_cq;
 	uint32_t qp_type, sq_sig_all;
 	uint32_t max_send_wr, max_recv_wr;
 	uint32_t max_send_sge, max_recv_sge;
 	uint32_t max_inline;
+	uint64_t cookie; /* echoed in the QP's asynchronous events */
 } __attribute__((packed));
 
 struct xroce_create_qp_reply {

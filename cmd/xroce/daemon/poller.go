@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"sync"
 
 	"github.com/xroce/xroce/transport"
@@ -11,8 +12,9 @@ import (
 // to raise the rings' sleeping flags (the doorbell protocol of transport.Poller).
 // The lock orders ring changes (create, RESET, destroy) with the engine's reads.
 type poller struct {
-	mu    sync.Mutex
-	rings []*qpRing
+	mu     sync.Mutex
+	rings  []*qpRing
+	events *asyncRouter // the device's asynchronous events, by owner
 }
 
 // pollers holds each device's poller, made and installed on first use.
@@ -22,9 +24,10 @@ func pollerFor(dev *transport.Device) *poller {
 	if p, ok := pollers.Load(dev); ok {
 		return p.(*poller)
 	}
-	p, loaded := pollers.LoadOrStore(dev, &poller{})
+	p, loaded := pollers.LoadOrStore(dev, &poller{events: newAsyncRouter()})
 	if !loaded {
 		dev.SetPoller(p.(*poller))
+		go p.(*poller).events.run(context.Background(), dev) // for the device's life
 	}
 	return p.(*poller)
 }

@@ -49,7 +49,8 @@ const (
 	OpDestroyQP      uint16 = 20 // Handle → no body
 	// 16, 21 and 22 were version 1's poll, post send and post recv requests: the
 	// rings carry work requests and completions now.
-	opLastData = OpDestroyQP
+	OpAsyncChannel uint16 = 23 // no body + one fd (the daemon's end of a socketpair for AsyncEventMsg) → no body
+	opLastData            = OpAsyncChannel
 )
 
 // GID types in GIDReply, the values of rdma-core's enum ibv_gid_type
@@ -287,6 +288,15 @@ type EventMsg struct {
 	Cookie uint64
 }
 
+// AsyncEventMsg is what the daemon writes on a session's asynchronous event
+// channel (OpAsyncChannel): Type is enum ibv_event_type (IBV_EVENT_CQ_ERR,
+// IBV_EVENT_QP_FATAL), Cookie the CQ's or QP's cookie from its create request.
+type AsyncEventMsg struct {
+	Type     uint32
+	Reserved uint32
+	Cookie   uint64
+}
+
 // CreateQPReq creates an RC QP (struct ibv_qp_init_attr).
 type CreateQPReq struct {
 	PD, SendCQ, RecvCQ     uint32
@@ -294,6 +304,7 @@ type CreateQPReq struct {
 	MaxSendWR, MaxRecvWR   uint32
 	MaxSendSGE, MaxRecvSGE uint32
 	MaxInline              uint32
+	Cookie                 uint64 // echoed in the QP's asynchronous events
 }
 
 // CreateQPReply is the QP, its number, its actual capabilities and the layout
@@ -385,6 +396,7 @@ var Structs = map[string]any{
 	"xroce_notify_req":      NotifyReq{},
 	"xroce_cqe":             CQE{},
 	"xroce_event":           EventMsg{},
+	"xroce_async_event":     AsyncEventMsg{},
 	"xroce_create_qp_req":   CreateQPReq{},
 	"xroce_create_qp_reply": CreateQPReply{},
 	"xroce_qp_attr":         QPAttrMsg{},

@@ -71,6 +71,7 @@ type session struct {
 	// anonymous memory, the application's pages released) until no QP is left.
 	graveyard []mapping
 	counts    *objCounts
+	async     asyncOut // the asynchronous event channel
 	wg        sync.WaitGroup
 }
 
@@ -172,7 +173,7 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []
 	var body any
 	var err error
 	switch op {
-	case OpRegMR, OpCreateChannel:
+	case OpRegMR, OpCreateChannel, OpAsyncChannel:
 	default:
 		if len(fds) != 0 {
 			return errReply(op, seq, unix.EBADMSG, fmt.Sprintf("op %d takes no descriptors, got %d", op, len(fds))), nil
@@ -213,6 +214,15 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []
 		var fd int
 		if fd, err = takeFD(); err == nil {
 			body, err = s.createChannel(fd)
+		}
+	case OpAsyncChannel:
+		if len(p) != 0 {
+			err = fail(unix.EBADMSG, "async channel takes no body")
+			break
+		}
+		var fd int
+		if fd, err = takeFD(); err == nil {
+			err = s.asyncChannel(fd)
 		}
 	case OpDestroyChannel:
 		var h Handle
@@ -394,18 +404,37 @@ func (s *session) sweep() {
 // ---- completion channels ----
 
 func (s *session) createChannel(fd int) (*Handle, error) {
+	c, err := newChan(fd)
+	if err != nil {
+		return nil, err
+	}
+	h := s.handleID()
+	s.chans[h] = c
+	return &Handle{h}, nil
+}
+
+// asyncChannel makes fd the session's asynchronous event channel.
+func (s *session) asyncChannel(fd int) error {
+	c, err := newChan(fd)
+	if err != nil {
+		return err
+	}
+	s.async.set(c)
+	return nil
+}
+
+// newChan takes fd, the daemon's end of a client's SOCK_SEQPACKET socketpair.
+func newChan(fd int) (*chanObj, error) {
 	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
 	if err != nil || typ != unix.SOCK_SEQPACKET {
 		unix.Close(fd)
-		return nil, fail(unix.EINVAL, "a completion channel's descriptor must be a SOCK_SEQPACKET socket")
+		return nil, fail(unix.EINVAL, "a channel's descriptor must be a SOCK_SEQPACKET socket")
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return nil, fail(unix.EINVAL, "%v", err)
 	}
-	h := s.handleID()
-	s.chans[h] = &chanObj{fd: fd}
-	return &Handle{h}, nil
+	return &chanObj{fd: fd}, nil
 }
 
 func (c *chanObj) close() {
@@ -421,11 +450,14 @@ func (c *chanObj) close() {
 // signal writes one event; a full channel (the application reads no events)
 // drops it: notification is re-armed by ibv_req_notify_cq anyway.
 func (c *chanObj) signal(cookie uint64) {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], cookie)
+	c.write(binary.LittleEndian.AppendUint64(nil, cookie))
+}
+
+// write sends one message unless the channel is closed or full.
+func (c *chanObj) write(b []byte) {
 	c.mu.Lock()
 	if !c.closed {
-		_, _ = unix.Write(c.fd, b[:])
+		_, _ = unix.Write(c.fd, b)
 	}
 	c.mu.Unlock()
 }
@@ -476,6 +508,7 @@ func (s *session) createCQ(r *CreateCQReq) (*CreateCQReply, []int, error) {
 	h := s.handleID()
 	s.cqs[h] = o
 	s.counts.cqs.Add(1)
+	s.poller.events.setCQ(o.cq, &asyncDest{&s.async, r.Cookie})
 	reply.Handle = h
 	fd := ring.m.fd
 	ring.m.fd = -1 // the caller closes it once sent
@@ -512,6 +545,7 @@ func (s *session) destroyCQ(h uint32) error {
 		<-o.done // the watcher reads the ring
 		o.ch.refs--
 	}
+	s.poller.events.setCQ(o.cq, nil)
 	o.ring.m.close()
 	delete(s.cqs, h)
 	s.counts.cqs.Add(-1)
@@ -578,6 +612,7 @@ func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
 		o.ring.ring(s.dev)
 	}()
 	s.poller.add(o.ring)
+	s.poller.events.setQP(qp.QPN(), &asyncDest{&s.async, r.Cookie})
 	o.attr = QPAttrMsg{QP: h, PortNum: 1}
 	s.qps[h] = o
 	pd.refs++
@@ -689,6 +724,7 @@ func (s *session) destroyQP(h uint32) error {
 // destroy stops the engine's loop reading the QP's rings, destroys the QP and
 // unmaps its rings.
 func (o *qpObj) destroy(p *poller) {
+	p.events.setQP(o.qp.QPN(), nil)
 	p.remove(o.ring)
 	_ = o.qp.Destroy()
 	o.ring.close()
@@ -707,8 +743,10 @@ func (s *session) close() {
 	s.cancel()
 	s.wg.Wait()
 	for _, o := range s.cqs {
+		s.poller.events.setCQ(o.cq, nil)
 		o.ring.m.close()
 	}
+	s.async.set(nil)
 	for h, o := range s.mrs {
 		_ = o.mr.Dereg()
 		_ = unix.MunmapPtr(unsafe.Pointer(o.m.p), o.m.n)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log"
@@ -292,5 +293,91 @@ func waitWRID(t *testing.T, cq *transport.CompletionQueue, wrid uint64) transpor
 		if cq.Poll(w) == 1 && w[0].WRID == wrid {
 			return w[0]
 		}
+	}
+}
+
+// TestAsyncEvents: a CQ that overruns raises IBV_EVENT_CQ_ERR, and its QP, whose
+// completion was lost, IBV_EVENT_QP_FATAL; both reach the owning session's event
+// channel with the cookies the library gave the CQ and the QP.
+func TestAsyncEvents(t *testing.T) {
+	dp := startDataPath(t)
+	c, _, err := Dial(dp.srv.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sv, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(sv[0])
+	err = c.CallFD(OpAsyncChannel, nil, sv[1], nil)
+	unix.Close(sv[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := os.Getpagesize()
+	var pd Handle
+	if err := c.Call(OpAllocPD, nil, &pd); err != nil {
+		t.Fatal(err)
+	}
+	fd, buf := memfd(t, page, true)
+	var mr RegMRReply
+	if err := c.CallFD(OpRegMR, &RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(buf), Length: uint64(page), IOVA: addr(buf),
+		MapAddr: addr(buf), MapLen: uint64(page)}, fd, &mr); err != nil {
+		t.Fatal(err)
+	}
+	cq := createTestCQ(t, c, CreateCQReq{CQE: 1, Cookie: 0xc0c0})
+	tq := createTestQP(t, c, CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: qptRC,
+		MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, Cookie: 0x9090})
+	pdB := dp.devB.AllocPD()
+	cqB := dp.devB.CreateCQ(16)
+	bufB := make([]byte, 64)
+	mrB, _ := pdB.RegMR(bufB, transport.AccessLocalWrite)
+	qpB, err := pdB.CreateQP(transport.QPInitAttr{SendCQ: cqB, RecvCQ: cqB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := transport.BringUp(qpB, transport.QPS_RESET, transport.QPS_RTS, transport.ConnectParams{
+		AH: transport.AddressHandle{DGID: roce.GIDFromAddr(dp.ipA), SGIDIndex: 1}, PathMTU: roce.MTU1024,
+		DestQPN: tq.r.QPN, RQPSN: 1, SQPSN: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []QPAttrMsg{
+		{Mask: 1 | 1<<3 | 1<<4 | 1<<5, State: 1, AccessFlags: 1, PortNum: 1},
+		{Mask: 1 | 1<<7 | 1<<8 | 1<<20 | 1<<12 | 1<<17 | 1<<15, State: 2, PathMTU: 3, DestQPN: qpB.QPN(), RQPSN: 1,
+			DGID: roce.GIDFromAddr(dp.ipB), SGIDIndex: 1, IsGlobal: 1, MinRNRTimer: 12},
+	} {
+		m.QP = tq.r.Handle
+		if err := c.Call(OpModifyQP, &m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		tq.postRecv(le(RecvWRMsg{NumSGE: 1}, SGEMsg{Addr: addr(buf), Length: 64, LKey: mr.LKey}))
+	}
+	// Two SENDs into a CQ of one entry that nobody polls: the second overruns it.
+	for i := range 2 {
+		if _, err := qpB.PostSend(transport.SendWR{WRID: uint64(i), Opcode: transport.WR_SEND,
+			SGList: []transport.SGE{{Addr: mrB.Addr(), Length: 8, LKey: mrB.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []AsyncEventMsg
+	for len(got) < 2 {
+		p := []unix.PollFd{{Fd: int32(sv[0]), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(p, 5000); n != 1 {
+			t.Fatalf("events after 5 s: %+v", got)
+		}
+		b := make([]byte, 64)
+		n, err := unix.Read(sv[0], b)
+		if err != nil || n != 16 {
+			t.Fatalf("event read: %d bytes, %v", n, err)
+		}
+		got = append(got, AsyncEventMsg{Type: binary.LittleEndian.Uint32(b), Cookie: binary.LittleEndian.Uint64(b[8:])})
+	}
+	want := []AsyncEventMsg{{Type: uint32(transport.EVENT_CQ_ERR), Cookie: 0xc0c0}, {Type: uint32(transport.EVENT_QP_FATAL), Cookie: 0x9090}}
+	if got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("events %+v, want %+v", got, want)
 	}
 }
