@@ -9,10 +9,10 @@
  *
  * Served: device list, open/close, query device (and _ex through verbs_context),
  * port, GID (and _ex, table, type), P_Key; PDs, MRs (the registered pages moved
- * onto a memfd the daemon maps), completion channels, CQs, RC QPs, and posting
- * and polling through context->ops (interim: one control-socket request per
- * call), extended RC QPs (verbs_context.create_qp_ex, ibv_qp_to_qp_ex) and their
- * ibv_wr_* builder. SRQs, AHs and extended CQs fail as verbs says (NULL with
+ * onto a memfd the daemon maps), completion channels, CQs, RC QPs, posting and
+ * polling through context->ops on shared-memory rings (rings.c), extended RC QPs
+ * (verbs_context.create_qp_ex, ibv_qp_to_qp_ex) and their ibv_wr_* builder, and
+ * asynchronous events. SRQs, AHs and extended CQs fail as verbs says (NULL with
  * errno EOPNOTSUPP, or EOPNOTSUPP returned). Pure helpers (ibv_*_str, rate
  * conversions, fork support, sysfs reads) stay libibverbs's own.
  * docs/verbs-library.md explains the choices.
@@ -903,13 +903,11 @@ XROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 	(void)event;
 }
 
-/* ---- the data path: PD, MR, completion channels, CQ, QP, post and poll ---------
+/* ---- objects: PD, MR, completion channels, CQ, QP ---------------------------
  *
  * Every object is the daemon's, owned by this context's session and named by the
- * handle it returned (kept in the verbs struct's handle field). Interim design:
- * each post and each poll is one request on the control socket (a system call
- * and a daemon round trip per call); docs/verbs-library.md §6 has the rings that
- * replace it.
+ * handle it returned (kept in the verbs struct's handle field). Posting and
+ * polling use the rings the daemon creates with each CQ and QP (rings.c).
  */
 
 /* A seg is a page range of this process moved onto a memfd for registration.
