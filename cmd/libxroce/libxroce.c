@@ -127,12 +127,12 @@ static int recv_fds(struct msghdr *mh, int *fds, int want)
  * naming the socket).
  */
 static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const void *req, size_t reqlen,
-		    int sendfd, void *out, size_t outmax, size_t *outlen, int *recvfds, int nrecv)
+		    const int *sendfds, int nsend, void *out, size_t outmax, size_t *outlen, int *recvfds, int nrecv)
 {
 	unsigned char msg[XROCE_MAX_MESSAGE + 1];
 	struct xroce_hdr h = { .op = op, .len = (uint16_t)reqlen, .seq = ++*seqp };
 	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
+		char buf[CMSG_SPACE(XROCE_MR_PIECES * sizeof(int))];
 		struct cmsghdr align;
 	} cm, rcm;
 	struct iovec iov;
@@ -149,18 +149,19 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 		memcpy(msg + sizeof(h), req, reqlen);
 	iov.iov_base = msg;
 	iov.iov_len = sizeof(h) + reqlen;
-	if (sendfd >= 0) {
+	if (nsend > 0) {
 		struct cmsghdr *c;
 
+		if (nsend > XROCE_MR_PIECES)
+			return EINVAL;
 		memset(&cm, 0, sizeof(cm));
 		mh.msg_control = cm.buf;
-		mh.msg_controllen = sizeof(cm.buf);
+		mh.msg_controllen = CMSG_SPACE(nsend * sizeof(int));
 		c = CMSG_FIRSTHDR(&mh);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &sendfd, sizeof(int));
-		mh.msg_controllen = CMSG_SPACE(sizeof(int));
+		c->cmsg_len = CMSG_LEN(nsend * sizeof(int));
+		memcpy(CMSG_DATA(c), sendfds, nsend * sizeof(int));
 	}
 	do
 		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
@@ -226,7 +227,7 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 static int xcall(int fd, uint32_t *seqp, const char *path, uint16_t op,
 		 const void *req, size_t reqlen, void *out, size_t outlen)
 {
-	return xcall_ex(fd, seqp, path, op, req, reqlen, -1, out, outlen, NULL, NULL, 0);
+	return xcall_ex(fd, seqp, path, op, req, reqlen, NULL, 0, out, outlen, NULL, NULL, 0);
 }
 
 static struct xctx *to_xctx(struct ibv_context *ctx)
@@ -256,15 +257,15 @@ static int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen
 	return ret;
 }
 
-/* ctx_call_fds is xcall_ex on an open device's session: sendfd goes with the
- * request (-1: none), nrecv descriptors come with a successful reply. */
-static int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, int sendfd,
+/* ctx_call_fds is xcall_ex on an open device's session: the nsend descriptors
+ * sendfds go with the request, nrecv descriptors come with a successful reply. */
+static int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, const int *sendfds, int nsend,
 			void *out, size_t outlen, int *recvfds, int nrecv)
 {
 	int ret;
 
 	pthread_mutex_lock(&xc->lock);
-	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, sendfd, out, outlen, NULL, recvfds, nrecv);
+	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, sendfds, nsend, out, outlen, NULL, recvfds, nrecv);
 	pthread_mutex_unlock(&xc->lock);
 	return ret;
 }
@@ -438,7 +439,7 @@ static int async_channel(struct xctx *xc)
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return errno;
-	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, XROCE_OP_ASYNC_CHANNEL, NULL, 0, sv[1], NULL, 0, NULL, NULL, 0);
+	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, XROCE_OP_ASYNC_CHANNEL, NULL, 0, &sv[1], 1, NULL, 0, NULL, NULL, 0);
 	close(sv[1]);
 	if (ret) {
 		close(sv[0]);
@@ -921,8 +922,11 @@ struct seg {
 
 struct xmr {
 	struct ibv_mr mr;
-	struct seg *seg;
+	struct seg *segs[XROCE_MR_PIECES]; /* the pieces' segments, in address order */
+	int nsegs;
 };
+
+static void seg_put(struct seg *g);
 
 static pthread_mutex_t segs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg *segs;
@@ -992,39 +996,41 @@ static int copy_in(void *dst, const void *src, size_t len)
 	return EFAULT;
 }
 
-/*
- * seg_get returns the memfd segment holding the pages [s, e), moving them onto a
- * new one when no segment holds them: a sealed memfd gets the pages' contents and
- * is mapped MAP_SHARED|MAP_FIXED over them, so the application keeps its data at
- * its addresses and the daemon can map the same pages. Pages that partly overlap
- * an existing segment are refused (EINVAL): a region must lie on pages no other
- * region uses, or entirely on the pages of one earlier registration.
- */
-static struct seg *seg_get(uintptr_t s, uintptr_t e, int *err)
+/* seg_at returns the segment holding the page at p, or NULL; segs_lock is held. */
+static struct seg *seg_at(uintptr_t p)
 {
 	struct seg *g;
-	void *tmp, *p;
-	size_t len = e - s;
-	int fd;
 
-	pthread_mutex_lock(&segs_lock);
+	for (g = segs; g && !(p >= g->start && p < g->start + g->len); g = g->next)
+		;
+	return g;
+}
+
+/* seg_gap_end returns where the pages from p on that no segment holds end: the
+ * start of the first segment in (p, e), else e; segs_lock is held. */
+static uintptr_t seg_gap_end(uintptr_t p, uintptr_t e)
+{
+	struct seg *g;
+
 	for (g = segs; g; g = g->next)
-		if (s >= g->start && e <= g->start + g->len) {
-			g->refs++;
-			pthread_mutex_unlock(&segs_lock);
-			return g;
-		}
-	for (g = segs; g; g = g->next)
-		if (s < g->start + g->len && g->start < e) {
-			pthread_mutex_unlock(&segs_lock);
-			warnx("ibv_reg_mr: the pages [%#lx, %#lx) partly overlap those of another region [%#lx, %#lx): "
-			      "xroce registers a region on pages no other region uses, or within one earlier region's pages",
-			      (unsigned long)s, (unsigned long)e, (unsigned long)g->start, (unsigned long)(g->start + g->len));
-			*err = EINVAL;
-			return NULL;
-		}
-	g = calloc(1, sizeof(*g));
-	fd = memfd_create("xroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (g->start > p && g->start < e)
+			e = g->start;
+	return e;
+}
+
+/*
+ * seg_new moves the pages [s, e), which no segment holds, onto a new segment: a
+ * sealed memfd gets the pages' contents and is mapped MAP_SHARED|MAP_FIXED over
+ * them, so the application keeps its data at its addresses and the daemon can map
+ * the same pages. segs_lock is held.
+ */
+static struct seg *seg_new(uintptr_t s, uintptr_t e, int *err)
+{
+	struct seg *g = calloc(1, sizeof(*g));
+	size_t len = e - s;
+	void *tmp, *p;
+	int fd = memfd_create("xroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
 	if (!g || fd < 0 || ftruncate(fd, len) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
 		*err = g ? errno : ENOMEM;
@@ -1051,14 +1057,53 @@ static struct seg *seg_get(uintptr_t s, uintptr_t e, int *err)
 	g->refs = 1;
 	g->next = segs;
 	segs = g;
-	pthread_mutex_unlock(&segs_lock);
 	return g;
 fail:
-	pthread_mutex_unlock(&segs_lock);
 	if (fd >= 0)
 		close(fd);
 	free(g);
 	return NULL;
+}
+
+/*
+ * segs_cover takes a reference on the segments holding the pages [s, e), moving
+ * the pages no segment holds yet onto new ones, and describes them as the pieces
+ * of a registration: m->segs[i] and pc[i], in address order. Several regions may
+ * share pages (two buffers of one malloc'd block): a region's pages then lie partly
+ * on an earlier region's memfd and partly on a new one, and the daemon maps the
+ * pieces side by side. 0, or an errno with no reference taken.
+ */
+static int segs_cover(uintptr_t s, uintptr_t e, struct xmr *m, struct xroce_mr_piece *pc)
+{
+	uintptr_t p = s, end;
+	struct seg *g;
+	int err = 0;
+
+	pthread_mutex_lock(&segs_lock);
+	while (p < e && !err) {
+		if (m->nsegs == XROCE_MR_PIECES) {
+			warnx("ibv_reg_mr: the pages [%#lx, %#lx) lie on more than %d earlier registrations' pages",
+			      (unsigned long)s, (unsigned long)e, XROCE_MR_PIECES);
+			err = EINVAL;
+			break;
+		}
+		if ((g = seg_at(p))) {
+			g->refs++;
+		} else if (!(g = seg_new(p, seg_gap_end(p, e), &err))) {
+			break;
+		}
+		end = g->start + g->len < e ? g->start + g->len : e;
+		pc[m->nsegs].len = end - p;
+		pc[m->nsegs].fd_off = p - g->start;
+		m->segs[m->nsegs++] = g;
+		p = end;
+	}
+	pthread_mutex_unlock(&segs_lock);
+	if (err) {
+		while (m->nsegs)
+			seg_put(m->segs[--m->nsegs]);
+	}
+	return err;
 }
 
 /* seg_put drops a region's reference; the last one forgets the segment (the pages
@@ -1085,9 +1130,10 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	struct xroce_reg_mr_req req = {};
 	struct xroce_reg_mr_reply r;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), s, e;
+	int fds[XROCE_MR_PIECES];
 	struct xctx *xc;
 	struct xmr *m;
-	int ret = 0;
+	int i, ret = 0;
 
 	if (!pd || !(xc = ctx_of(pd->context)) || !addr || !length || (uintptr_t)addr + length < (uintptr_t)addr) {
 		errno = EINVAL;
@@ -1104,8 +1150,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		errno = ENOMEM;
 		return NULL;
 	}
-	m->seg = seg_get(s, e, &ret);
-	if (!m->seg) {
+	if ((ret = segs_cover(s, e, m, req.pieces))) {
 		free(m);
 		errno = ret;
 		return NULL;
@@ -1117,10 +1162,13 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	req.iova = iova;
 	req.map_addr = s;
 	req.map_len = e - s;
-	req.fd_off = s - m->seg->start;
-	ret = ctx_call_fds(xc, XROCE_OP_REG_MR, &req, sizeof(req), m->seg->fd, &r, sizeof(r), NULL, 0);
+	req.npieces = (uint32_t)m->nsegs;
+	for (i = 0; i < m->nsegs; i++)
+		fds[i] = m->segs[i]->fd;
+	ret = ctx_call_fds(xc, XROCE_OP_REG_MR, &req, sizeof(req), fds, m->nsegs, &r, sizeof(r), NULL, 0);
 	if (ret) {
-		seg_put(m->seg);
+		while (m->nsegs)
+			seg_put(m->segs[--m->nsegs]);
 		free(m);
 		errno = ret;
 		return NULL;
@@ -1164,7 +1212,8 @@ XROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	ret = ctx_call(xc, XROCE_OP_DEREG_MR, &req, sizeof(req), NULL, 0);
 	if (ret && ret != ENODEV)
 		return ret;
-	seg_put(m->seg);
+	while (m->nsegs)
+		seg_put(m->segs[--m->nsegs]);
 	free(m);
 	return 0;
 }
@@ -1193,7 +1242,7 @@ XROCE_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context
 		errno = ret;
 		return NULL;
 	}
-	ret = ctx_call_fds(xc, XROCE_OP_CREATE_CHANNEL, NULL, 0, sv[1], &r, sizeof(r), NULL, 0);
+	ret = ctx_call_fds(xc, XROCE_OP_CREATE_CHANNEL, NULL, 0, &sv[1], 1, &r, sizeof(r), NULL, 0);
 	close(sv[1]);
 	if (ret) {
 		close(sv[0]);
@@ -1248,7 +1297,7 @@ XROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	req.cqe = (uint32_t)cqe;
 	req.channel = channel ? ((struct xchan *)channel)->h : 0;
 	req.cookie = (uintptr_t)q;
-	ret = ctx_call_fds(xc, XROCE_OP_CREATE_CQ, &req, sizeof(req), -1, &r, sizeof(r), &fd, 1);
+	ret = ctx_call_fds(xc, XROCE_OP_CREATE_CQ, &req, sizeof(req), NULL, 0, &r, sizeof(r), &fd, 1);
 	if (!ret && (ret = map_ring(fd, r.ring_size, XROCE_CQ_RING_HEADER + (uint64_t)r.entries * sizeof(struct xroce_cqe),
 				    r.entries, &q->ring))) {
 		struct xroce_handle h = { .handle = r.handle };
@@ -1401,7 +1450,7 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	req.max_recv_sge = attr->cap.max_recv_sge;
 	req.max_inline = attr->cap.max_inline_data;
 	req.cookie = (uintptr_t)q;
-	ret = ctx_call_fds(xc, XROCE_OP_CREATE_QP, &req, sizeof(req), -1, &r, sizeof(r), fds, 2);
+	ret = ctx_call_fds(xc, XROCE_OP_CREATE_QP, &req, sizeof(req), NULL, 0, &r, sizeof(r), fds, 2);
 	if (ret) {
 		free(q);
 		errno = ret;

@@ -189,6 +189,15 @@ struct xroce_handle {
 /* [addr, addr+length) lies in the app's pages [map_addr, map_addr+map_len), which
  * are the sent memfd's bytes from fd_off (page-aligned; the memfd is sealed with
  * F_SEAL_SHRINK). */
+#define XROCE_MR_PIECES 8
+
+/* one memfd's part of a registration's mapping, in the order of the descriptors */
+struct xroce_mr_piece {
+	uint64_t len;
+	uint64_t fd_off;
+} __attribute__((packed));
+
+/* + npieces memfds: the pages [map_addr, map_addr + map_len) are the pieces, in order */
 struct xroce_reg_mr_req {
 	uint32_t pd;
 	uint32_t access;
@@ -197,7 +206,9 @@ struct xroce_reg_mr_req {
 	uint64_t iova;
 	uint64_t map_addr;
 	uint64_t map_len;
-	uint64_t fd_off;
+	uint32_t npieces;
+	uint32_t reserved;
+	struct xroce_mr_piece pieces[XROCE_MR_PIECES];
 } __attribute__((packed));
 
 struct xroce_reg_mr_reply {

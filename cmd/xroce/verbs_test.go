@@ -409,3 +409,19 @@ func TestVerbsPerftestLat(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsRegOverlap: regions whose pages partly overlap register (the daemon
+// maps each from the memfd pieces its pages lie on) and the application's bytes
+// survive; testdata/regoverlap.c, built against libibverbs and run through xroce
+// run. (The pieces' data path: the daemon's TestSessionDataPath.)
+func TestVerbsRegOverlap(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := filepath.Join(t.TempDir(), "regoverlap")
+	if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", prog, "testdata/regoverlap.c", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	_, out, done := app(t, p.n.NsA, p.dirA, prog)
+	if err := wait(t, "regoverlap", done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
+		t.Errorf("regoverlap: %v\n%s", err, out.String())
+	}
+}

@@ -154,15 +154,15 @@ func (r *HelloReply) Interface() string { return cstr(r.Ifname[:]) }
 // CallFD is Call with a descriptor passed along (SCM_RIGHTS), as OpRegMR and
 // OpCreateChannel take one; for tests.
 func (c *Client) CallFD(op uint16, body any, fd int, out any) error {
-	fds, err := c.CallFDs(op, body, fd, out)
+	fds, err := c.CallFDs(op, body, []int{fd}, out)
 	closeAll(fds)
 	return err
 }
 
-// CallFDs is Call with a descriptor passed along when fd ≥ 0, returning the
+// CallFDs is Call with the descriptors send passed along, returning the
 // descriptors the reply carries (OpCreateCQ's ring, OpCreateQP's rings and
 // doorbell); the caller closes them. For tests.
-func (c *Client) CallFDs(op uint16, body any, fd int, out any) ([]int, error) {
+func (c *Client) CallFDs(op uint16, body any, send []int, out any) ([]int, error) {
 	c.seq++
 	m, err := Encode(op, c.seq, body)
 	if err != nil {
@@ -170,8 +170,8 @@ func (c *Client) CallFDs(op uint16, body any, fd int, out any) ([]int, error) {
 	}
 	_ = c.conn.SetDeadline(time.Now().Add(5 * time.Second))
 	var oob []byte
-	if fd >= 0 {
-		oob = unix.UnixRights(fd)
+	if len(send) > 0 {
+		oob = unix.UnixRights(send...)
 	}
 	if _, _, err := c.conn.WriteMsgUnix(m, oob, nil); err != nil {
 		return nil, err

@@ -210,20 +210,33 @@ type Handle struct {
 }
 
 // RegMRReq registers [Addr, Addr+Length) of the client's memory. The client has
-// moved those pages onto a sealed memfd (F_SEAL_SHRINK) that it sends with the
-// request: the pages [MapAddr, MapAddr+MapLen) of its address space are the fd's
-// bytes from FdOff. MapAddr, MapLen and FdOff are page-aligned and the mapping
-// covers the region. Access is enum ibv_access_flags; IOVA is the address peers
-// use for the region's first byte (Addr for ibv_reg_mr).
+// moved those pages onto sealed memfds (F_SEAL_SHRINK), NPieces of them, sent with
+// the request in order: the pages [MapAddr, MapAddr+MapLen) of its address space are,
+// one after the other, piece i's Len bytes of descriptor i from its FdOff (several
+// pieces when the region's pages lie partly on earlier regions' memfds). MapAddr,
+// MapLen, each Len and FdOff are page-aligned, the lengths add up to MapLen, and
+// the mapping covers the region. Access is enum ibv_access_flags; IOVA is the
+// address peers use for the region's first byte (Addr for ibv_reg_mr).
 type RegMRReq struct {
-	PD      uint32
-	Access  uint32
-	Addr    uint64
-	Length  uint64
-	IOVA    uint64
-	MapAddr uint64
-	MapLen  uint64
-	FdOff   uint64
+	PD       uint32
+	Access   uint32
+	Addr     uint64
+	Length   uint64
+	IOVA     uint64
+	MapAddr  uint64
+	MapLen   uint64
+	NPieces  uint32
+	Reserved uint32
+	Pieces   [MRPieces]MRPiece
+}
+
+// MRPieces is the most memfd pieces one registration maps.
+const MRPieces = 8
+
+// MRPiece is one memfd's part of a registration's mapping.
+type MRPiece struct {
+	Len   uint64
+	FdOff uint64
 }
 
 // RegMRReply is the registered region.
@@ -390,6 +403,7 @@ var Structs = map[string]any{
 	"xroce_client_entry":    ClientEntry{},
 	"xroce_handle":          Handle{},
 	"xroce_reg_mr_req":      RegMRReq{},
+	"xroce_mr_piece":        MRPiece{},
 	"xroce_reg_mr_reply":    RegMRReply{},
 	"xroce_create_cq_req":   CreateCQReq{},
 	"xroce_create_cq_reply": CreateCQReply{},

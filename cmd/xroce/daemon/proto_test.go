@@ -49,7 +49,7 @@ func TestProtoHeaderMatches(t *testing.T) {
 		{"XROCE_OP_REQ_NOTIFY_CQ", int(OpReqNotifyCQ)},
 		{"XROCE_OP_CREATE_QP", int(OpCreateQP)}, {"XROCE_OP_MODIFY_QP", int(OpModifyQP)},
 		{"XROCE_OP_QUERY_QP", int(OpQueryQP)}, {"XROCE_OP_DESTROY_QP", int(OpDestroyQP)},
-		{"XROCE_OP_ASYNC_CHANNEL", int(OpAsyncChannel)}, {"XROCE_QP_RING_HEADER", QPRingHeader}, {"XROCE_QP_RING_SQ_TAIL", QPRingSQTail},
+		{"XROCE_OP_ASYNC_CHANNEL", int(OpAsyncChannel)}, {"XROCE_MR_PIECES", MRPieces}, {"XROCE_QP_RING_HEADER", QPRingHeader}, {"XROCE_QP_RING_SQ_TAIL", QPRingSQTail},
 		{"XROCE_QP_RING_RQ_TAIL", QPRingRQTail}, {"XROCE_QP_RING_SLEEPING", QPRingSleeping},
 		{"XROCE_CQ_RING_HEADER", CQRingHeader}, {"XROCE_CQ_RING_PROD", CQRingProd},
 		{"XROCE_CQ_RING_CONS", CQRingCons}, {"XROCE_CQ_RING_OVERRUN", CQRingOverrun},

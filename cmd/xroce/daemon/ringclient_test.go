@@ -45,7 +45,7 @@ func u32(b []byte, off uint64) *uint32 { return (*uint32)(unsafe.Pointer(&b[off]
 func createTestCQ(t *testing.T, c *Client, req CreateCQReq) *testCQ {
 	t.Helper()
 	var r CreateCQReply
-	fds, err := c.CallFDs(OpCreateCQ, &req, -1, &r)
+	fds, err := c.CallFDs(OpCreateCQ, &req, nil, &r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func createTestCQ(t *testing.T, c *Client, req CreateCQReq) *testCQ {
 func createTestQP(t *testing.T, c *Client, req CreateQPReq) *testQP {
 	t.Helper()
 	q := &testQP{}
-	fds, err := c.CallFDs(OpCreateQP, &req, -1, &q.r)
+	fds, err := c.CallFDs(OpCreateQP, &req, nil, &q.r)
 	if err != nil {
 		t.Fatal(err)
 	}

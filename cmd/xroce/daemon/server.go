@@ -220,7 +220,7 @@ func (s *Server) serveClient(c *client) {
 		c.conn.Close()
 	}()
 	buf := make([]byte, MaxMessage+1)
-	oob := make([]byte, unix.CmsgSpace(4*4))
+	oob := make([]byte, unix.CmsgSpace(MRPieces*4))
 	for {
 		n, oobn, flags, _, err := c.conn.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 && flags == 0 && oobn == 0 {

@@ -195,11 +195,7 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []
 	case OpRegMR:
 		var req RegMRReq
 		if err = decode(p, &req); err == nil {
-			var fd int
-			if fd, err = takeFD(); err == nil {
-				body, err = s.regMR(&req, fd)
-				unix.Close(fd)
-			}
+			body, err = s.regMR(&req, fds)
 		}
 	case OpDeregMR:
 		var h Handle
@@ -317,7 +313,9 @@ func (s *session) deallocPD(h uint32) error {
 
 // ---- MR ----
 
-func (s *session) regMR(r *RegMRReq, fd int) (*RegMRReply, error) {
+// regMR maps the region's memfd pieces (fds, which the caller closes) into one
+// range and registers the region in it.
+func (s *session) regMR(r *RegMRReq, fds []int) (*RegMRReply, error) {
 	pd := s.pds[r.PD]
 	if pd == nil {
 		return nil, fail(unix.EINVAL, "no PD %d in this session", r.PD)
@@ -328,32 +326,24 @@ func (s *session) regMR(r *RegMRReq, fd int) (*RegMRReply, error) {
 	if r.Access&^(0xf|accessMWBind|accessOptional) != 0 {
 		return nil, fail(unix.EINVAL, "unknown access flags 0x%x", r.Access)
 	}
+	if r.NPieces == 0 || r.NPieces > MRPieces || len(fds) != int(r.NPieces) {
+		return nil, fail(unix.EBADMSG, "reg mr: %d pieces (1..%d) with %d descriptors", r.NPieces, MRPieces, len(fds))
+	}
 	page := uint64(os.Getpagesize())
-	if r.Length == 0 || r.MapLen == 0 || r.MapAddr%page != 0 || r.MapLen%page != 0 || r.FdOff%page != 0 ||
+	if r.Length == 0 || r.MapLen == 0 || r.MapAddr%page != 0 || r.MapLen%page != 0 ||
 		r.Addr < r.MapAddr || r.Addr+r.Length < r.Addr || r.MapAddr+r.MapLen < r.MapAddr ||
-		r.Addr+r.Length > r.MapAddr+r.MapLen || r.FdOff+r.MapLen < r.FdOff || r.MapLen > 1<<40 {
-		return nil, fail(unix.EINVAL, "region [0x%x, +%d) in mapping [0x%x, +%d) at fd offset %d: not page-aligned, empty or outside its mapping",
-			r.Addr, r.Length, r.MapAddr, r.MapLen, r.FdOff)
+		r.Addr+r.Length > r.MapAddr+r.MapLen || r.MapLen > 1<<40 {
+		return nil, fail(unix.EINVAL, "region [0x%x, +%d) in mapping [0x%x, +%d): not page-aligned, empty or outside its mapping",
+			r.Addr, r.Length, r.MapAddr, r.MapLen)
 	}
-	// The fd must be a memfd sealed against shrinking, at least as long as the
-	// mapping: then no access through the mapping can fault (SIGBUS) in the daemon.
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		return nil, fail(unix.EINVAL, "the region's descriptor is not a memfd sealed with F_SEAL_SHRINK (%v)", err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || uint64(st.Size) < r.FdOff+r.MapLen {
-		return nil, fail(unix.EINVAL, "the region's memfd holds %d bytes, the mapping needs %d", st.Size, r.FdOff+r.MapLen)
-	}
-	p, err := unix.MmapPtr(fd, int64(r.FdOff), nil, uintptr(r.MapLen), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	m, err := mapPieces(r.MapLen, r.Pieces[:r.NPieces], fds)
 	if err != nil {
-		return nil, fail(unix.ENOMEM, "mapping the region's memfd: %v", err)
+		return nil, err
 	}
-	m := mapping{(*byte)(p), uintptr(r.MapLen)}
 	buf := unsafe.Slice(m.p, m.n)[r.Addr-r.MapAddr : r.Addr-r.MapAddr+r.Length]
 	mr, err := pd.pd.RegMRWith(buf, transport.Access(r.Access&0xf), transport.MROptions{IOVA: r.IOVA, HasIOVA: true})
 	if err != nil {
-		_ = unix.MunmapPtr(p, m.n)
+		_ = unix.MunmapPtr(unsafe.Pointer(m.p), m.n)
 		return nil, fail(unix.EINVAL, "%v", err)
 	}
 	h := s.handleID()
@@ -361,6 +351,52 @@ func (s *session) regMR(r *RegMRReq, fd int) (*RegMRReply, error) {
 	pd.refs++
 	s.counts.mrs.Add(1)
 	return &RegMRReply{Handle: h, LKey: mr.LKey(), RKey: mr.RKey()}, nil
+}
+
+// mapPieces maps the pieces, one after the other, into one range of size bytes.
+// Each descriptor must be a memfd sealed against shrinking and long enough for
+// its piece: then no access through the mapping can fault (SIGBUS) in the daemon.
+func mapPieces(size uint64, pieces []MRPiece, fds []int) (mapping, error) {
+	page := uint64(os.Getpagesize())
+	var total uint64
+	for i, pc := range pieces {
+		if pc.Len == 0 || pc.Len%page != 0 || pc.FdOff%page != 0 || pc.FdOff+pc.Len < pc.FdOff {
+			return mapping{}, fail(unix.EINVAL, "piece %d of %d bytes at fd offset %d: not page-aligned or empty", i, pc.Len, pc.FdOff)
+		}
+		seals, err := unix.FcntlInt(uintptr(fds[i]), unix.F_GET_SEALS, 0)
+		if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+			return mapping{}, fail(unix.EINVAL, "the region's descriptor %d is not a memfd sealed with F_SEAL_SHRINK (%v)", i, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fds[i], &st); err != nil || uint64(st.Size) < pc.FdOff+pc.Len {
+			return mapping{}, fail(unix.EINVAL, "the region's memfd %d holds %d bytes, its piece needs %d", i, st.Size, pc.FdOff+pc.Len)
+		}
+		total += pc.Len
+	}
+	if total != size {
+		return mapping{}, fail(unix.EINVAL, "the pieces hold %d bytes, the mapping %d", total, size)
+	}
+	if len(pieces) == 1 {
+		p, err := unix.MmapPtr(fds[0], int64(pieces[0].FdOff), nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return mapping{}, fail(unix.ENOMEM, "mapping the region's memfd: %v", err)
+		}
+		return mapping{(*byte)(p), uintptr(size)}, nil
+	}
+	base, err := unix.MmapPtr(-1, 0, nil, uintptr(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return mapping{}, fail(unix.ENOMEM, "reserving %d bytes for the region: %v", size, err)
+	}
+	off := uintptr(0)
+	for i, pc := range pieces {
+		if _, err := unix.MmapPtr(fds[i], int64(pc.FdOff), unsafe.Add(base, off), uintptr(pc.Len),
+			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+			_ = unix.MunmapPtr(base, uintptr(size))
+			return mapping{}, fail(unix.ENOMEM, "mapping piece %d of the region: %v", i, err)
+		}
+		off += uintptr(pc.Len)
+	}
+	return mapping{(*byte)(base), uintptr(size)}, nil
 }
 
 func (s *session) deregMR(h uint32) error {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -88,6 +90,13 @@ func memfd(t *testing.T, n int, seal bool) (int, []byte) {
 	return fd, b
 }
 
+// onePiece is the Pieces of a registration on one memfd of n bytes.
+func onePiece(n int) [MRPieces]MRPiece {
+	var p [MRPieces]MRPiece
+	p[0] = MRPiece{Len: uint64(n)}
+	return p
+}
+
 func wantErrno(t *testing.T, what string, err error, want unix.Errno) {
 	t.Helper()
 	var e *Error
@@ -119,7 +128,7 @@ func TestSessionDataPath(t *testing.T) {
 	}
 	fd, buf := memfd(t, 2*page, true)
 	reg := RegMRReq{PD: pd.Handle, Access: 0xf, Addr: addr(buf) + 100, Length: uint64(page), IOVA: addr(buf) + 100,
-		MapAddr: addr(buf), MapLen: uint64(2 * page)}
+		MapAddr: addr(buf), MapLen: uint64(2 * page), NPieces: 1, Pieces: onePiece(2 * page)}
 	var mr RegMRReply
 	if err := c.CallFD(OpRegMR, &reg, fd, &mr); err != nil {
 		t.Fatal(err)
@@ -210,16 +219,41 @@ func TestSessionDataPath(t *testing.T) {
 		t.Errorf("the region's pages, as the application maps them: %q %q", buf[1000:1019], buf[200:216])
 	}
 
+	// A region on two memfds (its pages partly on an earlier region's): the peer's
+	// WRITE across the boundary lands in both.
+	fdX, bufX := memfd(t, page, true)
+	fdY, bufY := memfd(t, 2*page, true)
+	base := uint64(0x7e0000000000)
+	two := RegMRReq{PD: pd.Handle, Access: 0xf, Addr: base + uint64(page) - 96, Length: 200, IOVA: base + uint64(page) - 96,
+		MapAddr: base, MapLen: uint64(2 * page), NPieces: 2}
+	two.Pieces[0] = MRPiece{Len: uint64(page)}
+	two.Pieces[1] = MRPiece{Len: uint64(page), FdOff: uint64(page)} // the second page of fdY
+	var mr2 RegMRReply
+	if _, err := c.CallFDs(OpRegMR, &two, []int{fdX, fdY}, &mr2); err != nil {
+		t.Fatal(err)
+	}
+	copy(bufB[3000:], bytes.Repeat([]byte("ab"), 100))
+	if _, err := qpB.PostSend(transport.SendWR{WRID: 8, Opcode: transport.WR_RDMA_WRITE, Flags: transport.SendSignaled,
+		SGList: []transport.SGE{{Addr: mrB.Addr() + 3000, Length: 200, LKey: mrB.LKey()}}, RemoteAddr: two.IOVA, RKey: mr2.RKey}); err != nil {
+		t.Fatal(err)
+	}
+	if w := waitWRID(t, cqB, 8); w.Status != transport.WC_SUCCESS {
+		t.Fatalf("write across two pieces: %+v", w)
+	}
+	if string(bufX[page-96:]) != strings.Repeat("ab", 48) || string(bufY[page:page+104]) != strings.Repeat("ab", 52) {
+		t.Errorf("write across two pieces: %q | %q", bufX[page-96:], bufY[page:page+104])
+	}
+
 	// Bad input: errors, never a crash, nothing touched.
 	wantErrno(t, "reg mr without a descriptor", c.Call(OpRegMR, &reg, nil), unix.EBADMSG)
 	unsealed, ubuf := memfd(t, page, false)
-	r2 := RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(ubuf), Length: 64, MapAddr: addr(ubuf), MapLen: uint64(page)}
+	r2 := RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(ubuf), Length: 64, MapAddr: addr(ubuf), MapLen: uint64(page), NPieces: 1, Pieces: onePiece(page)}
 	wantErrno(t, "unsealed memfd", c.CallFD(OpRegMR, &r2, unsealed, nil), unix.EINVAL)
 	short, sbuf := memfd(t, page, true)
-	r3 := RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(sbuf), Length: 64, MapAddr: addr(sbuf), MapLen: uint64(2 * page)}
+	r3 := RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(sbuf), Length: 64, MapAddr: addr(sbuf), MapLen: uint64(2 * page), NPieces: 1, Pieces: onePiece(2 * page)}
 	wantErrno(t, "memfd shorter than the mapping", c.CallFD(OpRegMR, &r3, short, nil), unix.EINVAL)
 	r4 := r3
-	r4.MapLen = uint64(page)
+	r4.MapLen, r4.Pieces = uint64(page), onePiece(page)
 	wantErrno(t, "a descriptor that is not a memfd", c.CallFD(OpRegMR, &r4, int(os.Stdin.Fd()), nil), unix.EINVAL)
 	r5 := reg
 	r5.Addr = reg.MapAddr + reg.MapLen
@@ -227,6 +261,12 @@ func TestSessionDataPath(t *testing.T) {
 	r6 := reg
 	r6.PD = 999
 	wantErrno(t, "bad PD", c.CallFD(OpRegMR, &r6, fd, nil), unix.EINVAL)
+	r7 := reg
+	r7.NPieces = 2
+	wantErrno(t, "two pieces, one descriptor", c.CallFD(OpRegMR, &r7, fd, nil), unix.EBADMSG)
+	r8 := reg
+	r8.Pieces[0].Len = uint64(page)
+	wantErrno(t, "a piece shorter than the mapping", c.CallFD(OpRegMR, &r8, fd, nil), unix.EINVAL)
 	wantErrno(t, "descriptor on alloc pd", c.CallFD(OpAllocPD, nil, fd, nil), unix.EBADMSG)
 	wantErrno(t, "notify a bad CQ", c.Call(OpReqNotifyCQ, &NotifyReq{CQ: 999}, nil), unix.EINVAL)
 	wantErrno(t, "destroy a CQ in use", c.Call(OpDestroyCQ, &Handle{cq.h}, nil), unix.EBUSY)
@@ -324,7 +364,7 @@ func TestAsyncEvents(t *testing.T) {
 	fd, buf := memfd(t, page, true)
 	var mr RegMRReply
 	if err := c.CallFD(OpRegMR, &RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(buf), Length: uint64(page), IOVA: addr(buf),
-		MapAddr: addr(buf), MapLen: uint64(page)}, fd, &mr); err != nil {
+		MapAddr: addr(buf), MapLen: uint64(page), NPieces: 1, Pieces: onePiece(page)}, fd, &mr); err != nil {
 		t.Fatal(err)
 	}
 	cq := createTestCQ(t, c, CreateCQReq{CQE: 1, Cookie: 0xc0c0})
