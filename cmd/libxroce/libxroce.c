@@ -838,6 +838,24 @@ XROCE_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_nu
 
 /* ---- asynchronous events -------------------------------------------------------- */
 
+/* read_channel reads one message from a channel the daemon writes (a completion
+ * or the event channel): its length, or -1 with errno (ENODEV, said once, when
+ * the daemon closed it). */
+static ssize_t read_channel(struct xctx *xc, int fd, void *buf, size_t len, const char *what)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	if (n == 0) {
+		warnx("the daemon at %s closed the %s channel: restart it with `xroce daemon -d IFACE`", xc->xd->path, what);
+		errno = ENODEV;
+		return -1;
+	}
+	return n;
+}
+
 /* async_target finds the QP or CQ of this context an event's cookie names and
  * stores it in event; 0 when the object is gone (the event is skipped). */
 static int async_target(struct xctx *xc, const struct xroce_async_event *e, struct ibv_async_event *event)
@@ -882,16 +900,8 @@ XROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_asy
 		return -1;
 	}
 	for (;;) {
-		do
-			n = read(context->async_fd, &e, sizeof(e));
-		while (n < 0 && errno == EINTR);
-		if (n < 0)
+		if ((n = read_channel(xc, context->async_fd, &e, sizeof(e), "event")) < 0)
 			return -1;
-		if (n == 0) {
-			warnx("the daemon at %s closed the event channel: restart it with `xroce daemon -d IFACE`", xc->xd->path);
-			errno = ENODEV;
-			return -1;
-		}
 		memset(event, 0, sizeof(*event));
 		event->event_type = (enum ibv_event_type)e.type;
 		if (n == sizeof(e) && async_target(xc, &e, event))
@@ -1372,16 +1382,8 @@ XROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_c
 		return -1;
 	}
 	for (;;) {
-		do
-			n = read(channel->fd, &ev, sizeof(ev));
-		while (n < 0 && errno == EINTR);
-		if (n < 0)
+		if ((n = read_channel(xc, channel->fd, &ev, sizeof(ev), "completion")) < 0)
 			return -1;
-		if (n == 0) {
-			warnx("the daemon at %s closed the completion channel: restart it with `xroce daemon -d IFACE`", xc->xd->path);
-			errno = ENODEV;
-			return -1;
-		}
 		if (n != sizeof(ev))
 			continue;
 		pthread_mutex_lock(&xc->objs);

@@ -54,24 +54,20 @@ func (r *asyncRouter) run(ctx context.Context, dev *transport.Device) {
 	}
 }
 
-func (r *asyncRouter) setQP(qpn uint32, d *asyncDest) {
-	r.mu.Lock()
-	if d == nil {
-		delete(r.qps, qpn)
-	} else {
-		r.qps[qpn] = *d
-	}
-	r.mu.Unlock()
-}
+// setQP routes the events of QP qpn to d (nil: nowhere).
+func (r *asyncRouter) setQP(qpn uint32, d *asyncDest) { setDest(&r.mu, r.qps, qpn, d) }
 
-func (r *asyncRouter) setCQ(cq *transport.CompletionQueue, d *asyncDest) {
-	r.mu.Lock()
+// setCQ routes the events of cq to d (nil: nowhere).
+func (r *asyncRouter) setCQ(cq *transport.CompletionQueue, d *asyncDest) { setDest(&r.mu, r.cqs, cq, d) }
+
+func setDest[K comparable](mu *sync.Mutex, m map[K]asyncDest, k K, d *asyncDest) {
+	mu.Lock()
+	defer mu.Unlock()
 	if d == nil {
-		delete(r.cqs, cq)
-	} else {
-		r.cqs[cq] = *d
+		delete(m, k)
+		return
 	}
-	r.mu.Unlock()
+	m[k] = *d
 }
 
 // send writes one event, if the session has an event channel.

@@ -91,21 +91,21 @@ func le(parts ...any) []byte {
 
 // postRecv writes slot bytes (RecvWRMsg and SGEs) at the receive tail.
 func (q *testQP) postRecv(slot []byte) uint32 {
-	off := q.r.RQOffset + uint64(q.rqTail&(q.r.RQEntries-1))*uint64(q.r.RQStride)
-	copy(q.mem[off:off+uint64(q.r.RQStride)], slot)
-	seq := q.rqTail
-	q.rqTail++
-	q.publish(QPRingRQTail, q.rqTail)
-	return seq
+	return q.post(slot, q.r.RQOffset, q.r.RQEntries, q.r.RQStride, &q.rqTail, QPRingRQTail)
 }
 
 // postSend writes slot bytes (SendWRMsg and SGEs or inline data) at the send tail.
 func (q *testQP) postSend(slot []byte) uint32 {
-	off := q.r.SQOffset + uint64(q.sqTail&(q.r.SQEntries-1))*uint64(q.r.SQStride)
-	copy(q.mem[off:off+uint64(q.r.SQStride)], slot)
-	seq := q.sqTail
-	q.sqTail++
-	q.publish(QPRingSQTail, q.sqTail)
+	return q.post(slot, q.r.SQOffset, q.r.SQEntries, q.r.SQStride, &q.sqTail, QPRingSQTail)
+}
+
+// post writes slot at *tail of the ring at base, then publishes the new tail.
+func (q *testQP) post(slot []byte, base uint64, entries, stride uint32, tail *uint32, tailOff uint64) uint32 {
+	off := base + uint64(*tail&(entries-1))*uint64(stride)
+	copy(q.mem[off:off+uint64(stride)], slot)
+	seq := *tail
+	*tail++
+	q.publish(tailOff, *tail)
 	return seq
 }
 
