@@ -61,6 +61,29 @@ func app(t *testing.T, ns, dir string, args ...string) (*exec.Cmd, *testnet.Outp
 	return cmd, &out, done
 }
 
+// server starts a server application in ns and waits until it listens on its
+// TCP port (-p, else perftest's and rc_pingpong's 18515): on a loaded machine
+// an application can take longer than any fixed pause to get there.
+func server(t *testing.T, ns, dir string, args ...string) (*exec.Cmd, *testnet.Output, <-chan error) {
+	t.Helper()
+	port := "18515"
+	for i, a := range args[:len(args)-1] {
+		if a == "-p" {
+			port = args[i+1]
+		}
+	}
+	cmd, out, done := app(t, ns, dir, args...)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ss, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :"+port).Output()
+		if len(strings.TrimSpace(string(ss))) > 0 {
+			return cmd, out, done
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not listen on port %s within 15 s:\n%s", args[0], port, out.String())
+		}
+	}
+}
+
 func wait(t *testing.T, what string, done <-chan error, out *testnet.Output, d time.Duration) error {
 	t.Helper()
 	select {
@@ -97,8 +120,7 @@ func TestVerbsRCPingpong(t *testing.T) {
 	} {
 		port := fmt.Sprint(18600 + i)
 		pp := append([]string{"ibv_rc_pingpong", "-g", "1", "-p", port}, args...)
-		_, sout, sdone := app(t, p.n.NsA, p.dirA, pp...)
-		time.Sleep(300 * time.Millisecond) // the server listens
+		_, sout, sdone := server(t, p.n.NsA, p.dirA, pp...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
 		cerr := wait(t, "client", cdone, cout, 30*time.Second)
 		serr := wait(t, "server", sdone, sout, 10*time.Second)
@@ -131,8 +153,7 @@ func TestVerbsRCPingpong(t *testing.T) {
 func TestVerbsKill(t *testing.T) {
 	p := newVerbsPair(t)
 	pp := []string{"ibv_rc_pingpong", "-g", "1", "-p", "18610", "-n", "100000000", "-s", "65536"}
-	_, sout, sdone := app(t, p.n.NsA, p.dirA, pp...)
-	time.Sleep(300 * time.Millisecond)
+	_, sout, sdone := server(t, p.n.NsA, p.dirA, pp...)
 	client, cout, cdone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
 	// Running: the client's session owns a PD, an MR, a CQ and a QP.
 	re := regexp.MustCompile(`pid (\d+) \(uid 0, since [0-9:]+\): 1 PD, 1 MR, 1 CQ, 1 QP`)
@@ -178,8 +199,7 @@ func TestVerbsKill(t *testing.T) {
 	}
 	// The daemon keeps serving: a fresh pair of applications runs.
 	pp = []string{"ibv_rc_pingpong", "-g", "1", "-p", "18611", "-c", "-n", "20", "-s", "512"}
-	_, sout, sdone = app(t, p.n.NsA, p.dirA, pp...)
-	time.Sleep(300 * time.Millisecond)
+	_, sout, sdone = server(t, p.n.NsA, p.dirA, pp...)
 	_, cout, cdone = app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
 	if err := wait(t, "client", cdone, cout, 20*time.Second); err != nil {
 		t.Errorf("client after the kill: %v\n%s", err, cout.String())
@@ -188,8 +208,7 @@ func TestVerbsKill(t *testing.T) {
 		t.Errorf("server after the kill: %v\n%s", err, sout.String())
 	}
 	// A daemon that dies is named within seconds, not waited on for ever.
-	_, sout, sdone = app(t, p.n.NsA, p.dirA, "ibv_rc_pingpong", "-g", "1", "-p", "18612", "-n", "100000000")
-	time.Sleep(300 * time.Millisecond)
+	_, sout, sdone = server(t, p.n.NsA, p.dirA, "ibv_rc_pingpong", "-g", "1", "-p", "18612", "-n", "100000000")
 	_, cout, cdone = app(t, p.n.NsB, p.dirB, "ibv_rc_pingpong", "-g", "1", "-p", "18612", "-n", "100000000", p.n.IPA.String())
 	time.Sleep(time.Second)
 	if log, _ := p.stopB(); !strings.Contains(log, "stopped") {
@@ -239,8 +258,7 @@ func TestVerbsPerftest(t *testing.T) {
 		{[]string{"ib_write_bw", "-a", "-n", "20"}, all, "20"},
 	} {
 		args := append(run.args, "-x", "1", "-p", fmt.Sprint(18620+i))
-		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
-		time.Sleep(300 * time.Millisecond)
+		_, sout, sdone := server(t, p.n.NsA, p.dirA, args...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
 		cerr := wait(t, args[0]+" client", cdone, cout, 60*time.Second)
 		serr := wait(t, args[0]+" server", sdone, sout, 10*time.Second)
@@ -308,8 +326,7 @@ func TestVerbsPerftestWrAPI(t *testing.T) {
 	} {
 		size := run.size
 		args := append(run.args, "-x", "1", "-p", fmt.Sprint(18640+i))
-		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
-		time.Sleep(300 * time.Millisecond)
+		_, sout, sdone := server(t, p.n.NsA, p.dirA, args...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
 		cerr := wait(t, args[0]+" client", cdone, cout, 30*time.Second)
 		serr := wait(t, args[0]+" server", sdone, sout, 10*time.Second)
@@ -337,8 +354,7 @@ func TestVerbsTwoApps(t *testing.T) {
 	p := newVerbsPair(t)
 	bw := []string{"ib_write_bw", "-x", "1", "-p", "18640", "-D", "3", "-s", "65536", "--use_old_post_send"}
 	pp := []string{"ibv_rc_pingpong", "-g", "1", "-p", "18641", "-c", "-n", "200", "-s", "4096"}
-	_, bwSrv, bwSrvDone := app(t, p.n.NsA, p.dirA, bw...)
-	time.Sleep(300 * time.Millisecond) // the server listens
+	_, bwSrv, bwSrvDone := server(t, p.n.NsA, p.dirA, bw...)
 	_, bwCli, bwCliDone := app(t, p.n.NsB, p.dirB, append(bw, p.n.IPA.String())...)
 	// ib_write_bw runs for 3 s once its QPs exist: start the pingpong inside that.
 	for i := 0; ; i++ {
@@ -349,8 +365,7 @@ func TestVerbsTwoApps(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_, ppSrv, ppSrvDone := app(t, p.n.NsA, p.dirA, pp...)
-	time.Sleep(300 * time.Millisecond)
+	_, ppSrv, ppSrvDone := server(t, p.n.NsA, p.dirA, pp...)
 	_, ppCli, ppCliDone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
 	errs := map[string]error{
 		"ib_write_bw client":     wait(t, "ib_write_bw client", bwCliDone, bwCli, 60*time.Second),
@@ -394,8 +409,7 @@ func TestVerbsPerftestLat(t *testing.T) {
 	p := newVerbsPair(t)
 	for i, tool := range []string{"ib_write_lat", "ib_read_lat", "ib_send_lat"} {
 		args := []string{tool, "-x", "1", "-p", fmt.Sprint(18650 + i), "-n", "200", "-s", "64"}
-		_, sout, sdone := app(t, p.n.NsA, p.dirA, args...)
-		time.Sleep(300 * time.Millisecond)
+		_, sout, sdone := server(t, p.n.NsA, p.dirA, args...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
 		cerr := wait(t, tool+" client", cdone, cout, 30*time.Second)
 		serr := wait(t, tool+" server", sdone, sout, 10*time.Second)
