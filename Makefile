@@ -60,11 +60,14 @@ fuzz:
 
 # Issue 9's benchmark (test/bench), under 10 minutes, needs root: on a veth pair
 # between two namespaces, the raw AF_XDP ceiling, xroce over AF_XDP and over UDP,
-# and TCP, each figure the median of three passes; the tables and targets on stdout,
+# Debian's ib_write_bw and ib_write_lat through the verbs library (issue 17; left
+# out, with the reason, without gcc, libibverbs-dev or perftest), and TCP, each
+# figure the median of three passes; the tables and targets on stdout,
 # docs/bench.png and the results part of docs/bench.md. PROFILE=1 also keeps every
 # xroce process's CPU profile in bin/profiles and writes the top entries behind
 # each missed target into docs/bench.md.
 bench: bin/xroce
+	@if test -e /usr/include/infiniband/verbs.h && command -v $(CC) >/dev/null; then $(MAKE) --no-print-directory libverbs; fi
 	$(GO) run ./test/bench -xroce bin/xroce -out docs -go $(GO) $(if $(PROFILE),-profile bin/profiles)
 
 # The Go benchmarks (wire format, engine over the in-memory link, BenchmarkAFXDP),

@@ -9,12 +9,16 @@
 //     8 MiB, WRITE 64 KiB at path MTU 2048 and 4096, the 64 B message rates,
 //     write_lat and read_lat p50 and p99;
 //   - the same over the kernel UDP link (--link udp);
+//   - Debian's unmodified ib_write_bw (64 B, 64 KiB) and ib_write_lat through the
+//     verbs library (`xroce run`, an `xroce daemon` in each namespace for the
+//     measurement), each right after the AF_XDP row it is compared with;
 //   - a TCP stream over the same veth.
 //
-// Every side is its own process under `ip netns exec` (bin/xroce, or this program
-// re-executed as one of its raw-* and tcp-* helpers), so the user and system CPU time
-// of each side come from its rusage. Each figure is the median of three passes. It
-// prints the tables, the ratios xroce / raw ceiling with the targets met or missed,
+// Every side is its own process under `ip netns exec` (bin/xroce, perftest, or this
+// program re-executed as one of its raw-* and tcp-* helpers), so the user and system
+// CPU time of each side come from its rusage (plus its daemon's for perftest). Each
+// figure is the median of three passes. It prints the tables, the ratios xroce /
+// reference (the raw ceiling, the native tools) with the targets met or missed,
 // writes the goodput plot (docs/bench.png) and the results part of docs/bench.md;
 // with -profile it keeps every xroce process's CPU profile and writes `go tool pprof
 // -top` of the measurements behind missed targets into docs/bench.md. Needs root.
@@ -77,7 +81,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and attaches XDP programs (sudo make bench)")
 		return 1
 	}
-	b := &bench{goBin: *goBin, profiles: map[string][]profileFile{}, plan: buildPlan(*scale)}
+	b := &bench{goBin: *goBin, profiles: map[string][]profileFile{}}
 	var err error
 	if b.xroceBin, err = filepath.Abs(*xroceBin); err == nil {
 		_, err = os.Stat(b.xroceBin)
@@ -86,6 +90,11 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "bench: the xroce binary: %v (make bin/xroce)\n", err)
 		return 1
 	}
+	libNote := libMissing(b.xroceBin)
+	if libNote != "" {
+		fmt.Fprintf(os.Stderr, "== the rows of perftest through the verbs library are left out: %s\n", libNote)
+	}
+	b.plan = buildPlan(*scale, libNote == "")
 	if b.self, err = os.Executable(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
@@ -191,6 +200,9 @@ func run() int {
 	for _, t := range tables(res, b.plan, shown) {
 		report.WriteString(t.markdown())
 		report.WriteString("\n")
+	}
+	if libNote != "" {
+		fmt.Fprintf(&report, "The rows of perftest through the verbs library were not measured: %s.\n\n", libNote)
 	}
 	fails := failures(res, b.plan)
 	if len(fails) > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,8 +12,9 @@ var (
 	// perftest's bandwidth line: #bytes #iterations BW peak BW average MsgRate.
 	bwLine = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	// perftest's latency line: #bytes #iterations t_min t_max t_typical t_avg
-	// t_stdev 99% 99.9% (µs).
-	latLine = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	// t_stdev 99% 99.9% (µs). Perftest's own prints t_stdev as glibc's printf does
+	// a NaN, "-nan", when rounding makes the variance negative.
+	latLine = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+([\d.]+|-?nan|-?inf)`, 7) + `\s*$`)
 	kvField = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
 )
 
@@ -52,7 +54,7 @@ func parseLat(out string) (latResult, error) {
 	iters, _ := strconv.Atoi(l[2])
 	p50, err1 := strconv.ParseFloat(l[5], 64)
 	p99, err2 := strconv.ParseFloat(l[8], 64)
-	if err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil || math.IsNaN(p50+p99) || math.IsInf(p50+p99, 0) {
 		return latResult{}, fmt.Errorf("latency line %q", l[0])
 	}
 	return latResult{size: size, iters: iters, p50: p50 / 1e6, p99: p99 / 1e6}, nil
@@ -94,4 +96,20 @@ func floats(kv map[string]string, names ...string) ([]float64, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// listening reports whether a /proc/PID/net/tcp or tcp6 table (a process's
+// network namespace's TCP sockets) has a socket listening on port.
+func listening(table string, port int) bool {
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != "0A" { // TCP_LISTEN; also skips the header
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && int(p) == port {
+			return true
+		}
+	}
+	return false
 }

@@ -60,8 +60,9 @@ type measurement struct {
 	run   func(ctx context.Context, b *bench, pass int) (result, error)
 }
 
-// buildPlan lists every measurement of one pass, in the order they run.
-func buildPlan(scale float64) []measurement {
+// buildPlan lists every measurement of one pass, in the order they run. With lib,
+// each library row runs right after the native row it is compared with.
+func buildPlan(scale float64, lib bool) []measurement {
 	var p []measurement
 	rawSizes := []struct {
 		key     string
@@ -96,13 +97,20 @@ func buildPlan(scale float64) []measurement {
 					n /= 4
 				}
 				p = append(p, xroceBW(link, op, size, sweepPMTU, scaleN(n, scale)))
+				if lib && link == "xdp" && op == "write" && (size == 64 || size == 64<<10) {
+					p = append(p, libBW(size, scaleN(n, scale)))
+				}
 			}
 		}
 		if link == "xdp" {
 			p = append(p, xroceBW(link, "write", 64<<10, 2048, scaleN(itersXDP[64<<10], scale)),
 				xroceBW(link, "write", 64<<10, 4096, scaleN(itersXDP[64<<10], scale)))
 		}
-		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale)), xroceLat(link, "read_lat", scaleN(readLatN, scale)))
+		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale)))
+		if lib && link == "xdp" {
+			p = append(p, libLat(scaleN(writeLatN, scale)))
+		}
+		p = append(p, xroceLat(link, "read_lat", scaleN(readLatN, scale)))
 	}
 	for _, size := range sizes {
 		p = append(p, measurement{fmt.Sprintf("tcp %d", size), fmt.Sprintf("TCP stream, %s writes", sizeName(size)),
@@ -132,16 +140,22 @@ func xroceBW(link, op string, size, pmtu, iters int) measurement {
 		if err != nil {
 			return result{}, err
 		}
-		r, err := parseBW(out.client)
-		if err != nil {
-			return result{}, err
-		}
-		if r.size != size || r.iters != iters {
-			return result{}, fmt.Errorf("client reports %d iterations of %d bytes, want %d of %d", r.iters, r.size, iters, size)
-		}
-		g := r.avgMiBs * (1 << 20)
-		return result{fig: map[string]float64{figGoodput: g, figMsgRate: g / float64(size)}, cpu: out.cpu}, nil
+		return bwFigures(out, size, iters)
 	}}
+}
+
+// bwFigures are the goodput and message rate of the client's bandwidth line, which
+// must report the iterations and size asked for.
+func bwFigures(out pairOut, size, iters int) (result, error) {
+	r, err := parseBW(out.client)
+	if err != nil {
+		return result{}, err
+	}
+	if r.size != size || r.iters != iters {
+		return result{}, fmt.Errorf("client reports %d iterations of %d bytes, want %d of %d", r.iters, r.size, iters, size)
+	}
+	g := r.avgMiBs * (1 << 20)
+	return result{fig: map[string]float64{figGoodput: g, figMsgRate: g / float64(size)}, cpu: out.cpu}, nil
 }
 
 func xroceLat(link, test string, iters int) measurement {
@@ -176,7 +190,7 @@ func (b *bench) xroce(ctx context.Context, key string, pass int, args []string) 
 			}
 		}
 	}
-	return b.runPair(ctx, srv, cli, serverReady, pairLimit)
+	return b.runPair(ctx, srv, cli, printed(serverReady), pairLimit)
 }
 
 // sideNames names the two processes of an xroce test.
@@ -189,7 +203,7 @@ func (b *bench) rawPPS(ctx context.Context, payload int, only bool, d time.Durat
 	rx := side{args: []string{b.self, "raw-rx", "-d", b.net.IfB, "-len", fmt.Sprint(flen), "-idle", rawStopAfter.String()}}
 	tx := side{args: []string{b.self, "raw-tx", "-d", b.net.IfA, "-dst", b.net.IPB.String(), "-payload", fmt.Sprint(payload),
 		fmt.Sprintf("-only=%v", only), "-for", d.String()}}
-	out, err := b.runPair(ctx, rx, tx, helperReady, pairLimit)
+	out, err := b.runPair(ctx, rx, tx, printed(helperReady), pairLimit)
 	if err != nil {
 		return result{}, err
 	}
@@ -224,7 +238,7 @@ func (b *bench) rawRTT(ctx context.Context, spin bool, n int) (result, error) {
 	s := fmt.Sprintf("-spin=%v", spin)
 	pong := side{args: []string{b.self, "raw-pong", "-d", b.net.IfB, "-dst", b.net.IPA.String(), "-payload", fmt.Sprint(latSize), s}}
 	ping := side{args: []string{b.self, "raw-ping", "-d", b.net.IfA, "-dst", b.net.IPB.String(), "-payload", fmt.Sprint(latSize), s, "-n", fmt.Sprint(n)}}
-	out, err := b.runPair(ctx, pong, ping, helperReady, pairLimit)
+	out, err := b.runPair(ctx, pong, ping, printed(helperReady), pairLimit)
 	if err != nil {
 		return result{}, err
 	}
@@ -243,7 +257,7 @@ func (b *bench) rawRTT(ctx context.Context, spin bool, n int) (result, error) {
 func (b *bench) tcp(ctx context.Context, size int, d time.Duration) (result, error) {
 	rx := side{args: []string{b.self, "tcp-rx", "-port", fmt.Sprint(tcpPort)}}
 	tx := side{args: []string{b.self, "tcp-tx", "-dst", b.net.IPB.String(), "-port", fmt.Sprint(tcpPort), "-size", fmt.Sprint(size), "-for", d.String()}}
-	out, err := b.runPair(ctx, rx, tx, helperReady, pairLimit)
+	out, err := b.runPair(ctx, rx, tx, printed(helperReady), pairLimit)
 	if err != nil {
 		return result{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/xroce/xroce/test/testnet"
@@ -18,8 +19,9 @@ type cpuTime struct {
 
 // side is one process of a measurement: its command line and extra environment.
 type side struct {
-	args []string
-	env  []string
+	args    []string
+	env     []string
+	sigterm bool // stopped with SIGTERM when the context ends (SIGKILL 5 s later), not SIGKILL
 }
 
 // proc is a process running in a network namespace under `ip netns exec` (which
@@ -37,6 +39,9 @@ func start(ctx context.Context, ns string, s side) (*proc, error) {
 	p.cmd.Env = append(os.Environ(), s.env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	p.cmd.WaitDelay = 5 * time.Second
+	if s.sigterm {
+		p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
+	}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -47,18 +52,29 @@ func start(ctx context.Context, ns string, s side) (*proc, error) {
 	return p, nil
 }
 
-// waitFor waits until the process printed s, and fails if it exits first or limit
+// readiness is what a server has to show before its client starts.
+type readiness struct {
+	what  string // for the errors
+	ready func(p *proc) bool
+}
+
+// printed is ready once the process printed s.
+func printed(s string) readiness {
+	return readiness{fmt.Sprintf("%q", s), func(p *proc) bool { return strings.Contains(p.out.String(), s) }}
+}
+
+// waitFor waits until the process is ready, and fails if it exits first or limit
 // passes.
-func (p *proc) waitFor(s string, limit time.Duration) error {
+func (p *proc) waitFor(r readiness, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	for !strings.Contains(p.out.String(), s) {
+	for !r.ready(p) {
 		select {
 		case <-p.done:
-			return fmt.Errorf("exited before %q (%v):\n%s", s, p.err, p.out.String())
+			return fmt.Errorf("exited before %s (%v):\n%s", r.what, p.err, p.out.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no %q within %v:\n%s", s, limit, p.out.String())
+			return fmt.Errorf("no %s within %v:\n%s", r.what, limit, p.out.String())
 		}
 	}
 	return nil
@@ -88,10 +104,10 @@ type pairOut struct {
 	cpu            [2]cpuTime // [0] the client (namespace A), [1] the server (B)
 }
 
-// runPair starts server in namespace B, waits until it prints ready, runs client in
+// runPair starts server in namespace B, waits until it is ready, runs client in
 // namespace A to its end, then waits for the server to finish. Both are killed if
 // the pair takes longer than limit.
-func (b *bench) runPair(ctx context.Context, server, client side, ready string, limit time.Duration) (pairOut, error) {
+func (b *bench) runPair(ctx context.Context, server, client side, ready readiness, limit time.Duration) (pairOut, error) {
 	var r pairOut
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

@@ -92,6 +92,8 @@ func tables(r results, plan []measurement, passes int) []table {
 	lat.rows = append(lat.rows, []string{"TCP", r.fmtFig("tcp 64", figMsgRate, kpps) + " (64 B writes)", "", "", "", "", "", ""})
 	lat.notes = append(lat.notes, "write_lat is half a WRITE round trip (perftest's convention); read_lat is a whole READ round trip.")
 
+	lib := libTable(r, med)
+
 	rat := table{title: "Ratios xroce / reference, and the targets", header: []string{"ratio", "value", "target", "verdict"}}
 	for _, q := range ratios() {
 		v, ok := q.value(r)
@@ -117,8 +119,34 @@ func tables(r results, plan []measurement, passes int) []table {
 		}
 		cpu.rows = append(cpu.rows, row)
 	}
-	cpu.notes = append(cpu.notes, "A is the client / sender / pinger (namespace A), B the server / receiver / ponger (namespace B). Each is one process from exec to exit (xroce's includes opening the link and the out-of-band exchange); the kernel's softirq work on veth is charged to whichever process it interrupts.")
-	return []table{raw, good, lat, rat, cpu}
+	cpu.notes = append(cpu.notes, "A is the client / sender / pinger (namespace A), B the server / receiver / ponger (namespace B). Each is one process from exec to exit (xroce's includes opening the link and the out-of-band exchange); the kernel's softirq work on veth is charged to whichever process it interrupts. For perftest through the library, a side is the application and its namespace's daemon (which runs the engine) together, each from exec to exit.")
+	return []table{raw, good, lat, lib, rat, cpu}
+}
+
+// libTable puts perftest through the verbs library beside xroce's own tools.
+func libTable(r results, med string) table {
+	t := table{title: fmt.Sprintf("Debian's perftest through the verbs library beside xroce's own tools (AF_XDP, PMTU %d; %s)", sweepPMTU, med),
+		header: []string{"figure", "xroce tool", "perftest through the library", "library / xroce"}}
+	for _, row := range []struct {
+		name     string
+		lib, own figRef
+		f        func(float64) string
+	}{
+		{"WRITE 64 KiB goodput, MiB/s (ib_write_bw / write_bw)", figRef{"lib write 65536", figGoodput}, figRef{"xdp write 65536", figGoodput}, mibs},
+		{"64 B WRITE message rate, msg/s (ib_write_bw / write_bw)", figRef{"lib write 64", figMsgRate}, figRef{"xdp write 64", figMsgRate}, kpps},
+		{"write_lat 64 B p50 (ib_write_lat / write_lat)", figRef{"lib write_lat", figP50}, figRef{"xdp write_lat", figP50}, usecs},
+		{"write_lat 64 B p99 (ib_write_lat / write_lat)", figRef{"lib write_lat", figP99}, figRef{"xdp write_lat", figP99}, usecs},
+	} {
+		q := ratio{num: row.lib, den: row.own, factor: 1}
+		v, ok := q.value(r)
+		s := na
+		if ok {
+			s = fmt.Sprintf("%.2f", v)
+		}
+		t.rows = append(t.rows, []string{row.name, r.fmtFig(row.own.key, row.own.fig, row.f), r.fmtFig(row.lib.key, row.lib.fig, row.f), s})
+	}
+	t.notes = append(t.notes, fmt.Sprintf("`xroce run -- ib_write_bw` and `ib_write_lat` (Debian's perftest, unmodified, with the verbs library preloaded) against an `xroce daemon` in each namespace on the same veth, each row run right after its native one: `-x 1 -F -s SIZE -n N -m %d`, the native row's size, iterations and path MTU; perftest's defaults otherwise (TX depth 128, no inline data on a device it does not know). The daemons start before and stop after each measurement (a daemon owns the interface's XDP program).", sweepPMTU))
+	return t
 }
 
 func labelOf(plan []measurement, key string) string {
