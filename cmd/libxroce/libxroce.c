@@ -405,6 +405,7 @@ static int xq_device_ex(struct ibv_context *ctx, const struct ibv_query_device_e
 
 static int x_req_notify_cq(struct ibv_cq *cq, int solicited);
 static struct ibv_qp *x_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
+static struct ibv_cq_ex *x_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
 
 /* No SRQs and no memory windows: nothing can reach these. */
 static int no_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
@@ -512,6 +513,7 @@ XROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	xc->vctx.query_port = xq_port;
 	xc->vctx.query_device_ex = xq_device_ex;
 	xc->vctx.create_qp_ex = x_create_qp_ex;
+	xc->vctx.create_cq_ex = x_create_cq_ex;
 	return ctx;
 }
 
@@ -1286,8 +1288,10 @@ XROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	return 0;
 }
 
-XROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
-					  struct ibv_comp_channel *channel, int comp_vector)
+/* new_cq creates a CQ in the daemon and maps its ring; ibv_create_cq and
+ * x_create_cq_ex call it. */
+static struct xcq *new_cq(struct ibv_context *context, int cqe, void *cq_context, struct ibv_comp_channel *channel,
+			  int comp_vector)
 {
 	struct xctx *xc = ctx_of(context);
 	struct xroce_create_cq_req req = {};
@@ -1335,7 +1339,40 @@ XROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	if (channel)
 		channel->refcnt++;
 	pthread_mutex_unlock(&xc->objs);
-	return &q->cq;
+	return q;
+}
+
+XROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+					  struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct xcq *q = new_cq(context, cqe, cq_context, channel, comp_vector);
+
+	return q ? &q->cq : NULL;
+}
+
+/* x_create_cq_ex is verbs_context.create_cq_ex (verbs.h's inline
+ * ibv_create_cq_ex): the wc_flags rdma_rxe serves (byte_len, imm, qp_num,
+ * src_qp, slid, sl, dlid_path_bits), no timestamps (EOPNOTSUPP, as rxe), the
+ * IBV_CQ_INIT_ATTR_MASK_FLAGS hint accepted. */
+static struct ibv_cq_ex *x_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr)
+{
+	const uint64_t wc = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+			    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS;
+	struct xcq *q;
+
+	if (!attr || (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
+	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->wc_flags & ~wc) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->cqe > INT32_MAX || !(q = new_cq(context, (int)attr->cqe, attr->cq_context, attr->channel, (int)attr->comp_vector)))
+		return NULL;
+	cq_ex_ops(&q->cqx);
+	return &q->cqx;
 }
 
 XROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)

@@ -73,7 +73,10 @@ struct xctx {
 };
 
 struct xcq {
-	struct ibv_cq cq; /* first: the ibv_cq pointer is the xcq pointer */
+	union {
+		struct ibv_cq cq;       /* first: the ibv_cq pointer is the xcq pointer */
+		struct ibv_cq_ex cqx;   /* ibv_cq_ex begins with ibv_cq's fields (verbs.h) */
+	};
 	struct xcq *next;
 	/* the completion ring (rings.c): the daemon produces, x_poll_cq consumes */
 	pthread_spinlock_t lock;
@@ -82,6 +85,8 @@ struct xcq {
 	uint32_t entries;
 	uint32_t cons; /* published at XROCE_CQ_RING_CONS */
 	uint32_t idle; /* empty polls, to look for a dead daemon now and then */
+	struct ibv_wc cur; /* ibv_start_poll/ibv_next_poll's current completion */
+	uint32_t prod;     /* the producer index ibv_start_poll read */
 };
 
 struct xchan {
@@ -131,6 +136,7 @@ size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n)
 
 /* rings.c */
 int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+void cq_ex_ops(struct ibv_cq_ex *cq);
 int x_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int x_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int sq_post_records(struct xqp *q, const unsigned char *recs, uint32_t n);

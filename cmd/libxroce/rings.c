@@ -388,11 +388,44 @@ static int daemon_gone(struct xctx *xc)
 	return 1;
 }
 
+/* cq_next_wc consumes CQEs up to prod until one of a QP this context still has,
+ * which it turns into *wc: 1, or 0 when none is left. c->lock is held. */
+static int cq_next_wc(struct xcq *c, struct xctx *xc, uint32_t prod, struct ibv_wc *wc)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&xc->objs);
+	while (!found && c->cons != prod) {
+		struct xroce_cqe e;
+		struct xqp *q;
+
+		memcpy(&e, c->ring + XROCE_CQ_RING_HEADER + (size_t)(c->cons & (c->entries - 1)) * sizeof(e), sizeof(e));
+		c->cons++;
+		if ((q = qp_find(xc, e.qp_num))) {
+			fill_wc(q, &e, wc);
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&xc->objs);
+	return found;
+}
+
+/* cq_empty is what polling an empty CQ answers: 0, or a negative errno when the
+ * CQ overran (EOVERFLOW) or the daemon went away (ENODEV). c->lock is not held. */
+static int cq_empty(struct xcq *c, struct xctx *xc)
+{
+	if (__atomic_load_n(word(c->ring, XROCE_CQ_RING_OVERRUN), __ATOMIC_RELAXED))
+		return -EOVERFLOW;
+	if ((++c->idle & 0x3f) == 0)
+		sched_yield(); /* the daemon may wait for this CPU */
+	return (c->idle & 0xfff) == 0 && daemon_gone(xc) ? -ENODEV : 0;
+}
+
 /* x_poll_cq is context->ops.poll_cq: up to n completions, oldest first; a
  * negative errno when the CQ overran and holds no more (as the earlier release
  * reported it), when the daemon went away (ENODEV), or when the ring is not one
- * the daemon wrote. CQEs of a QP
- * destroyed meanwhile are dropped, as mlx5 cleans them from its CQ. */
+ * the daemon wrote. CQEs of a QP destroyed meanwhile are dropped, as mlx5 cleans
+ * them from its CQ. */
 int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct xcq *c = (struct xcq *)cq;
@@ -408,26 +441,94 @@ int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		pthread_spin_unlock(&c->lock);
 		return -EPROTO;
 	}
-	if (prod == c->cons) {
-		pthread_spin_unlock(&c->lock);
-		if (__atomic_load_n(word(c->ring, XROCE_CQ_RING_OVERRUN), __ATOMIC_RELAXED))
-			return -EOVERFLOW;
-		if ((++c->idle & 0x3f) == 0)
-			sched_yield(); /* the daemon may wait for this CPU */
-		return (c->idle & 0xfff) == 0 && daemon_gone(xc) ? -ENODEV : 0;
-	}
-	pthread_mutex_lock(&xc->objs);
-	while (got < n && c->cons != prod) {
-		struct xroce_cqe e;
-		struct xqp *q;
-
-		memcpy(&e, c->ring + XROCE_CQ_RING_HEADER + (size_t)(c->cons & (c->entries - 1)) * sizeof(e), sizeof(e));
-		c->cons++;
-		if ((q = qp_find(xc, e.qp_num)))
-			fill_wc(q, &e, &wc[got++]);
-	}
-	pthread_mutex_unlock(&xc->objs);
+	while (got < n && cq_next_wc(c, xc, prod, &wc[got]))
+		got++;
 	__atomic_store_n(word(c->ring, XROCE_CQ_RING_CONS), c->cons, __ATOMIC_RELEASE);
 	pthread_spin_unlock(&c->lock);
-	return got;
+	return got ? got : cq_empty(c, xc);
+}
+
+/* ---- the extended CQ's polling (ibv_create_cq_ex; verbs.h ibv_start_poll) ---- */
+
+static struct xcq *xcq_of(struct ibv_cq_ex *cq)
+{
+	return (struct xcq *)cq;
+}
+
+static void cur_out(struct xcq *c)
+{
+	c->cqx.status = c->cur.status;
+	c->cqx.wr_id = c->cur.wr_id;
+}
+
+/* x_start_poll takes the CQ's lock and the first completion: 0, or ENOENT (the
+ * lock released: no ibv_end_poll follows) or another errno, as verbs says. */
+static int x_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
+{
+	struct xcq *c = xcq_of(cq);
+	struct xctx *xc = ctx_of(cq->context);
+	int ret;
+
+	if (!xc || !attr || attr->comp_mask)
+		return EINVAL;
+	pthread_spin_lock(&c->lock);
+	c->prod = __atomic_load_n(word(c->ring, XROCE_CQ_RING_PROD), __ATOMIC_ACQUIRE);
+	if (c->prod - c->cons <= c->entries && cq_next_wc(c, xc, c->prod, &c->cur)) {
+		cur_out(c);
+		return 0;
+	}
+	ret = c->prod - c->cons > c->entries ? EPROTO : 0;
+	__atomic_store_n(word(c->ring, XROCE_CQ_RING_CONS), c->cons, __ATOMIC_RELEASE);
+	pthread_spin_unlock(&c->lock);
+	if (!ret)
+		ret = -cq_empty(c, xc);
+	return ret ? ret : ENOENT;
+}
+
+static int x_next_poll(struct ibv_cq_ex *cq)
+{
+	struct xcq *c = xcq_of(cq);
+
+	if (!cq_next_wc(c, ctx_of(cq->context), c->prod, &c->cur))
+		return ENOENT;
+	cur_out(c);
+	return 0;
+}
+
+static void x_end_poll(struct ibv_cq_ex *cq)
+{
+	struct xcq *c = xcq_of(cq);
+
+	__atomic_store_n(word(c->ring, XROCE_CQ_RING_CONS), c->cons, __ATOMIC_RELEASE);
+	pthread_spin_unlock(&c->lock);
+}
+
+static enum ibv_wc_opcode x_read_opcode(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.opcode; }
+static uint32_t x_read_vendor_err(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.vendor_err; }
+static uint32_t x_read_byte_len(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.byte_len; }
+static __be32 x_read_imm_data(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.imm_data; }
+static uint32_t x_read_qp_num(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.qp_num; }
+static uint32_t x_read_src_qp(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.src_qp; }
+static unsigned int x_read_wc_flags(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.wc_flags; }
+static uint32_t x_read_slid(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.slid; }
+static uint8_t x_read_sl(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.sl; }
+static uint8_t x_read_dlid_path_bits(struct ibv_cq_ex *cq) { return xcq_of(cq)->cur.dlid_path_bits; }
+
+/* cq_ex_ops sets the extended CQ's functions: the standard fields, the ones
+ * rdma_rxe's provider serves (RXE_SUP_WC_FLAGS). */
+void cq_ex_ops(struct ibv_cq_ex *cq)
+{
+	cq->start_poll = x_start_poll;
+	cq->next_poll = x_next_poll;
+	cq->end_poll = x_end_poll;
+	cq->read_opcode = x_read_opcode;
+	cq->read_vendor_err = x_read_vendor_err;
+	cq->read_byte_len = x_read_byte_len;
+	cq->read_imm_data = x_read_imm_data;
+	cq->read_qp_num = x_read_qp_num;
+	cq->read_src_qp = x_read_src_qp;
+	cq->read_wc_flags = x_read_wc_flags;
+	cq->read_slid = x_read_slid;
+	cq->read_sl = x_read_sl;
+	cq->read_dlid_path_bits = x_read_dlid_path_bits;
 }

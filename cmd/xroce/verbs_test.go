@@ -424,16 +424,39 @@ func TestVerbsPerftestLat(t *testing.T) {
 	}
 }
 
+// TestVerbsCQEx: ibv_create_cq_ex and its start/next/end_poll loop
+// (testdata/cqex.c): completions made locally — a SEND with a bad lkey
+// (IBV_WC_LOC_PROT_ERR, opcode IBV_WC_SEND = 0) and the receive flushed when the
+// QP goes to ERR (IBV_WC_RECV = 128) — read through the extended CQ; timestamps
+// are refused with EOPNOTSUPP, as rdma_rxe refuses them.
+func TestVerbsCQEx(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/cqex.c")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog, "::ffff:"+p.n.IPB.String())
+	want := "wr_id 2 status local protection error opcode 0 qp_num ok\n" +
+		"wr_id 1 status Work Request Flushed Error opcode 128 qp_num ok\nok\n"
+	if err := wait(t, "cqex", done, out, 20*time.Second); err != nil || out.String() != want {
+		t.Errorf("cqex: %v\n%s\nwant:\n%s", err, out.String(), want)
+	}
+}
+
+// cBuild compiles a test program against libibverbs and returns its path.
+func cBuild(t *testing.T, src string) string {
+	t.Helper()
+	prog := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c"))
+	if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", prog, src, "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", src, err, out)
+	}
+	return prog
+}
+
 // TestVerbsRegOverlap: regions whose pages partly overlap register (the daemon
 // maps each from the memfd pieces its pages lie on) and the application's bytes
 // survive; testdata/regoverlap.c, built against libibverbs and run through xroce
 // run. (The pieces' data path: the daemon's TestSessionDataPath.)
 func TestVerbsRegOverlap(t *testing.T) {
 	p := newVerbsPair(t)
-	prog := filepath.Join(t.TempDir(), "regoverlap")
-	if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", prog, "testdata/regoverlap.c", "-libverbs").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	prog := cBuild(t, "testdata/regoverlap.c")
 	_, out, done := app(t, p.n.NsA, p.dirA, prog)
 	if err := wait(t, "regoverlap", done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
 		t.Errorf("regoverlap: %v\n%s", err, out.String())
