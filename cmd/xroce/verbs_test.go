@@ -399,7 +399,8 @@ func TestVerbsTwoApps(t *testing.T) {
 }
 
 // TestVerbsPerftestLat: perftest's latency tools through the library, xroce ↔ xroce:
-// each client prints its latency row for -n 200 -s 64 and both sides exit 0.
+// each client prints its latency row for -n 200 -s 64, ib_send_lat -a one per
+// size, and both sides exit 0.
 func TestVerbsPerftestLat(t *testing.T) {
 	for _, tool := range []string{"/usr/bin/ib_write_lat", "/usr/bin/ib_read_lat", "/usr/bin/ib_send_lat"} {
 		if _, err := os.Stat(tool); err != nil {
@@ -407,19 +408,39 @@ func TestVerbsPerftestLat(t *testing.T) {
 		}
 	}
 	p := newVerbsPair(t)
-	for i, tool := range []string{"ib_write_lat", "ib_read_lat", "ib_send_lat"} {
-		args := []string{tool, "-x", "1", "-p", fmt.Sprint(18650 + i), "-n", "200", "-s", "64"}
+	var all []string // -a: every size, 2 B to 8 MiB
+	for n := 2; n <= 8<<20; n *= 2 {
+		all = append(all, fmt.Sprint(n))
+	}
+	for i, run := range []struct {
+		args  []string
+		sizes []string
+		iters string
+	}{
+		{[]string{"ib_write_lat", "-n", "200", "-s", "64"}, []string{"64"}, "200"},
+		{[]string{"ib_read_lat", "-n", "200", "-s", "64"}, []string{"64"}, "200"},
+		{[]string{"ib_send_lat", "-n", "200", "-s", "64"}, []string{"64"}, "200"},
+		{[]string{"ib_send_lat", "-a", "-n", "5"}, all, "5"},
+	} {
+		tool := run.args[0]
+		args := append(run.args, "-x", "1", "-p", fmt.Sprint(18650+i))
 		_, sout, sdone := server(t, p.n.NsA, p.dirA, args...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
-		cerr := wait(t, tool+" client", cdone, cout, 30*time.Second)
+		cerr := wait(t, tool+" client", cdone, cout, 60*time.Second)
 		serr := wait(t, tool+" server", sdone, sout, 10*time.Second)
 		if cerr != nil || serr != nil {
-			t.Errorf("%s: client %v, server %v\n%s\n%s", tool, cerr, serr, cout, sout)
+			t.Errorf("%v: client %v, server %v\n%s\n%s", args, cerr, serr, cout, sout)
 			continue
 		}
-		if !regexpMatch(`(?m)^ 64\s+200\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+`, cout.String()) ||
-			!strings.Contains(cout.String(), "Device         : xroce0") {
-			t.Errorf("%s client output:\n%s", tool, cout)
+		var want, got strings.Builder
+		for _, size := range run.sizes {
+			fmt.Fprintf(&want, " %s %s\n", size, run.iters)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+`).FindAllStringSubmatch(cout.String(), -1) {
+			fmt.Fprintf(&got, " %s %s\n", m[1], m[2])
+		}
+		if got.String() != want.String() || !strings.Contains(cout.String(), "Device         : xroce0") {
+			t.Errorf("%v client: result lines (size, iterations)\n%swant\n%s\n%s", args, got.String(), want.String(), cout)
 		}
 	}
 }
