@@ -30,18 +30,18 @@ func readCM(t *testing.T, s captures.Source) []cmFrame {
 	var out []cmFrame
 	for _, f := range rocetest.ReadRoCE(t, []string{s.Path(t, rdmacmCapture)}) {
 		if f.Err != nil {
-			t.Fatalf("frame %d: %v", f.Index+1, f.Err)
+			t.Fatalf("frame %d: %v", f.Index, f.Err)
 		}
 		if f.Pkt.BTH.DestQP != cm.GSIQPN {
 			continue
 		}
 		mad, err := cm.MADFromPacket(&f.Pkt)
 		if err != nil {
-			t.Fatalf("frame %d: %v", f.Index+1, err)
+			t.Fatalf("frame %d: %v", f.Index, err)
 		}
 		h, m, err := cm.Decode(mad)
 		if err != nil {
-			t.Fatalf("frame %d: %v", f.Index+1, err)
+			t.Fatalf("frame %d: %v", f.Index, err)
 		}
 		out = append(out, cmFrame{f, mad, h, m})
 	}
@@ -49,8 +49,8 @@ func readCM(t *testing.T, s captures.Source) []cmFrame {
 }
 
 // cmCounts is, per source, how many of each CM message the capture holds (tshark -Y
-// infiniband.bth.destqp==1; the testdata run had both sides send a DREQ for each
-// connection, the shared one only the client for one of them).
+// infiniband.bth.destqp==1). The recordings differ in their DREQs: in testdata's,
+// both sides sent one for the second connection of each run (they crossed).
 var cmCounts = map[string]map[cm.AttributeID]int{
 	captures.Testdata: {cm.AttrREQ: 4, cm.AttrREP: 4, cm.AttrRTU: 4, cm.AttrDREQ: 6, cm.AttrDREP: 4},
 	captures.Shared:   {cm.AttrREQ: 4, cm.AttrREP: 4, cm.AttrRTU: 4, cm.AttrDREQ: 4, cm.AttrDREP: 4},
@@ -68,7 +68,7 @@ func TestCaptureRebuild(t *testing.T) {
 		for _, f := range frames {
 			counts[f.Hdr.AttributeID]++
 			if n := cm.Encode(mad, f.Hdr, f.Msg); n != cm.MADLen || !bytes.Equal(mad, f.MAD) {
-				t.Errorf("frame %d %v: rebuilt MAD\n%x\nwant\n%x", f.Index+1, f.Hdr.AttributeID, mad, f.MAD)
+				t.Errorf("frame %d %v: rebuilt MAD\n%x\nwant\n%x", f.Index, f.Hdr.AttributeID, mad, f.MAD)
 			}
 			q := f.Pkt
 			cm.SetGSIDatagram(&q, append([]byte(nil), mad...), f.Pkt.BTH.PKey, f.Pkt.BTH.PSN)
@@ -77,10 +77,10 @@ func TestCaptureRebuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(buf[:n], f.Pkt.Frame()) {
-				t.Errorf("frame %d: rebuilt frame\n%x\nwant\n%x", f.Index+1, buf[:n], f.Pkt.Frame())
+				t.Errorf("frame %d: rebuilt frame\n%x\nwant\n%x", f.Index, buf[:n], f.Pkt.Frame())
 			}
 			if f.Pkt.UDP.SrcPort != cm.RxeGSISourcePort || f.Pkt.DETH.SrcQP != cm.GSIQPN {
-				t.Errorf("frame %d: UDP source port %d, DETH source QP %d", f.Index+1, f.Pkt.UDP.SrcPort, f.Pkt.DETH.SrcQP)
+				t.Errorf("frame %d: UDP source port %d, DETH source QP %d", f.Index, f.Pkt.UDP.SrcPort, f.Pkt.DETH.SrcQP)
 			}
 		}
 		want := captures.Pick(t, s, cmCounts)
@@ -116,28 +116,28 @@ func TestCaptureConnections(t *testing.T) {
 			src, dst := f.Pkt.SrcAddr(), f.Pkt.DstAddr()
 			ipcm, err := req.IPCM()
 			if err != nil {
-				t.Fatalf("frame %d: %v", f.Index+1, err)
+				t.Fatalf("frame %d: %v", f.Index, err)
 			}
 			ps, port, ok := cm.ParseIPServiceID(req.ServiceID)
 			switch {
 			case !ok || ps != cm.PortSpaceTCP || port != 18515:
-				t.Errorf("frame %d: Service ID 0x%016x", f.Index+1, req.ServiceID)
+				t.Errorf("frame %d: Service ID 0x%016x", f.Index, req.ServiceID)
 			case ipcm.IPVersion != 4 || ipcm.SourceIP != src || ipcm.DestinationIP != dst:
-				t.Errorf("frame %d: IP CM header %+v, frame %v → %v", f.Index+1, ipcm, src, dst)
+				t.Errorf("frame %d: IP CM header %+v, frame %v → %v", f.Index, ipcm, src, dst)
 			case req.Primary.LocalPortGID != roce.GIDFromAddr(src) || req.Primary.RemotePortGID != roce.GIDFromAddr(dst):
-				t.Errorf("frame %d: primary path GIDs %v → %v", f.Index+1, req.Primary.LocalPortGID, req.Primary.RemotePortGID)
+				t.Errorf("frame %d: primary path GIDs %v → %v", f.Index, req.Primary.LocalPortGID, req.Primary.RemotePortGID)
 			case req.Primary.FlowLabel != cm.RoCEFlowLabel(ipcm.SourcePort, port):
-				t.Errorf("frame %d: Primary Flow Label 0x%05x, want 0x%05x", f.Index+1, req.Primary.FlowLabel, cm.RoCEFlowLabel(ipcm.SourcePort, port))
+				t.Errorf("frame %d: Primary Flow Label 0x%05x, want 0x%05x", f.Index, req.Primary.FlowLabel, cm.RoCEFlowLabel(ipcm.SourcePort, port))
 			case req.PathMTU != roce.MTU1024 || req.TransportServiceType != cm.TransportRC:
-				t.Errorf("frame %d: MTU %v, transport %v", f.Index+1, req.PathMTU, req.TransportServiceType)
+				t.Errorf("frame %d: MTU %v, transport %v", f.Index, req.PathMTU, req.TransportServiceType)
 			}
 			// The REP and RTU of this connection follow, in the same transaction.
 			rep, rtu := findReply[*cm.REP](frames[i+1:], f.Hdr.TransactionID), findReply[*cm.RTU](frames[i+1:], f.Hdr.TransactionID)
 			if rep == nil || rtu == nil {
-				t.Fatalf("frame %d: no REP or RTU with transaction ID 0x%x", f.Index+1, f.Hdr.TransactionID)
+				t.Fatalf("frame %d: no REP or RTU with transaction ID 0x%x", f.Index, f.Hdr.TransactionID)
 			}
 			if rep.RemoteCommID != req.LocalCommID || rtu.LocalCommID != req.LocalCommID || rtu.RemoteCommID != rep.LocalCommID {
-				t.Errorf("frame %d: comm IDs REQ %x, REP %x/%x, RTU %x/%x", f.Index+1, req.LocalCommID,
+				t.Errorf("frame %d: comm IDs REQ %x, REP %x/%x, RTU %x/%x", f.Index, req.LocalCommID,
 					rep.LocalCommID, rep.RemoteCommID, rtu.LocalCommID, rtu.RemoteCommID)
 			}
 			// The first RC request each way to this connection's QPs. (perftest runs
@@ -146,14 +146,14 @@ func TestCaptureConnections(t *testing.T) {
 				from     netip.Addr
 				qpn, psn uint32
 			}{{src, rep.LocalQPN, rep.StartingPSN}, {dst, req.LocalQPN, req.StartingPSN}} {
-				for _, g := range all[f.Index+1:] {
+				for _, g := range all {
 					p := &g.Pkt
-					if p.SrcAddr() != dir.from || p.BTH.DestQP != dir.qpn || !p.BTH.Opcode.Is(roce.ClassRequest) {
+					if g.Index <= f.Index || p.SrcAddr() != dir.from || p.BTH.DestQP != dir.qpn || !p.BTH.Opcode.Is(roce.ClassRequest) {
 						continue
 					}
 					if p.BTH.PSN != dir.psn {
 						t.Errorf("frame %d: first request from %v to QP 0x%x has PSN 0x%x, want 0x%x",
-							g.Index+1, dir.from, dir.qpn, p.BTH.PSN, dir.psn)
+							g.Index, dir.from, dir.qpn, p.BTH.PSN, dir.psn)
 					}
 					used++
 					break
