@@ -7,11 +7,16 @@ import (
 	"github.com/xroce/xroce/roce/cm"
 )
 
-// samplePath is a path with every field distinct from zero.
+// samplePath is a path with every field distinct from zero, between IPv4 GIDs
+// (n even) or IPv6 ones (n odd).
 func samplePath(n byte) cm.Path {
-	return cm.Path{LocalPortLID: 0xFFFF, RemotePortLID: 0xFFFE, LocalPortGID: gid("10.77.0.12"),
-		RemotePortGID: gid("fd00:77::" + string('a'+rune(n))), FlowLabel: 0x2acef + uint32(n), PacketRate: 0x2a,
+	p := cm.Path{LocalPortLID: 0xFFFF, RemotePortLID: 0xFFFE, LocalPortGID: gid("10.77.0.12"),
+		RemotePortGID: gid("10.77.0.11"), FlowLabel: 0x2acef + uint32(n), PacketRate: 0x2a,
 		TrafficClass: 0x6a, HopLimit: 64, SL: 5, SubnetLocal: true, LocalACKTimeout: 0x13}
+	if n%2 == 1 {
+		p.LocalPortGID, p.RemotePortGID = gid("fd00:77::c"), gid("fd00:77::b")
+	}
+	return p
 }
 
 func pattern[A ~[72]byte | ~[92]byte | ~[136]byte | ~[148]byte | ~[168]byte | ~[196]byte | ~[216]byte | ~[220]byte | ~[222]byte | ~[224]byte](seed byte) A {
@@ -30,12 +35,17 @@ func samples() []cm.Message {
 		TransportServiceType: cm.TransportUC, EndToEndFlowControl: true, StartingPSN: 0x778393,
 		LocalCMResponseTimeout: 20, RetryCount: 7, PKey: 0xffff, PathMTU: roce.MTU1024, RDCExists: true,
 		RNRRetryCount: 6, MaxCMRetries: 15, SRQ: true, ExtendedTransportType: 1,
-		Primary: samplePath(0), Alternate: samplePath(1), SAPSupported: true}
+		Primary: samplePath(0), Alternate: samplePath(2), SAPSupported: true}
 	ip := cm.NewIPCMHeader(netip.MustParseAddrPort("10.77.0.12:38884"), netip.MustParseAddr("10.77.0.11"))
 	ip.Put(req.PrivateData[:])
 	copy(req.PrivateData[cm.IPCMHeaderLen:], "consumer data")
+	// The same over IPv6: the primary path's GIDs and the IP CM header.
+	req6 := *req
+	req6.Primary, req6.Alternate = samplePath(1), samplePath(3)
+	ip = cm.NewIPCMHeader(netip.MustParseAddrPort("[fd00:77::c]:38884"), netip.MustParseAddr("fd00:77::b"))
+	ip.Put(req6.PrivateData[:])
 	return []cm.Message{
-		req,
+		req, &req6,
 		&cm.MRA{LocalCommID: 1, RemoteCommID: 2, MessageMRAed: cm.RefREP, ServiceTimeout: 23, PrivateData: pattern[[cm.MRAPrivateDataLen]byte](1)},
 		&cm.REJ{LocalCommID: 3, RemoteCommID: 0xb096cb43, MessageRejected: cm.RefREQ, RejectedInfoLength: 1,
 			Reason: cm.RejInvalidPathMTU, ARI: [cm.ARILen]byte{0: byte(roce.MTU1024) << 4}, PrivateData: pattern[[cm.REJPrivateDataLen]byte](2)},
@@ -46,7 +56,7 @@ func samples() []cm.Message {
 		&cm.RTU{LocalCommID: 0xb096cb43, RemoteCommID: 0xece6495e, PrivateData: pattern[[cm.RTUPrivateDataLen]byte](4)},
 		&cm.DREQ{LocalCommID: 5, RemoteCommID: 6, RemoteQPNEECN: 0x1d, PrivateData: pattern[[cm.DREQPrivateDataLen]byte](5)},
 		&cm.DREP{LocalCommID: 6, RemoteCommID: 5, PrivateData: pattern[[cm.DREPPrivateDataLen]byte](6)},
-		&cm.LAP{LocalCommID: 7, RemoteCommID: 8, RemoteQPNEECN: 0x1f, RemoteCMResponseTimeout: 18, Alternate: samplePath(2),
+		&cm.LAP{LocalCommID: 7, RemoteCommID: 8, RemoteQPNEECN: 0x1f, RemoteCMResponseTimeout: 18, Alternate: samplePath(5),
 			PrivateData: pattern[[cm.LAPPrivateDataLen]byte](7)},
 		&cm.APR{LocalCommID: 8, RemoteCommID: 7, AdditionalInfoLength: 3, APStatus: cm.APInvalidGID,
 			AdditionalInfo: [cm.APRInfoLen]byte{1, 2, 3}, PrivateData: pattern[[cm.APRPrivateDataLen]byte](8)},
