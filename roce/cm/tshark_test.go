@@ -25,7 +25,9 @@ type tsField struct {
 	want  func(h cm.Header, m cm.Message) string
 }
 
-func num[T ~uint8 | ~uint16 | ~uint32 | ~uint64](v T) string { return strconv.FormatUint(uint64(v), 10) }
+func num[T ~uint8 | ~uint16 | ~uint32 | ~uint64](v T) string {
+	return strconv.FormatUint(uint64(v), 10)
+}
 
 func b2n(v bool) string {
 	if v {
