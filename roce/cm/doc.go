@@ -1,7 +1,7 @@
 // Package cm is the wire format of the InfiniBand Communication Manager as RoCEv2
 // carries it: the common MAD header (IBTA Vol 1 §13.4.2), the CM messages of
-// chapter 12 (§12.6: REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP, APR; §12.11: SIDR_REQ
-// and SIDR_REP) and the private-data header of the RDMA IP CM Service (Annex A11,
+// chapter 12 (§12.6: REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP, APR; and the Service
+// ID Resolution messages SIDR_REQ and SIDR_REP) and the private-data header of the RDMA IP CM Service (Annex A11,
 // Linux's struct cma_hdr), in a UD SEND_ONLY to QP1 (the GSI) with DETH Q_Key
 // 0x80010000, built and read with package roce's BTH, DETH and frame code.
 //

@@ -3,8 +3,8 @@ package cm
 import "github.com/xroce/xroce/roce"
 
 // The General Services Interface on RoCEv2: CM MADs travel as UD SEND_ONLY between
-// the QP1s of two ports, with the well-known Q_Key (IBTA Vol 1 §13.5 GSI; §9.6.1.2
-// Q_Key; Annex A17).
+// the QP1s of two ports, with the well-known Q_Key (IBTA Vol 1 ch. 13, the General
+// Services Interface; Annex A17).
 const (
 	GSIQPN  = 1          // QP1
 	GSIQKey = 0x80010000 // IB_QP1_QKEY: bit 31 set, a controlled Q_Key

@@ -20,10 +20,10 @@ const (
 )
 
 // Method is the common header's Method byte: bit 7 is R (response), bits 6-0 the
-// method (§13.4.5). CM messages travel as Send; ClassPortInfo as Get/GetResp.
+// method (§13.4, the common methods). CM messages travel as Send; ClassPortInfo as Get/GetResp.
 type Method uint8
 
-// Methods of the CM class (§12.6, §13.4.5).
+// Methods of the CM class (§12.6, §13.4).
 const (
 	MethodGet     Method = 0x01
 	MethodSet     Method = 0x02

@@ -9,7 +9,7 @@ const (
 	SIDRREPPrivateDataLen = 136
 )
 
-// SIDRREQ is the Service ID Resolution Request (IBTA Vol 1 §12.11, Table 119
+// SIDRREQ is the Service ID Resolution Request (IBTA Vol 1 ch. 12, Table 119
 // "SIDR_REQ Message Contents"), Attribute ID 0x0017: a UD client asks which QP and
 // Q_Key serve a Service ID (rdma_cm's UDP port space, RDMA_PS_UDP).
 type SIDRREQ struct {
@@ -66,7 +66,7 @@ func (s SIDRStatus) String() string {
 	return fmt.Sprintf("SIDRStatus(%d)", uint8(s))
 }
 
-// SIDRREP is the Service ID Resolution Response (IBTA Vol 1 §12.11, Table 120
+// SIDRREP is the Service ID Resolution Response (IBTA Vol 1 ch. 12, Table 120
 // "SIDR_REP Message Contents"), Attribute ID 0x0018.
 type SIDRREP struct {
 	RequestID            uint32                      // 0[0], 32 bits
