@@ -60,8 +60,7 @@ func (m *Manager) expire(now time.Time, c *Conn) {
 }
 
 // giveUp ends a connection whose REQ, REP or DREQ went unanswered. The REJ
-// carries the spec's Timeout reason with this side's CA GUID as its ARI (what
-// Linux sends when the consumer then destroys the ID).
+// carries the spec's Timeout reason with this side's CA GUID as its ARI.
 func (m *Manager) giveUp(now time.Time, c *Conn) {
 	var which cm.MessageRef
 	switch c.state {
