@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xroce/xroce/ibcm"
+	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/roce/cm"
 )

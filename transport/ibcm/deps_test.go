@@ -17,7 +17,7 @@ func TestImports(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	want := "github.com/xroce/xroce/roce github.com/xroce/xroce/roce/cm github.com/xroce/xroce/ibcm"
+	want := "github.com/xroce/xroce/roce github.com/xroce/xroce/roce/cm github.com/xroce/xroce/transport/ibcm"
 	if got := strings.Join(strings.Fields(string(out)), " "); got != want {
 		t.Errorf("ibcm depends on %q, want %q", got, want)
 	}

@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/xroce/xroce/ibcm"
+	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
 )
 

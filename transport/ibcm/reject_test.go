@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/xroce/xroce/ibcm"
+	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
 )
 

@@ -3,7 +3,7 @@ package ibcm_test
 import (
 	"testing"
 
-	"github.com/xroce/xroce/ibcm"
+	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
 	"github.com/xroce/xroce/test/captures"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xroce/xroce/ibcm"
+	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
 )
 
