@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/roce/cm"
 	"github.com/xroce/xroce/test/captures"
+	"github.com/xroce/xroce/transport/ibcm"
 )
 
 // hiTID is the upper half of every transaction ID in both recordings: the two

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
+	"github.com/xroce/xroce/transport/ibcm"
 )
 
 // TestConnect: REQ, REP, RTU in one transaction (the REQ's), each side's IDs in

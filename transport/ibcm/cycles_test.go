@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
+	"github.com/xroce/xroce/transport/ibcm"
 )
 
 // TestCycles: 1,000 connect/disconnect cycles (alternating who disconnects) leave

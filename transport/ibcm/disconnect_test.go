@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
+	"github.com/xroce/xroce/transport/ibcm"
 )
 
 // disconnect runs a DREQ from one side, the DREP from the other, and both

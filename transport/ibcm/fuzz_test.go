@@ -3,9 +3,9 @@ package ibcm_test
 import (
 	"testing"
 
-	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
 	"github.com/xroce/xroce/test/captures"
+	"github.com/xroce/xroce/transport/ibcm"
 )
 
 // FuzzReceive: whatever MADs arrive, a Manager with connections in several states

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/roce/cm"
+	"github.com/xroce/xroce/transport/ibcm"
 )
 
 // The tests run two Managers, A (active, 10.0.0.1) and B (passive, 10.0.0.2),

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/xroce/xroce/transport/ibcm"
 	"github.com/xroce/xroce/roce/cm"
+	"github.com/xroce/xroce/transport/ibcm"
 )
 
 // TestUnknownService: a REQ for a Service ID nobody listens on gets a REJ with
