@@ -58,7 +58,9 @@ func (r *asyncRouter) run(ctx context.Context, dev *transport.Device) {
 func (r *asyncRouter) setQP(qpn uint32, d *asyncDest) { setDest(&r.mu, r.qps, qpn, d) }
 
 // setCQ routes the events of cq to d (nil: nowhere).
-func (r *asyncRouter) setCQ(cq *transport.CompletionQueue, d *asyncDest) { setDest(&r.mu, r.cqs, cq, d) }
+func (r *asyncRouter) setCQ(cq *transport.CompletionQueue, d *asyncDest) {
+	setDest(&r.mu, r.cqs, cq, d)
+}
 
 func setDest[K comparable](mu *sync.Mutex, m map[K]asyncDest, k K, d *asyncDest) {
 	mu.Lock()
