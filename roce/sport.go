@@ -35,3 +35,13 @@ func UDPSourcePort(fl, lqpn, rqpn uint32) uint16 {
 	}
 	return FlowLabelToUDPSport(fl)
 }
+
+// UDSourcePort returns the UDP source port rdma_rxe sends a UD QP's packets from: a
+// fixed port per QP, 0xC000 plus the top 14 bits of the QPN times the 32-bit golden
+// ratio (hash_32 in include/linux/hash.h; rxe_qp.c rxe_qp_init_req). A UD QP has no
+// peer QPN to derive a flow label from, and the address handle of each work request
+// does not change it. QP1 sends from 55410 (0xD872), as in the rdma_cm captures.
+func UDSourcePort(qpn uint32) uint16 {
+	const goldenRatio32 = 0x61C88647
+	return uint16(UDPSportMin + (qpn*goldenRatio32)>>(32-14))
+}

@@ -99,3 +99,36 @@ func absDur(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// TestUDSourcePort checks the UD source port against every UD frame of the rdma_cm
+// capture (both rdma_rxe hosts send their CM MADs from QP1, on port 55410), and
+// values worked out by hand from hash_32: 17 × 0x61C88647 = 0x67D52EBB7, whose low 32
+// bits 0x7D52EBB7 have 0x1F54 as their top 14 bits; 0xFFFFFF × 0x61C88647 mod 2^32 =
+// 0x9E3779B9 (−0x61C88647), top 14 bits 0x278D.
+func TestUDSourcePort(t *testing.T) {
+	for _, c := range []struct {
+		qpn  uint32
+		want uint16
+	}{{1, 55410}, {0, 0xC000}, {17, 0xC000 | 0x1F94}, {0xFFFFFF, 0xC000 | 0x394D}} {
+		if got := roce.UDSourcePort(c.qpn); got != c.want {
+			t.Errorf("UDSourcePort(%d) = %d, want %d", c.qpn, got, c.want)
+		}
+	}
+	captures.Run(t, func(t *testing.T, s captures.Source) {
+		n := 0
+		for _, f := range rocetest.ReadRoCE(t, []string{s.Path(t, "ib_write_bw_rdmacm.pcap")}) {
+			p := &f.Pkt
+			if p.BTH.Opcode.Service() != roce.ServiceUD {
+				continue
+			}
+			if want := roce.UDSourcePort(p.DETH.SrcQP); p.UDP.SrcPort != want {
+				t.Errorf("frame %d: UD sport %d, want %d for source QP %d", f.Index, p.UDP.SrcPort, want, p.DETH.SrcQP)
+			}
+			n++
+		}
+		if n == 0 {
+			t.Fatal("no UD frames in the capture")
+		}
+		t.Logf("%d UD frames", n)
+	})
+}

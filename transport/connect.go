@@ -48,11 +48,18 @@ func DefaultTimers() Timers {
 	return Timers{Timeout: DefaultTimeout, RetryCnt: DefaultRetryCnt, RNRRetry: DefaultRNRRetry, MinRNRTimer: DefaultMinRNRTimer}
 }
 
-// ConnectParams are the attributes that bring an RC QP from RESET to RTS towards
-// one peer QP: the local access flags, and what the out-of-band exchange (perftest's
-// or ibv_rc_pingpong's TCP messages, or RDMA CM) tells about the peer. Each field is
-// used by one step of BringUp, as named.
+// ConnectParams are the attributes that bring a QP from RESET to RTS towards one
+// peer QP: the local access flags, and what the out-of-band exchange (perftest's or
+// ibv_rc_pingpong's TCP messages, or RDMA CM) tells about the peer. Each field is
+// used by one step of BringUp, as named; a UC QP uses only some of them, a UD QP
+// only QKey and SQPSN.
 type ConnectParams struct {
+	// Type is the QP's type: QPT_RC (also for 0), QPT_UC or QPT_UD. It decides which
+	// attributes each step sets.
+	Type QPType
+	// QKey is a UD QP's Q_Key (INIT: qkey).
+	QKey uint32
+
 	// Access is the remote operations this QP's responder allows (INIT:
 	// qp_access_flags): AccessRemoteWrite, AccessRemoteRead, AccessRemoteAtomic.
 	Access Access
@@ -86,13 +93,26 @@ type ConnectParams struct {
 
 // BringUp moves qp along RESET → INIT → RTR → RTS, from state from to state to,
 // with p's attributes and exactly the attribute masks each transition requires
-// (IBTA Vol 1 §11.2.4.2 Table 93 "QP State Transition Properties"; ibv_modify_qp(3)):
+// (IBTA Vol 1 §11.2.4.2 Table 93 "QP State Transition Properties"; ibv_modify_qp(3)).
+// For RC:
 //
 //	RESET → INIT  QP_STATE | QP_ACCESS_FLAGS
 //	INIT → RTR    QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN |
 //	              QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER
 //	RTR → RTS     QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY |
 //	              QP_MAX_QP_RD_ATOMIC
+//
+// For UC (as ibv_uc_pingpong does):
+//
+//	RESET → INIT  QP_STATE | QP_ACCESS_FLAGS
+//	INIT → RTR    QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN
+//	RTR → RTS     QP_STATE | QP_SQ_PSN
+//
+// For UD (as ibv_ud_pingpong does, without its P_Key index and port):
+//
+//	RESET → INIT  QP_STATE | QP_QKEY
+//	INIT → RTR    QP_STATE
+//	RTR → RTS     QP_STATE | QP_SQ_PSN
 //
 // from is the QP's state now (QPS_RESET, QPS_INIT or QPS_RTR) and to the state to
 // leave it in (QPS_INIT, QPS_RTR or QPS_RTS), later than from. A tool that posts
@@ -114,18 +134,13 @@ func BringUp(qp QPModifier, from, to QPState, p ConnectParams) error {
 	for s := from + 1; s <= to; s++ {
 		var attr QPAttr
 		var mask QPAttrMask
-		switch s {
-		case QPS_INIT:
-			attr = QPAttr{AccessFlags: p.Access}
-			mask = QP_ACCESS_FLAGS
-		case QPS_RTR:
-			attr = QPAttr{AH: p.AH, PathMTU: p.PathMTU, DestQPN: p.DestQPN, RQPSN: p.RQPSN,
-				MaxDestRdAtomic: p.MaxDestRdAtomic, MinRNRTimer: t.MinRNRTimer}
-			mask = QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER
-		case QPS_RTS:
-			attr = QPAttr{SQPSN: p.SQPSN, MaxRdAtomic: p.MaxRdAtomic, Timeout: t.Timeout, RetryCnt: t.RetryCnt,
-				RNRRetry: t.RNRRetry}
-			mask = QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC
+		switch p.Type {
+		case QPT_UD:
+			attr, mask = udBringUpStep(s, &p)
+		case QPT_UC:
+			attr, mask = ucBringUpStep(s, &p)
+		default:
+			attr, mask = rcBringUpStep(s, &p, &t)
 		}
 		attr.State = s
 		if err := qp.Modify(attr, QP_STATE|mask); err != nil {
@@ -133,6 +148,44 @@ func BringUp(qp QPModifier, from, to QPState, p ConnectParams) error {
 		}
 	}
 	return nil
+}
+
+// rcBringUpStep returns the attributes and mask of an RC QP's step to state s.
+func rcBringUpStep(s QPState, p *ConnectParams, t *Timers) (QPAttr, QPAttrMask) {
+	switch s {
+	case QPS_INIT:
+		return QPAttr{AccessFlags: p.Access}, QP_ACCESS_FLAGS
+	case QPS_RTR:
+		return QPAttr{AH: p.AH, PathMTU: p.PathMTU, DestQPN: p.DestQPN, RQPSN: p.RQPSN,
+				MaxDestRdAtomic: p.MaxDestRdAtomic, MinRNRTimer: t.MinRNRTimer},
+			QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER
+	}
+	return QPAttr{SQPSN: p.SQPSN, MaxRdAtomic: p.MaxRdAtomic, Timeout: t.Timeout, RetryCnt: t.RetryCnt,
+			RNRRetry: t.RNRRetry},
+		QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC
+}
+
+// ucBringUpStep returns the attributes and mask of a UC QP's step to state s.
+func ucBringUpStep(s QPState, p *ConnectParams) (QPAttr, QPAttrMask) {
+	switch s {
+	case QPS_INIT:
+		return QPAttr{AccessFlags: p.Access}, QP_ACCESS_FLAGS
+	case QPS_RTR:
+		return QPAttr{AH: p.AH, PathMTU: p.PathMTU, DestQPN: p.DestQPN, RQPSN: p.RQPSN},
+			QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN
+	}
+	return QPAttr{SQPSN: p.SQPSN}, QP_SQ_PSN
+}
+
+// udBringUpStep returns the attributes and mask of a UD QP's step to state s.
+func udBringUpStep(s QPState, p *ConnectParams) (QPAttr, QPAttrMask) {
+	switch s {
+	case QPS_INIT:
+		return QPAttr{QKey: p.QKey}, QP_QKEY
+	case QPS_RTR:
+		return QPAttr{}, 0
+	}
+	return QPAttr{SQPSN: p.SQPSN}, QP_SQ_PSN
 }
 
 // shortState is a state's name without verbs' prefix: "RTR".

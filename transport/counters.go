@@ -33,6 +33,11 @@ const (
 	CntGhostAck                   // ghost_ack: responses for PSNs never sent, ignored
 	CntStaleAck                   // stale_ack: ACKs and responses for PSNs already completed, ignored
 	CntImpliedNak                 // implied_nak: READ/atomic response gaps that made the requester retry
+	CntQKeyViolation              // qkey_viol_cntr: UD packets dropped for a Q_Key not the QP's (ibv_port_attr's name)
+	CntRcvdOversize               // rcvd_oversize: UD and UC packets dropped for a payload longer than the path MTU
+	CntOutOfBuffer                // out_of_buffer: UD and UC messages dropped for want of a receive WR (mlx5's name)
+	CntRespLocalLenErr            // resp_local_length_error: UD and UC receive WRs too small, completed IBV_WC_LOC_LEN_ERR (mlx5's name)
+	CntRcvdMsgDropped             // rcvd_msg_dropped: UC packets dropped with the rest of their message (after a gap, an opcode out of sequence, a bad length, a refused WRITE)
 	numCounters
 )
 
@@ -42,7 +47,7 @@ var CounterNames = [numCounters]string{
 	"rcvd_seq_err", "ack_deferred", "retry_exceeded_err", "retry_rnr_exceeded_err", "completer_retry_err",
 	"send_err", "link_downed", "rdma_sends", "rdma_recvs", "local_ack_timeout_err", "link_busy",
 	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "ghost_ack", "stale_ack",
-	"implied_nak",
+	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
 }
 
 // Counters is a set of event counters, read safely from any goroutine. A device's

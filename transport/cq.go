@@ -94,6 +94,8 @@ type WorkCompletion struct {
 	ImmData uint32 // immediate data, valid when HasImm
 	HasImm  bool   // IBV_WC_WITH_IMM
 	QPN     uint32 // the local QP
+	SrcQP   uint32 // UD receive completions: the sender's QPN (src_qp)
+	GRH     bool   // IBV_WC_GRH: UD receive completions; the first 40 bytes received are the GRH area
 }
 
 // CompletionQueue collects work completions. Poll and Wait may be called from any

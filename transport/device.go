@@ -266,12 +266,16 @@ func (d *Device) input(f []byte) {
 		return
 	}
 	qp := d.qps[p.BTH.DestQP]
-	if qp == nil || qp.state < QPS_RTR || qp.state == QPS_ERR || qp.fatal || p.BTH.Opcode.Service() != roce.ServiceRC ||
-		p.SrcAddr() != qp.peer || p.BTH.PKey&0x7FFF != 0x7FFF {
+	if qp == nil || qp.state < QPS_RTR || qp.state == QPS_ERR || qp.fatal || p.BTH.Opcode.Service() != qp.svc ||
+		(qp.svc != roce.ServiceUD && p.SrcAddr() != qp.peer) || p.BTH.PKey&0x7FFF != 0x7FFF {
 		d.counters.inc(CntRcvdUnknownQP)
 		return
 	}
 	qp.count(CntRcvdPkts)
+	if qp.svc != roce.ServiceRC { // UC and UD answer nothing: no need to visit the QP
+		qp.unreliableRequest(p)
+		return
+	}
 	d.schedule(qp) // an answer may open the send window; a request may need a READ response
 	if p.BTH.Opcode.Is(roce.ClassResponse) {
 		if qp.state >= QPS_RTS {

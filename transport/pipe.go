@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,9 @@ type Faults struct {
 	Reorder   float64 // frame swapped with the one queued before it
 	Corrupt   float64 // one byte after the Ethernet header flipped (ICRC then fails)
 	TxRefuse  float64 // Send stops accepting at this frame, as a full TX ring does
+	// Drop lists frames to lose by their number among the frames sent towards this
+	// end, counted from 1 (PipeStats.Sent after the frame): a loss at an exact place.
+	Drop []uint64
 }
 
 // PipeStats counts what a direction of a Pipe did.
@@ -117,7 +121,7 @@ func (e *PipeEnd) Send(frames [][]byte) (int, error) {
 			d.stats.Cut++
 			continue
 		}
-		if f.Loss > 0 && d.rng.Float64() < f.Loss {
+		if (f.Loss > 0 && d.rng.Float64() < f.Loss) || slices.Contains(f.Drop, d.stats.Sent) {
 			d.stats.Lost++
 			continue
 		}

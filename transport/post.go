@@ -1,5 +1,7 @@
 package transport
 
+import "github.com/xroce/xroce/roce"
+
 // Posting hands work requests to the engine without waiting for it: PostSend and
 // PostRecv check and resolve a request, append it to the QP's pending list under the
 // QP's own post lock, put the QP on the device's posted list and wake the loop. The
@@ -55,6 +57,11 @@ func (qp *QueuePair) postSend(wr *SendWR) error {
 	}
 	if wr.Opcode.isAtomic() && total != 8 {
 		return ErrBadWR
+	}
+	if qp.svc != roce.ServiceRC {
+		if err := qp.checkUnreliable(wr, total); err != nil {
+			return err
+		}
 	}
 	inline := wr.Flags&SendInline != 0 && (wr.Opcode == WR_SEND || wr.Opcode == WR_SEND_WITH_IMM ||
 		wr.Opcode == WR_RDMA_WRITE || wr.Opcode == WR_RDMA_WRITE_WITH_IMM)

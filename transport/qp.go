@@ -51,6 +51,10 @@ type QPAttr struct {
 	RNRRetry        uint8  // retries after RNR NAK; 7 = infinite
 	AH              AddressHandle
 	AccessFlags     Access // remote operations the responder allows (qp_access_flags)
+	// QKey is a UD QP's Q_Key (qkey): a UD packet is accepted only with this Q_Key in
+	// its DETH, and a send work request whose RemoteQKey has the high bit set sends
+	// it instead (IBTA Vol 1 §10.2.4.1 "controlled Q_Keys").
+	QKey uint32
 }
 
 // QPAttrMask selects the attributes Modify changes (enum ibv_qp_attr_mask).
@@ -62,6 +66,7 @@ const (
 	QP_ACCESS_FLAGS       QPAttrMask = 1 << 3
 	QP_PKEY_INDEX         QPAttrMask = 1 << 4
 	QP_PORT               QPAttrMask = 1 << 5
+	QP_QKEY               QPAttrMask = 1 << 6
 	QP_AV                 QPAttrMask = 1 << 7
 	QP_PATH_MTU           QPAttrMask = 1 << 8
 	QP_TIMEOUT            QPAttrMask = 1 << 9
@@ -80,7 +85,7 @@ var qpAttrMaskNames = [...]struct {
 	name string
 }{
 	{QP_STATE, "IBV_QP_STATE"}, {QP_ACCESS_FLAGS, "IBV_QP_ACCESS_FLAGS"}, {QP_PKEY_INDEX, "IBV_QP_PKEY_INDEX"},
-	{QP_PORT, "IBV_QP_PORT"}, {QP_AV, "IBV_QP_AV"}, {QP_PATH_MTU, "IBV_QP_PATH_MTU"}, {QP_TIMEOUT, "IBV_QP_TIMEOUT"},
+	{QP_PORT, "IBV_QP_PORT"}, {QP_QKEY, "IBV_QP_QKEY"}, {QP_AV, "IBV_QP_AV"}, {QP_PATH_MTU, "IBV_QP_PATH_MTU"}, {QP_TIMEOUT, "IBV_QP_TIMEOUT"},
 	{QP_RETRY_CNT, "IBV_QP_RETRY_CNT"}, {QP_RNR_RETRY, "IBV_QP_RNR_RETRY"}, {QP_RQ_PSN, "IBV_QP_RQ_PSN"},
 	{QP_MAX_QP_RD_ATOMIC, "IBV_QP_MAX_QP_RD_ATOMIC"}, {QP_MIN_RNR_TIMER, "IBV_QP_MIN_RNR_TIMER"},
 	{QP_SQ_PSN, "IBV_QP_SQ_PSN"}, {QP_MAX_DEST_RD_ATOMIC, "IBV_QP_MAX_DEST_RD_ATOMIC"}, {QP_DEST_QPN, "IBV_QP_DEST_QPN"},
@@ -118,13 +123,16 @@ type QPCap struct {
 	MaxInlineData          int
 }
 
-// QPInitAttr creates a QP (struct ibv_qp_init_attr, RC only).
+// QPInitAttr creates a QP (struct ibv_qp_init_attr).
 type QPInitAttr struct {
+	// Type is the transport service: QPT_RC (the default, also for 0), QPT_UC or
+	// QPT_UD (unreliable.go).
+	Type           QPType
 	SendCQ, RecvCQ *CompletionQueue
 	Cap            QPCap
 	SigAll         bool // every send WR generates a completion
 	// QPN, when non-zero, is the QP number to use instead of the next free one; for
-	// replaying captured traffic.
+	// replaying captured traffic. QPN 1 (the GSI QP) may be given to a UD QP.
 	QPN uint32
 }
 
@@ -147,11 +155,17 @@ var (
 	ErrBadWR      = errors.New("transport: malformed work request")
 )
 
-// CreateQP creates an RC queue pair in RESET. QPNs start at 17 as rdma_rxe's do.
+// CreateQP creates a queue pair of attr.Type (RC by default) in RESET. QPNs start at
+// 17 as rdma_rxe's do.
 func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, fmt.Errorf("transport: CreateQP needs a send and a receive CQ")
 	}
+	svc, err := attr.Type.normalize()
+	if err != nil {
+		return nil, err
+	}
+	attr.Type = svc
 	c := &attr.Cap
 	if c.MaxSendWR <= 0 {
 		c.MaxSendWR = 256
@@ -178,10 +192,11 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 		}
 		qpn = d.nextQPN
 		d.nextQPN++
-	} else if d.qps[qpn] != nil || qpn < 2 {
+	} else if d.qps[qpn] != nil || qpn == 0 || (qpn == 1 && attr.Type != QPT_UD) {
 		return nil, fmt.Errorf("transport: QPN 0x%x is in use or reserved", qpn)
 	}
 	qp := &QueuePair{dev: d, pd: pd, init: attr, qpn: qpn}
+	qp.initService()
 	qp.counters = newCounters()
 	d.qps[qp.qpn] = qp
 	return qp, nil
@@ -254,7 +269,7 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		qp.toError()
 		return nil
 	}
-	tr, ok := transitions[[2]QPState{from, to}]
+	tr, ok := qp.transitions()[[2]QPState{from, to}]
 	if !ok {
 		return fmt.Errorf("transport: QP 0x%x: cannot move from %v to %v: %w", qp.qpn, from, to, ErrQPState)
 	}
@@ -327,7 +342,13 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		}
 		a.RNRRetry = attr.RNRRetry
 	}
-	if to == QPS_RTR && from == QPS_INIT {
+	if mask&QP_QKEY != 0 {
+		a.QKey = attr.QKey
+	}
+	if to == QPS_RTR && from == QPS_INIT && qp.init.Type == QPT_UD {
+		qp.pmtu = qp.udMTU // no path: every UD message is one packet of at most the port's MTU
+		qp.resp.init(a.RQPSN)
+	} else if to == QPS_RTR && from == QPS_INIT {
 		if pathErr != nil {
 			return pathErr
 		}
@@ -355,46 +376,58 @@ type qpPath struct {
 // resolvePath resolves a's address handle: the SGID entry and the neighbour of the
 // DGID. It takes no engine lock; the neighbour lookup may wait.
 func (qp *QueuePair) resolvePath(a *QPAttr) (qpPath, error) {
-	d := qp.dev
-	sgid, err := d.gids.Entry(a.AH.SGIDIndex)
+	return qp.dev.resolveAH(&a.AH, fmt.Sprintf("QP 0x%x", qp.qpn))
+}
+
+// resolveAH resolves an address handle: its SGID entry and the neighbour of its DGID.
+// who names the object in errors. It takes no engine lock; the neighbour lookup may
+// wait.
+func (d *Device) resolveAH(ah *AddressHandle, who string) (qpPath, error) {
+	sgid, err := d.gids.Entry(ah.SGIDIndex)
 	if err != nil {
-		return qpPath{}, fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
+		return qpPath{}, fmt.Errorf("transport: %s: %w", who, err)
 	}
-	src, dst := sgid.GID.Addr(), a.AH.DGID.Addr()
+	src, dst := sgid.GID.Addr(), ah.DGID.Addr()
 	if src.Is4() != dst.Is4() {
-		return qpPath{}, fmt.Errorf("transport: QP 0x%x: SGID index %d is %s but the DGID %s is %s; pick a GID index of the same kind as the peer's (IPv4-mapped for an IPv4 peer)",
-			qp.qpn, a.AH.SGIDIndex, gidKind(src), a.AH.DGID, gidKind(dst))
+		return qpPath{}, fmt.Errorf("transport: %s: SGID index %d is %s but the DGID %s is %s; pick a GID index of the same kind as the peer's (IPv4-mapped for an IPv4 peer)",
+			who, ah.SGIDIndex, gidKind(src), ah.DGID, gidKind(dst))
 	}
 	mac, err := d.link.Resolve(dst)
 	if err != nil {
-		return qpPath{}, fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
+		return qpPath{}, fmt.Errorf("transport: %s: %w", who, err)
 	}
 	return qpPath{src: src, dst: dst, mac: mac}, nil
 }
 
 // setPath builds the QP's frame header template from its resolved path and a.
 func (qp *QueuePair) setPath(path *qpPath, a *QPAttr) {
-	d := qp.dev
+	t := &qp.tmpl
+	qp.dev.headerTemplate(t, path, &a.AH)
+	dst := path.dst
+	t.UDP = roce.UDP{SrcPort: roce.UDPSourcePort(a.AH.FlowLabel, qp.qpn, a.DestQPN), DstPort: roce.UDPPort}
+	t.BTH = roce.BTH{PKey: 0xFFFF, DestQP: a.DestQPN}
+	qp.peer = dst
+	qp.pmtu = a.PathMTU.Bytes()
+}
+
+// headerTemplate sets t to the Ethernet and IP headers of packets along path with
+// the GRH fields of ah; the rest of t is zero.
+func (d *Device) headerTemplate(t *roce.Packet, path *qpPath, ah *AddressHandle) {
 	src, dst, mac := path.src, path.dst, path.mac
-	hop := a.AH.HopLimit
+	hop := ah.HopLimit
 	if hop == 0 {
 		hop = 64
 	}
-	t := &qp.tmpl
 	*t = roce.Packet{}
 	t.Eth.Src = d.link.HardwareAddr()
 	t.Eth.Dst = mac
 	t.IsIPv6 = !src.Is4()
 	if t.IsIPv6 {
-		t.IPv6 = roce.IPv6{TrafficClass: a.AH.TrafficClass, FlowLabel: a.AH.FlowLabel & 0xFFFFF, HopLimit: hop,
+		t.IPv6 = roce.IPv6{TrafficClass: ah.TrafficClass, FlowLabel: ah.FlowLabel & 0xFFFFF, HopLimit: hop,
 			Src: src.As16(), Dst: dst.As16()}
 	} else {
-		t.IPv4 = roce.IPv4{TOS: a.AH.TrafficClass, FlagsFrag: 0x4000, TTL: hop, Src: src.As4(), Dst: dst.As4()}
+		t.IPv4 = roce.IPv4{TOS: ah.TrafficClass, FlagsFrag: 0x4000, TTL: hop, Src: src.As4(), Dst: dst.As4()}
 	}
-	t.UDP = roce.UDP{SrcPort: roce.UDPSourcePort(a.AH.FlowLabel, qp.qpn, a.DestQPN), DstPort: roce.UDPPort}
-	t.BTH = roce.BTH{PKey: 0xFFFF, DestQP: a.DestQPN}
-	qp.peer = dst
-	qp.pmtu = a.PathMTU.Bytes()
 }
 
 func gidKind(a netip.Addr) string {

@@ -25,6 +25,11 @@ type QueuePair struct {
 	peer netip.Addr
 	pmtu int
 
+	// transport service (unreliable.go), set at creation
+	svc     roce.Opcode // roce.ServiceRC, ServiceUC or ServiceUD: the opcodes it sends and accepts
+	udMTU   int         // UD: the largest message, the port's MTU in bytes
+	udSport uint16      // UD: the UDP source port of every packet
+
 	retryLeft, rnrRetryLeft uint8
 
 	sq       ring[*sendWQE] // the engine's send queue

@@ -49,6 +49,9 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 	if qp.state != QPS_RTS && qp.state != QPS_SQD {
 		return false
 	}
+	if qp.svc != roce.ServiceRC {
+		return r.stepUnreliable(qp, budget)
+	}
 	d := qp.dev
 	if !r.rnrUntil.IsZero() {
 		if d.now.Before(r.rnrUntil) {

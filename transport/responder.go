@@ -21,6 +21,7 @@ type responder struct {
 	inWrite bool   // inside a multi-packet WRITE
 	wbuf    []byte // the WRITE's target bytes
 	woff    int    // bytes written so far
+	dropMsg bool   // UC: dropping packets until the next FIRST or ONLY (unreliable.go)
 
 	ackPending bool
 	ackPSN     uint32

@@ -113,6 +113,13 @@ type SendWR struct {
 	// CompareAdd is the compare value of CMP_AND_SWP or the addend of FETCH_AND_ADD;
 	// Swap is CMP_AND_SWP's swap value.
 	CompareAdd, Swap uint64
+	// AH, RemoteQPN and RemoteQKey address a UD send (wr.ud of struct ibv_send_wr):
+	// the path to the destination (ProtectionDomain.CreateAH), its QP number and the
+	// Q_Key to put in the DETH; a RemoteQKey with the high bit set sends the QP's own
+	// Q_Key instead (QPAttr.QKey). Other QP types ignore them.
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
