@@ -33,6 +33,7 @@ func pingpong(args []string, w io.Writer) error {
 	iters := fs.IntP("iters", "n", 1000, "exchanges")
 	fs.IntP("sl", "l", 0, "service level (no meaning on RoCE; accepted)")
 	fs.BoolP("events", "e", false, "sleep on CQ events (accepted; xroce always can)")
+	connection := fs.String("connection", "RC", "RC, UC or UD: ibv_rc_pingpong, ibv_uc_pingpong or ibv_ud_pingpong (pingpong_unrel.go)")
 	addLinkFlags(fs, &lo)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -56,6 +57,13 @@ func pingpong(args []string, w io.Writer) error {
 		return fmt.Errorf("-s %d: at most %d (a send and a receive buffer of that size)", *size, transport.MaxMsgSize/2)
 	case fs.NArg() > 1:
 		return fmt.Errorf("one server address at most")
+	}
+	if typ, err := parseConnection(*connection); err != nil || typ != transport.QPT_RC {
+		if err != nil {
+			return err
+		}
+		return pingpongUnreliable(w, typ, ppArgs{lo: lo, port: *port, size: *size, rxDepth: *rxDepth, iters: *iters, mtu: pm,
+			server: fs.Arg(0)}, fs.Changed("size"))
 	}
 	client := fs.NArg() == 1
 	e, err := openEnv(lo)
