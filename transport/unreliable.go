@@ -12,7 +12,8 @@ import (
 // is built into a frame (the data has left the application's buffer; the link takes
 // the frame at the end of the same pass), and the responder drops what it cannot
 // accept, counted, without ever moving the QP to an error state because of what a
-// peer sent (CVE-2024-40992 was rdma_rxe doing so for an oversize UD packet).
+// peer sent (CVE-2024-40992 was rdma_rxe doing so for a UD packet larger than its
+// receive buffer).
 
 // QPType is a queue pair's transport service (enum ibv_qp_type, with its values).
 type QPType uint8

@@ -343,7 +343,7 @@ func TestUDDrops(t *testing.T) {
 	u.settle()
 	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 3, "out_of_buffer": 1, "qkey_viol_cntr": 2})
 	// A payload longer than the path MTU (1024 here), as only a broken or hostile
-	// peer sends: dropped, not an error (CVE-2024-40992).
+	// peer sends: dropped, not an error.
 	u.inject(a, u.tapB, roce.UD_SEND_ONLY, 5, func(p *roce.Packet) {
 		p.DETH = roce.DETH{QKey: testQKey, SrcQP: 0x77}
 		p.Payload = make([]byte, 1028)
