@@ -31,10 +31,10 @@ const udPingpongQKey = 0x11111111
 
 // ppArgs are pingpong's parsed flags.
 type ppArgs struct {
-	lo                          linkOptions
+	lo                         linkOptions
 	port, size, rxDepth, iters int
-	mtu                         roce.MTU
-	server                      string // empty: the server
+	mtu                        roce.MTU
+	server                     string // empty: the server
 }
 
 // parseConnection reads --connection: RC (the default), UC or UD, any case.

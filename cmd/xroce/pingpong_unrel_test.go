@@ -38,7 +38,7 @@ func TestPingpongUnreliable(t *testing.T) {
 				if v, _ := strconv.ParseFloat(m[1], 64); v <= 0 {
 					t.Errorf("%s: %s Mbit/sec", who, m[1])
 				}
-				if !regexp.MustCompile(`local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}` + sep + ` GID `).MatchString(out) ||
+				if !regexp.MustCompile(`local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}`+sep+` GID `).MatchString(out) ||
 					!strings.Contains(out, "remote address: LID 0x0000, QPN 0x") {
 					t.Errorf("%s: address lines:\n%s", who, out)
 				}
