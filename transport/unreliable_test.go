@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/captures"
 	"github.com/xroce/xroce/transport"
 )
 
@@ -639,4 +641,107 @@ func TestUCWriteGap(t *testing.T) {
 	checkBytes(t, "WRITE with immediate", b.buf[20000:22048], a.buf[4096:4096+2048])
 	checkState(t, b, transport.QPS_RTS)
 	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 5, "out_of_seq_request": 1, "rcvd_msg_dropped": 1, "rdma_recvs": 1})
+}
+
+// TestUDQP1AgainstRxeCM puts a UD QP with QPN 1 and Q_Key 0x80010000 (the GSI) on
+// the server's address of the rdma_cm capture. Every CM MAD the rdma_rxe client sent
+// to QP1 is fed to it and received with byte_len 40 + 256, src_qp 1, IBV_WC_GRH, the
+// frame's IPv4 header in the GRH area and the MAD after it. Every MAD the rdma_rxe
+// server sent is then posted on the same QP (Q_Key 0x80010000 by the high-bit rule)
+// and the frame the engine builds equals rxe's byte for byte once rxe's IPv4 ID is put
+// in it: the same UDP source port, PSNs from 0, AckReq, DETH.
+func TestUDQP1AgainstRxeCM(t *testing.T) {
+	captures.Run(t, func(t *testing.T, s captures.Source) {
+		frames, err := pcap.ReadFile(s.Path(t, "ib_write_bw_rdmacm.pcap"))
+		must(t, err)
+		var in, out []capFrame
+		for _, f := range frames {
+			var p roce.Packet
+			if p.Decode(f.Data) != nil || p.BTH.Opcode.Service() != roce.ServiceUD {
+				continue
+			}
+			if p.DstAddr() == rxeServer {
+				in = append(in, capFrame{f.Time, f.Data, p})
+			} else {
+				out = append(out, capFrame{f.Time, f.Data, p})
+			}
+		}
+		if len(in) == 0 || len(out) == 0 {
+			t.Fatalf("%d UD frames to the server, %d from it", len(in), len(out))
+		}
+		ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{rxeServer}},
+			transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{rxeClient}})
+		tap := &tapLink{PipeEnd: ea}
+		u := &upair{pair: &pair{t: t, clock: transport.NewFakeClock()}}
+		sv := u.newSideQPN(tap, 1)
+		must(t, transport.BringUp(sv.qp, transport.QPS_RESET, transport.QPS_RTS,
+			transport.ConnectParams{Type: transport.QPT_UD, QKey: 0x80010000}))
+		for i := range in {
+			recvAt(t, sv, uint64(i), i*296, 296)
+		}
+		for _, f := range in {
+			if k, err := eb.Send([][]byte{f.data}); k != 1 || err != nil {
+				t.Fatal(k, err)
+			}
+		}
+		settle(t, u.clock, sv.dev)
+		wcs := make([]transport.WorkCompletion, len(in)+1)
+		if n := sv.cq.Poll(wcs); n != len(in) {
+			t.Fatalf("%d completions for %d MADs: %+v; counters %v", n, len(in), wcs[:n], sv.qp.Counters())
+		}
+		for i, f := range in {
+			wc := wcs[i]
+			checkWC(t, wc, uint64(i), transport.WC_SUCCESS, transport.WC_RECV, 296)
+			if wc.SrcQP != 1 || wc.Flags() != transport.WC_GRH {
+				t.Errorf("MAD %d: src_qp %d flags %v", i, wc.SrcQP, wc.Flags())
+			}
+			got := sv.buf[i*296 : (i+1)*296]
+			checkBytes(t, "GRH area zeros", got[:20], make([]byte, 20))
+			checkBytes(t, "GRH area IPv4 header", got[20:40], f.data[f.pkt.L3Off:f.pkt.L4Off])
+			checkBytes(t, "MAD", got[40:], f.pkt.Payload)
+		}
+		ah, err := sv.pd.CreateAH(transport.AddressHandle{DGID: roce.GIDFromAddr(rxeClient), SGIDIndex: 1})
+		must(t, err)
+		for i, f := range out {
+			copy(sv.buf[60000:], f.pkt.Payload)
+			must(t, postSend(sv, transport.SendWR{WRID: uint64(i), Opcode: transport.WR_SEND, SGList: sge(sv, 60000, len(f.pkt.Payload)),
+				AH: ah, RemoteQPN: f.pkt.BTH.DestQP, RemoteQKey: f.pkt.DETH.QKey}))
+			settle(t, u.clock, sv.dev)
+			sent := tap.take()
+			if len(sent) != 1 {
+				t.Fatalf("MAD %d: %d frames", i, len(sent))
+			}
+			p := sent[0]
+			p.IPv4.ID = f.pkt.IPv4.ID
+			buf := make([]byte, 2048)
+			n, err := p.Encode(buf)
+			must(t, err)
+			checkBytes(t, "frame", buf[:n], f.data[:len(f.pkt.Frame())])
+		}
+		if c := sv.qp.Counters(); c.Get(transport.CntSentPkts) != uint64(len(out)) || c.Get(transport.CntRcvdPkts) != uint64(len(in)) {
+			t.Errorf("counters %v", c)
+		}
+		t.Logf("%d MADs received, %d sent as rxe sent them", len(in), len(out))
+	})
+}
+
+// newSideQPN is newSide for a UD QP with a chosen QPN.
+func (u *upair) newSideQPN(l *tapLink, qpn uint32) *side {
+	dev, err := transport.Open(l, transport.Options{Clock: u.clock})
+	must(u.t, err)
+	s := &side{dev: dev, end: l.PipeEnd, pd: dev.AllocPD(), cq: dev.CreateCQ(1 << 10)}
+	s.buf = make([]byte, 1<<16)
+	s.mr, err = s.pd.RegMR(s.buf, transport.AccessLocalWrite)
+	must(u.t, err)
+	s.qp, err = s.pd.CreateQP(transport.QPInitAttr{Type: transport.QPT_UD, QPN: qpn, SendCQ: s.cq, RecvCQ: s.cq})
+	must(u.t, err)
+	return s
+}
+
+// settle runs one engine until it is idle.
+func settle(t testing.TB, clock *transport.FakeClock, d *transport.Device) {
+	t.Helper()
+	for i := 0; i < 1000 && progress(t, d); i++ {
+		clock.Advance(time.Microsecond)
+	}
 }
