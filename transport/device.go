@@ -172,7 +172,13 @@ func (d *Device) Run(ctx context.Context) error {
 			continue
 		}
 		if d.busyPoll > 0 && time.Since(lastBusy) < d.busyPoll {
-			runtime.Gosched() // let the application's goroutines post and poll
+			if p != nil {
+				// The producers are other processes (the verbs daemon's
+				// applications): give them this CPU, not only other goroutines.
+				yieldCPU()
+			} else {
+				runtime.Gosched() // let the application's goroutines post and poll
+			}
 			continue
 		}
 		d.waiting.Store(true)
