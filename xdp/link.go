@@ -161,12 +161,23 @@ func sgRefused(err error) bool {
 	return errors.Is(err, xsk.ErrBind) && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP))
 }
 
+// busyWait is how long newQueue retries a queue another AF_XDP socket holds: the
+// kernel releases the socket of a process that just exited after the process is
+// gone (a tool started right after another on the same interface met EBUSY).
+const busyWait = 2 * time.Second
+
 func newQueue(ifindex, q int, multi bool) (qu *queue, err error) {
-	s, err := xsk.Open(ifindex, q, xsk.Config{
-		Frames: RxFrames + TxFrames, FrameSize: FrameSize,
-		FillSize: RxFrames, CompletionSize: TxFrames, RxSize: RxFrames, TxSize: TxFrames,
-		MultiBuffer: multi, NeedWakeup: true,
-	})
+	var s *xsk.Socket
+	for deadline := time.Now().Add(busyWait); ; time.Sleep(50 * time.Millisecond) {
+		s, err = xsk.Open(ifindex, q, xsk.Config{
+			Frames: RxFrames + TxFrames, FrameSize: FrameSize,
+			FillSize: RxFrames, CompletionSize: TxFrames, RxSize: RxFrames, TxSize: TxFrames,
+			MultiBuffer: multi, NeedWakeup: true,
+		})
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		if errors.Is(err, unix.ENOMEM) {
 			return nil, fmt.Errorf("%w: %v", bpf.ErrMemlock, err)
@@ -175,7 +186,7 @@ func newQueue(ifindex, q int, multi bool) (qu *queue, err error) {
 			return nil, fmt.Errorf("%w: %v", bpf.ErrPermission, err)
 		}
 		if errors.Is(err, unix.EBUSY) {
-			return nil, fmt.Errorf("another AF_XDP socket (another xroce?) is bound to this queue: %w", err)
+			return nil, fmt.Errorf("another AF_XDP socket (another xroce?) has been bound to this queue for %v: %w", busyWait, err)
 		}
 		return nil, err
 	}
