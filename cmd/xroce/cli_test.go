@@ -46,15 +46,10 @@ func pair(t *testing.T, n *testnet.Net, srvArgs, cliArgs []string) (string, stri
 
 func pairRaw(t *testing.T, n *testnet.Net, srvArgs, cliArgs []string) (srv, cli string, srvErr, cliErr error) {
 	t.Helper()
-	server := exec.Command("ip", append([]string{"netns", "exec", n.NsB, "timeout", "60", bin}, srvArgs...)...)
-	var sb strings.Builder
-	server.Stdout, server.Stderr = &sb, &sb
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
+	server := startIn(t, n.NsB, 60*time.Second, srvArgs...)
 	// Wait for the server's TCP listener.
 	quiet := cliArgs[0] == "pingpong"
-	for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client") && !quiet; i++ {
+	for i := 0; i < 500 && !strings.Contains(server.out.String(), "Waiting for client") && !quiet; i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if quiet { // rc_pingpong's server prints nothing: watch for its socket
@@ -62,10 +57,10 @@ func pairRaw(t *testing.T, n *testnet.Net, srvArgs, cliArgs []string) (srv, cli 
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	client := exec.Command("ip", append([]string{"netns", "exec", n.NsA, "timeout", "60", bin}, cliArgs...)...)
-	out, cliErr := client.CombinedOutput()
-	srvErr = server.Wait()
-	return sb.String(), string(out), srvErr, cliErr
+	client := startIn(t, n.NsA, 60*time.Second, cliArgs...)
+	cliErr = client.wait(time.Hour)
+	srvErr = server.wait(time.Hour)
+	return server.out.String(), client.out.String(), srvErr, cliErr
 }
 
 var (

@@ -3,7 +3,6 @@ package main
 import (
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,21 +81,15 @@ func TestErrorMessages(t *testing.T) {
 	}
 
 	// A second xroce on the same interface is told what is going on.
-	busy := exec.Command("ip", "netns", "exec", n.NsA, "timeout", "20", bin, "write_bw", "-d", n.IfA)
-	var bb strings.Builder
-	busy.Stdout, busy.Stderr = &bb, &bb
-	if err := busy.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 100 && !strings.Contains(bb.String(), "Waiting for client"); i++ {
+	busy := startIn(t, n.NsA, 20*time.Second, "write_bw", "-d", n.IfA)
+	for i := 0; i < 100 && !strings.Contains(busy.out.String(), "Waiting for client"); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-p", "18600")
 	wantErr(t, "interface in use", out, err, "another xroce process is using "+n.IfA)
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--link", "udp", "-p", "18601")
 	wantErr(t, "UDP link beside AF_XDP", out, err, "another xroce process is using it over AF_XDP", "stop it or use another interface")
-	_ = busy.Process.Signal(syscall.SIGTERM) // timeout passes it on to xroce
-	_ = busy.Wait()
+	busy.kill()
 
 	out, err = runIn(n.NsA, "write_bw", "-d", "nosuch0")
 	wantErr(t, "no interface", out, err, `interface "nosuch0"`, "no such network interface")
@@ -190,11 +183,7 @@ func TestHelp(t *testing.T) {
 // wait runs out, the error says the interface is gone.
 func TestInterfaceGone(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
-	server := exec.Command("ip", "netns", "exec", n.NsB, "timeout", "60", bin, "write_bw", "-d", n.IfB, "-n", "100000000")
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = server.Process.Kill(); _ = server.Wait() }()
+	startIn(t, n.NsB, 60*time.Second, "write_bw", "-d", n.IfB, "-n", "100000000")
 	time.Sleep(time.Second)
 	go func() {
 		time.Sleep(2 * time.Second)

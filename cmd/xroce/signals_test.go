@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -19,22 +18,17 @@ import (
 func TestInterruptFlushesRecording(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	file := filepath.Join(t.TempDir(), "cut.pcapng")
-	srv := exec.Command("ip", "netns", "exec", n.NsB, bin, "write_bw", "-d", n.IfB, "-s", "64", "-t", "1", "-D", "20", "--pcap", file)
-	var sb testnet.Output
-	srv.Stdout, srv.Stderr = &sb, &sb
-	must(t, srv.Start())
-	for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client"); i++ {
+	srv := startIn(t, n.NsB, 0, "write_bw", "-d", n.IfB, "-s", "64", "-t", "1", "-D", "20", "--pcap", file)
+	for i := 0; i < 500 && !strings.Contains(srv.out.String(), "Waiting for client"); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
-	cli := exec.Command("ip", "netns", "exec", n.NsA, bin, "write_bw", "-d", n.IfA, "-s", "64", "-t", "1", "-D", "20", n.IPB.String())
-	must(t, cli.Start())
-	defer func() { _ = cli.Process.Kill(); _ = cli.Wait() }()
+	// The client is killed at cleanup.
+	startIn(t, n.NsA, 0, "write_bw", "-d", n.IfA, "-s", "64", "-t", "1", "-D", "20", n.IPB.String())
 	time.Sleep(time.Second) // into the test
-	must(t, srv.Process.Signal(syscall.SIGINT))
-	err := srv.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("server after SIGINT: %v, want exit status 130\n%s", err, sb.String())
+	// ip netns exec execs xroce: the process is xroce.
+	must(t, srv.cmd.Process.Signal(syscall.SIGINT))
+	if err := srv.wait(time.Hour); exitCode(err) != 130 {
+		t.Fatalf("server after SIGINT: %v, want exit status 130\n%s", err, srv.out.String())
 	}
 	out, err := exec.Command(bin, "dump", file).CombinedOutput()
 	m := regexp.MustCompile(`(\d+) RoCE: (\d+) ICRC ok, 0 ICRC BAD`).FindStringSubmatch(string(out))

@@ -44,14 +44,18 @@ func Sh(t testing.TB, args ...string) string {
 // Path returns the path of a named namespace, for xdp.Config.Netns.
 func Path(ns string) string { return "/var/run/netns/" + ns }
 
-// New creates the network; t.Cleanup removes it.
+// New creates the network; t.Cleanup removes it, after failing the test for any
+// process the test left running in its namespaces (and killing it).
 func New(t testing.TB, o Options) *Net {
 	t.Helper()
 	n, remove, err := Create(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(remove)
+	t.Cleanup(func() {
+		n.reapLeftovers(t)
+		remove()
+	})
 	return n
 }
 
