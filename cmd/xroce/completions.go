@@ -48,16 +48,30 @@ func (c *conn) counterWatch(name string) func() uint64 {
 	}
 }
 
-// waitCQ polls the CQ into wcs, waiting up to limit for at least one completion.
-func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int, error) {
+// waitCQ polls the CQ into wcs, waiting for at least one completion. It returns
+// 0 and no error once stop passes (zero: no stop), and an error when the peer
+// closes the out-of-band exchange or sends its end of the test while this side
+// still waits (peerCheck), when the interface goes away, or after limit without
+// a completion or a frame from the peer.
+func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop time.Time) (int, error) {
 	if n := c.cq.Poll(wcs); n > 0 {
 		return n, nil
 	}
 	// A long message (hundreds of MiB) may take longer than limit to complete: the
 	// wait goes on while frames still arrive.
 	alive, rnr := c.counterWatch("rcvd_pkts"), c.counterWatch("rcvd_rnr_err")
+	start := time.Now()
+	quiet := start // the start of the current period of limit
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		slice := waitSlice
+		if !stop.IsZero() {
+			left := time.Until(stop)
+			if left <= 0 {
+				return 0, nil
+			}
+			slice = min(slice, left)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), slice)
 		err := c.cq.Wait(ctx)
 		cancel()
 		if err == nil {
@@ -66,27 +80,79 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration) (int,
 		if !errors.Is(err, context.DeadlineExceeded) { // the CQ is in error (overrun)
 			return 0, err
 		}
+		waited := time.Since(start)
+		if err := c.peerCheck(waited); err != nil {
+			return 0, err
+		}
+		if waited >= time.Second && c.env != nil && c.env.ifname != "" {
+			if _, err := net.InterfaceByName(c.env.ifname); err != nil {
+				return 0, fmt.Errorf("no completion for %v: the interface %s is gone (deleted, or moved to another namespace)", waited.Round(time.Second), c.env.ifname)
+			}
+		}
+		if time.Since(quiet) < limit {
+			continue
+		}
+		quiet = time.Now()
 		// The peer answers, but only with RNR NAKs: it has no receive posted for
 		// our SEND and never will (rnr_retry 7 retries for ever).
 		if n := rnr(); n > 0 {
-			return 0, fmt.Errorf("no completion for %v: the peer posts no receives (RNR NAK, %d times in that time): are -n (and pingpong's -r) the same on both sides, and does the peer run the same test?", limit, n)
+			return 0, fmt.Errorf("no completion for %v: the peer posts no receives (RNR NAK, %d times in that time): are -n, -D (and pingpong's -r) the same on both sides, and does the peer run the same test?", limit, n)
 		}
 		if alive() > 0 {
 			continue
-		}
-		if c.env != nil && c.env.ifname != "" {
-			if _, err := net.InterfaceByName(c.env.ifname); err != nil {
-				return 0, fmt.Errorf("no completion for %v: the interface %s is gone (deleted, or moved to another namespace)", limit, c.env.ifname)
-			}
 		}
 		return 0, fmt.Errorf("no completion for %v and no frame from the peer: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (%s), the path MTU (-m), and that UDP port 4791 is open", limit, c.gidOpt())
 	}
 }
 
+// waitSlice is how long waitCQ and pollByte wait between looks at the peer and
+// the interface.
+const waitSlice = 250 * time.Millisecond
+
+// peerMovedOn is how long a side waits for completions (or the peer's write)
+// while the peer has begun its end-of-test exchange before it calls the two
+// tests different: long enough for the last completions of a run to be polled.
+const peerMovedOn = 2 * time.Second
+
+// peerCheck looks at the out-of-band connection of a test that has waited that
+// long: an error if the peer closed it, or if it began its end-of-test exchange
+// peerMovedOn ago or more while this side still waits.
+func (c *conn) peerCheck(waited time.Duration) error {
+	if c.peer == nil {
+		return nil
+	}
+	pending, err := c.peer.Watch()
+	if err != nil {
+		return fmt.Errorf("%w while this side waits for the test (%v): the peer exited or failed (see its output)%s", err, waited.Round(time.Millisecond), c.peerHint())
+	}
+	if pending && waited >= peerMovedOn {
+		return fmt.Errorf("the peer ended its test (it began the closing exchange) while this side still waits for it (%v): the two sides run different tests, -n, -D or -a; give both the same", waited.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// peerHint names, for an error, what the counters say the peer did: SENDs that
+// found no receive here.
+func (c *conn) peerHint() string {
+	if c.env == nil {
+		return ""
+	}
+	if n := c.env.prov.Counters()["send_rnr_err"]; n > 0 {
+		return fmt.Sprintf("; it sent SENDs this side had no receive for (%d RNR NAKs): does it run the same test?", n)
+	}
+	return ""
+}
+
 // completions waits up to 30 s for a batch of completions, polled into wcs, and
 // returns it; a completion that failed gives its errCompletion instead.
 func (c *conn) completions(wcs []transport.WorkCompletion) ([]transport.WorkCompletion, error) {
-	n, err := c.waitCQ(wcs, 30*time.Second)
+	return c.completionsUntil(wcs, time.Time{})
+}
+
+// completionsUntil is completions that returns no completion and no error once
+// stop passes (zero: no stop).
+func (c *conn) completionsUntil(wcs []transport.WorkCompletion, stop time.Time) ([]transport.WorkCompletion, error) {
+	n, err := c.waitCQ(wcs, 30*time.Second, stop)
 	if err != nil {
 		return nil, err
 	}

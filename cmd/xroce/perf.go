@@ -72,11 +72,12 @@ type conn struct {
 	remote []oob.Dest
 	mtu    roce.MTU
 
-	recvd       int       // receive completions (send_lat)
-	lastPoll    time.Time // write_lat client: when the peer's previous write arrived
-	remoteIters uint64    // iterations the client reported (bandwidth server)
-	verified    int       // sizes whose data was verified
-	gidFlag     string    // the flag that sets the GID index, for messages: -x, or pingpong's -g
+	recvd       int          // receive completions (send_lat)
+	lastPoll    time.Time    // write_lat client: when the peer's previous write arrived
+	remoteIters uint64       // iterations the client reported (bandwidth server)
+	verified    int          // sizes whose data was verified
+	gidFlag     string       // the flag that sets the GID index, for messages: -x, or pingpong's -g
+	peer        *oob.Session // the out-of-band exchange, watched while the test runs
 }
 
 // gidOpt names the tool's GID index flag in messages.
@@ -135,6 +136,7 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 		return err
 	}
 	s := oob.NewSession(nc, c.client, t.kind, c.exchangeTimeout())
+	c.peer = s
 	s.RunAll = o.all
 	rcvd := c.counterWatch("rcvd_pkts")
 	s.Alive = func() bool { return rcvd() > 0 }

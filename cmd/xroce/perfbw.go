@@ -68,15 +68,15 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 	wcs := make([]transport.WorkCompletion, 64)
 	receiver := !c.client
 	for r.done < r.iters*q {
-		if !r.deadline.IsZero() && time.Now().After(r.deadline) && r.sent == r.done {
-			break
+		if !r.deadline.IsZero() && !time.Now().Before(r.deadline) {
+			break // -D is a time bound: what is still in flight is not waited for
 		}
 		if !receiver {
 			if err := r.post(); err != nil {
 				return res, err
 			}
 		}
-		got, err := c.completions(wcs)
+		got, err := c.completionsUntil(wcs, r.deadline)
 		if err != nil {
 			return res, err
 		}
@@ -91,10 +91,29 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		}
 	}
 	rate := float64(r.done) / time.Since(r.rate.start).Seconds()
+	if r.sent > r.done {
+		// -D ended the run with work requests in flight (a slow path holds up to
+		// -t messages per QP): flush them, so that the QPs stop sending while the
+		// closing exchange runs.
+		if err := c.flushQPs(); err != nil {
+			return res, err
+		}
+	}
 	peak := max(r.rate.peak, rate)
 	res.Iters = uint64(r.done)
 	res.PeakBW, res.AvgBW, res.MsgRate = c.bw(peak), c.bw(rate), rate/1e6
 	return res, nil
+}
+
+// flushQPs moves the QPs to the error state: their outstanding work requests
+// complete flushed and nothing more is sent.
+func (c *conn) flushQPs() error {
+	for i, qp := range c.qps {
+		if err := qp.Modify(transport.QPAttr{State: transport.QPS_ERR}, transport.QP_STATE); err != nil {
+			return fmt.Errorf("QP %d: flushing the work requests in flight at the end of -D: %w", i+1, err)
+		}
+	}
+	return nil
 }
 
 // bwRun is one size of a bandwidth test in progress.
