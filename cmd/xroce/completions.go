@@ -18,12 +18,12 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	case transport.WC_RNR_RETRY_EXC_ERR:
 		return fmt.Errorf("completion %v (%v): the peer had no receive posted", wc.Status, wc.Opcode)
 	case transport.WC_REM_ACCESS_ERR:
-		return fmt.Errorf("completion %v (%v): the peer refused the access: rkey, address or size outside its region (-s larger than the peer's buffer?)", wc.Status, wc.Opcode)
+		return fmt.Errorf("completion %v (%v): the peer refused the access (rkey, address or size outside its region): its buffer is smaller than -s (give both sides the same -s), or it runs another test (give both sides the same test)", wc.Status, wc.Opcode)
 	case transport.WC_REM_INV_REQ_ERR:
-		return fmt.Errorf("completion %v (%v): the peer found the request invalid (a path MTU mismatch, or a size larger than its receive buffer)", wc.Status, wc.Opcode)
+		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, or a message larger than its receive buffer (give both sides the same -s and the same test)", wc.Status, wc.Opcode)
 	case transport.WC_LOC_LEN_ERR:
 		if wc.Opcode == transport.WC_RECV {
-			return fmt.Errorf("completion %v (%v): the peer sent a message larger than our receive buffer (its -s is larger than ours?)", wc.Status, wc.Opcode)
+			return fmt.Errorf("completion %v (%v): the peer sent a message larger than our receive buffer: its -s is larger than ours, or it runs another test (give both sides the same -s and the same test)", wc.Status, wc.Opcode)
 		}
 	}
 	return fmt.Errorf("completion %v (%v)", wc.Status, wc.Opcode)
@@ -143,7 +143,7 @@ func (c *conn) peerHint() string {
 	return ""
 }
 
-// completions waits up to 30 s for a batch of completions, polled into wcs, and
+// completions waits up to 30 s (c.limit if set) for a batch of completions, polled into wcs, and
 // returns it; a completion that failed gives its errCompletion instead.
 func (c *conn) completions(wcs []transport.WorkCompletion) ([]transport.WorkCompletion, error) {
 	return c.completionsUntil(wcs, time.Time{})
@@ -152,7 +152,11 @@ func (c *conn) completions(wcs []transport.WorkCompletion) ([]transport.WorkComp
 // completionsUntil is completions that returns no completion and no error once
 // stop passes (zero: no stop).
 func (c *conn) completionsUntil(wcs []transport.WorkCompletion, stop time.Time) ([]transport.WorkCompletion, error) {
-	n, err := c.waitCQ(wcs, 30*time.Second, stop)
+	limit := 30 * time.Second
+	if c.limit > 0 {
+		limit = c.limit
+	}
+	n, err := c.waitCQ(wcs, limit, stop)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func TestErrorMessages(t *testing.T) {
 	out, err := runIn(n.NsA, "write_bw", "-d", n.IfA, "-x", "7")
 	wantErr(t, "GID index out of range", out, err, "GID index 7 out of range", "  1  ::ffff:10.79.0.1", "use -x")
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-D", "-1")
-	wantErr(t, "negative duration", out, err, "-D -1: the duration is in seconds")
+	wantErr(t, "negative duration", out, err, "-D -1: the duration is in seconds, 1..31536000")
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--busy-poll", "-1s")
 	wantErr(t, "negative busy poll", out, err, "--busy-poll -1s: 0 (never) or a positive duration")
 	// crosscheck and --provider refuse bad values with what they take.
@@ -131,7 +131,7 @@ func TestErrorMessages(t *testing.T) {
 	// A message larger than the peer's region.
 	srv, cli, srvErr, cliErr = pairRaw(t, n, []string{"write_bw", "-d", n.IfB, "-s", "4096", "-n", "10"},
 		[]string{"write_bw", "-d", n.IfA, "-s", "65536", "-n", "10", n.IPB.String()})
-	wantErr(t, "size larger than the region", cli, cliErr, "IBV_WC_REM_ACCESS_ERR", "larger than the peer's buffer")
+	wantErr(t, "size larger than the region", cli, cliErr, "IBV_WC_REM_ACCESS_ERR", "its buffer is smaller than -s (give both sides the same -s)")
 	_, _ = srv, srvErr
 }
 

@@ -72,12 +72,13 @@ type conn struct {
 	remote []oob.Dest
 	mtu    roce.MTU
 
-	recvd       int          // receive completions (send_lat)
-	lastPoll    time.Time    // write_lat client: when the peer's previous write arrived
-	remoteIters uint64       // iterations the client reported (bandwidth server)
-	verified    int          // sizes whose data was verified
-	gidFlag     string       // the flag that sets the GID index, for messages: -x, or pingpong's -g
-	peer        *oob.Session // the out-of-band exchange, watched while the test runs
+	recvd       int           // receive completions (send_lat)
+	lastPoll    time.Time     // write_lat client: when the peer's previous write arrived
+	remoteIters uint64        // iterations the client reported (bandwidth server)
+	verified    int           // sizes whose data was verified
+	gidFlag     string        // the flag that sets the GID index, for messages: -x, or pingpong's -g
+	peer        *oob.Session  // the out-of-band exchange, watched while the test runs
+	limit       time.Duration // how long a completion wait may see no sign of life; 0: 30 s
 }
 
 // gidOpt names the tool's GID index flag in messages.

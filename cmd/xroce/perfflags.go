@@ -57,6 +57,9 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 			return nil, fmt.Errorf("%s is not supported yet: %s", u.flag(), u.why)
 		}
 	}
+	if fs.Changed("duration") && o.duration == 0 {
+		return nil, fmt.Errorf("-D 0: the duration is in seconds, 1..%d", maxDuration)
+	}
 	if err := o.check(name, fs.Args()); err != nil {
 		return nil, err
 	}
@@ -117,6 +120,9 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 }
 
+// maxDuration bounds -D: a year, in seconds.
+const maxDuration = 365 * 24 * 3600
+
 // notYet lists perftest flags xroce's tools do not implement yet: they are refused
 // as not supported, with the reason, rather than as unknown flags.
 var notYet = []unsupportedFlag{
@@ -171,8 +177,10 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("--verify checks FETCH_AND_ADD's counters: it does not go with -A CMP_AND_SWAP")
 	case name == "atomic_bw" && o.size != 8:
 		return fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
-	case o.duration < 0:
-		return fmt.Errorf("-D %d: the duration is in seconds, at least 1", o.duration)
+	case o.duration < 0 || o.duration > maxDuration:
+		return fmt.Errorf("-D %d: the duration is in seconds, 1..%d", o.duration, maxDuration)
+	case name == "write_lat" && o.size == 0:
+		return fmt.Errorf("-s 0: write_lat needs at least 1 byte: the last byte of each message carries the iteration")
 	case o.busyPoll < 0:
 		return fmt.Errorf("--busy-poll %v: 0 (never) or a positive duration", o.busyPoll)
 	case o.iters <= 0 || o.txDepth <= 0:

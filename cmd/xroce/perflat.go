@@ -85,9 +85,6 @@ func (c *conn) readLat(wcs []transport.WorkCompletion) ([]time.Duration, error) 
 // iteration count; each side polls the last byte of its receive half for the
 // peer's.
 func (c *conn) writeLat(wcs []transport.WorkCompletion) ([]time.Duration, error) {
-	if c.size == 0 {
-		return nil, fmt.Errorf("write_lat needs -s of at least 1")
-	}
 	qp, wr := c.qps[0], c.wr(0)
 	iters := c.o.iters
 	lats := make([]time.Duration, 0, iters)
@@ -100,7 +97,11 @@ func (c *conn) writeLat(wcs []transport.WorkCompletion) ([]time.Duration, error)
 	for i := 1; i <= iters; i++ {
 		t0 := time.Now()
 		if c.client {
-			if err := c.pollByte(poll, byte(i), 30*time.Second); err != nil {
+			limit := 30 * time.Second
+			if i == 1 {
+				limit = firstLimit
+			}
+			if err := c.pollByte(poll, byte(i), limit); err != nil {
 				return nil, err
 			}
 			if now := time.Now(); i > 1 { // a round trip between two arrivals
@@ -149,11 +150,17 @@ func (c *conn) sendLat(wcs []transport.WorkCompletion) ([]time.Duration, error) 
 				return nil, err
 			}
 		}
+		// The first message comes right after the barrier that starts the test:
+		// a peer that does not send it runs another test.
+		if i == 0 {
+			c.limit = firstLimit
+		}
 		for c.recvd <= i {
 			if err := c.waitSendOrRecv(wcs); err != nil {
 				return nil, err
 			}
 		}
+		c.limit = 0
 		if !c.client {
 			if _, err := qp.PostSend(wr); err != nil {
 				return nil, err
@@ -215,11 +222,13 @@ func (c *conn) waitSendOrRecv(wcs []transport.WorkCompletion) error {
 // it from its own thread, as an HCA writes host memory). It spins for the first
 // pollSpin, as perftest does, then sleeps between looks: on a machine with few
 // cores a spinning tool would take the CPU the engine needs to deliver the write.
+// Every waitSlice it looks at the peer's exchange (peerCheck).
 func (c *conn) pollByte(i int, want byte, limit time.Duration) error {
 	w := i &^ 3
 	p := (*uint32)(unsafe.Pointer(&c.buf[w]))
 	shift := uint(i-w) * 8
 	start := time.Now()
+	look := start.Add(waitSlice)
 	for n := 0; ; n++ {
 		if byte(atomic.LoadUint32(p)>>shift) == want {
 			return nil
@@ -227,10 +236,19 @@ func (c *conn) pollByte(i int, want byte, limit time.Duration) error {
 		if n&63 != 63 {
 			continue
 		}
-		el := time.Since(start)
+		now := time.Now()
+		el := now.Sub(start)
+		if now.After(look) {
+			look = now.Add(waitSlice)
+			if err := c.peerCheck(el); err != nil {
+				return err
+			}
+		}
 		switch {
+		case el > limit && want == 1 && c.client:
+			return fmt.Errorf("the peer's first write did not arrive within %v: does the peer run write_lat? (a write_bw server only waits for its client's writes) If it does, check the GID index (%s), the path MTU (-m) and that UDP port 4791 is open", limit, c.gidOpt())
 		case el > limit:
-			return fmt.Errorf("the peer's write %d did not arrive within %v: the peer is not answering; check the GID index (-x), the path MTU (-m) and that UDP port 4791 is open", want, limit)
+			return fmt.Errorf("the peer's write %d did not arrive within %v: the peer is not answering; check the GID index (%s), the path MTU (-m) and that UDP port 4791 is open", want, limit, c.gidOpt())
 		case el > pollSpin:
 			time.Sleep(pollSleep)
 		default:
@@ -238,6 +256,11 @@ func (c *conn) pollByte(i int, want byte, limit time.Duration) error {
 		}
 	}
 }
+
+// firstLimit bounds the wait for the peer's first message of a latency test: it
+// comes right after the barrier that starts the test, so a peer that does not
+// send it within seconds runs another test.
+const firstLimit = 5 * time.Second
 
 // write_lat's polling: spin this long, then look every pollSleep.
 const (

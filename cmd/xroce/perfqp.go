@@ -93,6 +93,9 @@ func boolInt(b bool) int {
 func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 	c.mtu = mtu
 	for i, qp := range c.qps {
+		if err := c.checkPeerTest(remote[i]); err != nil {
+			return err
+		}
 		if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote[i].GID); err != nil {
 			return err
 		}

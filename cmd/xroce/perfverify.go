@@ -14,16 +14,51 @@ import (
 // server), before its last answer (write_lat's client), or after the whole run
 // (write_bw's server, whose -a sizes each have their place; atomic_bw's counters).
 
-// checkData compares what arrived with what was sent.
+// checkData compares what arrived with what was sent, and says why they differ:
+// nothing arrived or the sender sent no pattern (it lacks --verify), or the
+// peer's messages have another size (-s differs).
 func checkData(what string, got, want []byte) error {
 	if string(got) == string(want) {
 		return nil
+	}
+	if allZero(got) {
+		return fmt.Errorf("verify: %s: no data arrived, or the sender ran without --verify (it then sends its buffer as it is: zeros); give both sides --verify", what)
+	}
+	if k := patternLen(got); k > 0 && k != len(want) {
+		return fmt.Errorf("verify: %s: the peer's messages are %d bytes and this side's -s is %d; give both sides the same -s", what, k, len(want))
 	}
 	i := 0
 	for i < len(want) && got[i] == want[i] {
 		i++
 	}
-	return fmt.Errorf("verify: %s: %d bytes differ from byte %d (both sides need --verify: without it the sender sends no pattern)", what, len(want), i)
+	return fmt.Errorf("verify: %s: %d bytes differ from byte %d: give both sides the same test, -s and --verify", what, len(want), i)
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// patternLen returns k if got starts with a k-byte message's pattern (and holds
+// zeros after it), or 0.
+func patternLen(got []byte) int {
+	last := len(got) - 1
+	for last >= 0 && got[last] == 0 {
+		last--
+	}
+	// The pattern's own last bytes may be zeros.
+	for k := last + 1; k <= min(last+16, len(got)); k++ {
+		p := make([]byte, k)
+		pattern(p, uint64(k))
+		if string(got[:k]) == string(p) {
+			return k
+		}
+	}
+	return 0
 }
 
 // checkLatWrite checks the peer's last write_lat message: the pattern, and the
@@ -104,6 +139,13 @@ func (c *conn) verifyEnd() error {
 		}
 	}
 	sizes := c.sizes()
+	if c.verified == 0 {
+		// This side sends the data (or offers it to READs): the other side
+		// checks it, if it has --verify too.
+		role, peer := c.verifyRole()
+		fmt.Fprintf(c.o.out, " Data verification: this side %s the data and the %s checks it: give it --verify as well (it then says so in its output)\n", role, peer)
+		return nil
+	}
 	if c.verified < len(sizes) {
 		return nil // the other side checks
 	}
@@ -131,4 +173,17 @@ func pattern(b []byte, seed uint64) {
 		x ^= x << 17
 		b[i] = byte(x)
 	}
+}
+
+// verifyRole says, for the side that does not check the data, what it does with
+// it and which side checks it.
+func (c *conn) verifyRole() (string, string) {
+	peer := "server"
+	if !c.client {
+		peer = "client"
+	}
+	if c.t.op == transport.WR_RDMA_READ {
+		return "offers", peer
+	}
+	return "sends", peer
 }

@@ -192,9 +192,16 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 		for got := 0; got < len(in); {
 			n, err := s.conn.Read(in[got:])
 			got += n
+			if n > 0 && got < len(in) {
+				// The peer writes each message at once: the rest follows at once,
+				// unless the peer sent a message of another length.
+				_ = s.conn.SetReadDeadline(time.Now().Add(partialLimit))
+			}
 			var ne net.Error
 			switch {
 			case err == nil:
+			case errors.As(err, &ne) && ne.Timeout() && got > 0:
+				return fmt.Errorf("oob: the peer's exchange is out of step: it sent %d bytes where a %d-byte message belongs, then nothing for %v: the two sides run different tests (or -a on one side only); give both the same", got, len(in), partialLimit)
 			case errors.As(err, &ne) && ne.Timeout() && s.Alive != nil && s.Alive():
 				s.deadline()
 			case errors.Is(err, io.EOF) && got > 0:
@@ -224,6 +231,10 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 	return in, nil
 }
 
+// partialLimit is how long the rest of a message may take once its first bytes
+// arrived.
+const partialLimit = 5 * time.Second
+
 // deadline arms the per-step timeout; 0 means none.
 func (s *Session) deadline() {
 	if s.timeout > 0 {
@@ -238,7 +249,7 @@ func (s *Session) ioErr(what string, err error) error {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("oob: timed out %s the exchange with %s after %v", what, s.conn.RemoteAddr(), s.timeout)
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		return fmt.Errorf("oob: %s closed the exchange early: the peer exited or failed (see its output), or runs another test or tool", s.conn.RemoteAddr())
 	}
 	return fmt.Errorf("oob: %s the exchange with %s: %w", what, s.conn.RemoteAddr(), err)

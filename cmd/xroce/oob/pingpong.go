@@ -82,11 +82,20 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 		return b, nil
 	}
 	readPeer := func() (PingpongDest, error) {
-		in, err := read(pingpongMsgLen)
+		// A perftest peer sends its 16-byte version field first and waits for
+		// ours: look at the first 16 bytes before waiting for the rest.
+		head, err := read(versionLen)
 		if err != nil {
 			return PingpongDest{}, err
 		}
-		return ParsePingpong(in)
+		if v, ok := perftestVersion(head); ok {
+			return PingpongDest{}, fmt.Errorf("oob: the peer sent %q, perftest's version field: it runs a perftest tool (send_lat, write_bw, ...), not ibv_rc_pingpong; run pingpong on both sides", v)
+		}
+		rest, err := read(pingpongMsgLen - versionLen)
+		if err != nil {
+			return PingpongDest{}, err
+		}
+		return ParsePingpong(append(head, rest...))
 	}
 	if client {
 		if err := write(local.Marshal()); err != nil {
@@ -119,4 +128,26 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 		return PingpongDest{}, fmt.Errorf("oob: rc_pingpong client sent %q, not \"done\"", b)
 	}
 	return peer, nil
+}
+
+// versionLen is the length of perftest's version field.
+const versionLen = 16
+
+// perftestVersion reports whether b is perftest's NUL-padded version field (such
+// as "6.06"), and the version.
+func perftestVersion(b []byte) (string, bool) {
+	v, pad, _ := strings.Cut(string(b), "\x00")
+	if strings.Trim(pad, "\x00") != "" {
+		return "", false
+	}
+	major, minor, ok := strings.Cut(v, ".")
+	if !ok {
+		return "", false
+	}
+	for _, part := range []string{major, minor} {
+		if _, err := strconv.ParseUint(part, 10, 16); err != nil {
+			return "", false
+		}
+	}
+	return v, true
 }

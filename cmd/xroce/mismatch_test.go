@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// TestToolMismatch: a server and a client given different tools end within
+// seconds, exit 1, and one of them names the mismatch (the other says the peer
+// closed the exchange, or runs another test). Before, several of these pairs hung
+// for minutes or blamed -s.
+func TestToolMismatch(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	const (
+		closed = "closed the exchange early: the peer exited or failed (see its output), or runs another test or tool"
+		send   = "the peer runs a SEND test (send_bw or send_lat): its key message offers no rkey, so its buffer takes no RDMA WRITE, READ or atomic, and this side runs "
+		reads  = "the peer runs a READ or atomic test (read_bw, read_lat or atomic_bw): its key message asks for 16 outstanding READs or atomics, and this side runs "
+		step   = "oob: the peer's exchange is out of step: it sent "
+	)
+	for _, c := range []struct {
+		srv, cli       string
+		srvMsg, cliMsg string
+		bound          time.Duration
+	}{
+		{"write_bw", "send_bw", send + "write_bw; run the same test on both sides", closed, 5 * time.Second},
+		{"send_bw", "write_bw", closed, send + "write_bw; run the same test on both sides", 5 * time.Second},
+		{"atomic_bw", "write_bw", closed, reads + "write_bw; run the same test on both sides", 5 * time.Second},
+		{"write_bw", "read_bw", reads + "write_bw; run the same test on both sides", closed, 5 * time.Second},
+		{"write_lat", "write_bw", closed, "IBV_WC_REM_ACCESS_ERR (IBV_WC_RDMA_WRITE): the peer refused the access (rkey, address or size outside its region): its buffer is smaller than -s (give both sides the same -s), or it runs another test (give both sides the same test)", 5 * time.Second},
+		{"write_bw", "write_lat", closed, "the peer's first write did not arrive within 5s: does the peer run write_lat? (a write_bw server only waits for its client's writes)", 10 * time.Second},
+		{"pingpong", "send_lat", `oob: the peer sent "6.06", perftest's version field: it runs a perftest tool (send_lat, write_bw, ...), not ibv_rc_pingpong; run pingpong on both sides`, closed, 5 * time.Second},
+		{"read_bw", "read_lat", step, step, 10 * time.Second},
+		{"send_bw", "send_lat", "the peer closed the out-of-band connection while this side waits for the test", "no completion for 5s and no frame from the peer", 10 * time.Second},
+	} {
+		t.Run(c.srv+"/"+c.cli, func(t *testing.T) {
+			srv, cli, srvErr, cliErr, cliTook, srvTook := timedPair(t, n, []string{c.srv, "-d", n.IfB}, []string{c.cli, "-d", n.IfA, n.IPB.String()})
+			if exitCode(srvErr) != 1 || exitCode(cliErr) != 1 {
+				t.Errorf("exit statuses: server %v, client %v; want 1 and 1", srvErr, cliErr)
+			}
+			if !strings.Contains(srv, c.srvMsg) {
+				t.Errorf("server: no %q in\n%s", c.srvMsg, srv)
+			}
+			if !strings.Contains(cli, c.cliMsg) {
+				t.Errorf("client: no %q in\n%s", c.cliMsg, cli)
+			}
+			if cliTook > c.bound || srvTook > c.bound {
+				t.Errorf("the client ended after %v, the server after %v; want both within %v", cliTook.Round(time.Millisecond), srvTook.Round(time.Millisecond), c.bound)
+			}
+		})
+	}
+}
+
+// TestVerifyMessages: --verify on the side that only sends the data says where
+// it is checked; -s differing between two verifying sides is named as such, and a
+// sender without --verify as that.
+func TestVerifyMessages(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	srv, cli := pair(t, n, []string{"write_bw", "-n", "100", "-d", n.IfB}, []string{"write_bw", "--verify", "-n", "100", "-d", n.IfA, n.IPB.String()})
+	if want := " Data verification: this side sends the data and the server checks it: give it --verify as well (it then says so in its output)\n"; !strings.Contains(cli, want) || strings.Contains(srv, "Data verif") {
+		t.Errorf("write_bw --verify on the client alone: want %q from the client alone:\nserver:\n%s\nclient:\n%s", want, srv, cli)
+	}
+	srv, _ = pair(t, n, []string{"read_bw", "--verify", "-n", "100", "-d", n.IfB}, []string{"read_bw", "-n", "100", "-d", n.IfA, n.IPB.String()})
+	if want := " Data verification: this side offers the data and the client checks it: give it --verify as well"; !strings.Contains(srv, want) {
+		t.Errorf("read_bw --verify on the server alone: no %q in\n%s", want, srv)
+	}
+	for _, c := range []struct {
+		cmd, srvSize, cliSize string
+		want                  string
+	}{
+		{"write_bw", "65536", "4096", "verify: QP 0, 65536-byte messages: the peer's messages are 4096 bytes and this side's -s is 65536; give both sides the same -s"},
+		{"send_bw", "4096", "1000", "verify: QP 0, 4096-byte messages: the peer's messages are 1000 bytes and this side's -s is 4096; give both sides the same -s"},
+	} {
+		srv, cli, srvErr, cliErr := pairRaw(t, n, []string{c.cmd, "--verify", "-n", "100", "-s", c.srvSize, "-d", n.IfB},
+			[]string{c.cmd, "--verify", "-n", "100", "-s", c.cliSize, "-d", n.IfA, n.IPB.String()})
+		if exitCode(srvErr) != 1 || !strings.Contains(srv, c.want) {
+			t.Errorf("%s -s %s against -s %s: want the server to fail with %q:\nserver: %v\n%s\nclient: %v\n%s", c.cmd, c.srvSize, c.cliSize, c.want, srvErr, srv, cliErr, cli)
+		}
+	}
+	srv, _, srvErr, _ := pairRaw(t, n, []string{"write_bw", "--verify", "-n", "100", "-d", n.IfB}, []string{"write_bw", "-n", "100", "-d", n.IfA, n.IPB.String()})
+	if want := "verify: QP 0, 65536-byte messages: no data arrived, or the sender ran without --verify (it then sends its buffer as it is: zeros); give both sides --verify"; exitCode(srvErr) != 1 || !strings.Contains(srv, want) {
+		t.Errorf("--verify on the server alone: want %q:\n%v\n%s", want, srvErr, srv)
+	}
+}
+
+// TestRefusedBeforeConnecting: flag values a test cannot run with are refused
+// before anything is opened or connected (write_lat -s 0 failed after connecting).
+func TestRefusedBeforeConnecting(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"write_lat", "-s", "0"}, "xroce write_lat: -s 0: write_lat needs at least 1 byte: the last byte of each message carries the iteration\n"},
+		{[]string{"write_bw", "-D", "0"}, "xroce write_bw: -D 0: the duration is in seconds, 1..31536000\n"},
+		{[]string{"send_bw", "-D", "99999999999"}, "xroce send_bw: -D 99999999999: the duration is in seconds, 1..31536000\n"},
+	} {
+		// No such interface and nobody at that address: only the flags are looked at.
+		out, err := exec.Command(bin, append(c.args, "-d", "nosuch0", "192.0.2.1")...).CombinedOutput()
+		if exitCode(err) != 1 || string(out) != c.want {
+			t.Errorf("%v: %v\n%s\nwant exit status 1 and %q", c.args, err, out, c.want)
+		}
+	}
+}
