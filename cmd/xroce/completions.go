@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/xroce/xroce/transport"
@@ -85,8 +84,8 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 			return 0, err
 		}
 		if waited >= time.Second && c.env != nil && c.env.ifname != "" {
-			if _, err := net.InterfaceByName(c.env.ifname); err != nil {
-				return 0, fmt.Errorf("no completion for %v: the interface %s is gone (deleted, or moved to another namespace)", waited.Round(time.Second), c.env.ifname)
+			if err := interfaceState(c.env.ifname); err != nil {
+				return 0, fmt.Errorf("no completion for %v: %w", waited.Round(time.Second), err)
 			}
 		}
 		if time.Since(quiet) < limit {

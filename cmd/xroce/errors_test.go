@@ -179,18 +179,53 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// TestInterfaceGone: the client's interface deleted mid-run: once the completion
-// wait runs out, the error says the interface is gone.
+// TestInterfaceGone: the veth pair deleted mid-run: the client says its interface
+// is gone within seconds (it waited 30 s for a completion first), and so does the
+// server, waiting for the end of the client's test (it blamed the exchange after
+// 120 s).
 func TestInterfaceGone(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
-	startIn(t, n.NsB, 60*time.Second, "write_bw", "-d", n.IfB, "-n", "100000000")
-	time.Sleep(time.Second)
-	go func() {
-		time.Sleep(2 * time.Second)
-		_ = exec.Command("ip", "-n", n.NsA, "link", "del", n.IfA).Run()
-	}()
-	out, err := runIn(n.NsA, "write_bw", "-d", n.IfA, "-n", "100000000", n.IPB.String())
-	wantErr(t, "interface deleted", out, err, "the interface "+n.IfA+" is gone")
+	server := startIn(t, n.NsB, 60*time.Second, "write_bw", "-d", n.IfB, "-n", "100000000")
+	for i := 0; i < 500 && !strings.Contains(server.out.String(), "Waiting for client"); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	client := startIn(t, n.NsA, 60*time.Second, "write_bw", "-d", n.IfA, "-n", "100000000", n.IPB.String())
+	time.Sleep(2 * time.Second)
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "del", n.IfA)
+	deleted := time.Now()
+	cliErr := client.wait(time.Hour)
+	cliTook := time.Since(deleted)
+	srvErr := server.wait(time.Hour)
+	srvTook := time.Since(deleted)
+	wantErr(t, "interface deleted (client)", client.out.String(), cliErr, "the interface "+n.IfA+" is gone (deleted, or moved to another namespace)")
+	// Deleting one end of a veth pair deletes the other: the server's goes too.
+	wantErr(t, "interface deleted (server)", server.out.String(), srvErr, "oob: waiting for the peer's exchange: the interface "+n.IfB+" is gone (deleted, or moved to another namespace)")
+	if cliTook > 5*time.Second || srvTook > 6*time.Second {
+		t.Errorf("after the interface was deleted the client ran %v, the server %v; want at most 5 s and 6 s", cliTook.Round(time.Millisecond), srvTook.Round(time.Millisecond))
+	}
+}
+
+// TestInterfaceDown: an interface that is down, or has no carrier, is refused at
+// start with the fix, on either side (the client was told "no route ... host is
+// down", the server waited for a client for ever).
+func TestInterfaceDown(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "down")
+	for _, c := range []struct {
+		ns   string
+		args []string
+		want string
+	}{
+		{n.NsA, []string{"write_bw", "-d", n.IfA, n.IPB.String()}, "xroce write_bw: the interface " + n.IfA + " is down: bring it up (ip link set " + n.IfA + " up)\n"},
+		{n.NsA, []string{"pingpong", "-d", n.IfA}, "xroce pingpong: the interface " + n.IfA + " is down: bring it up (ip link set " + n.IfA + " up)\n"},
+		{n.NsB, []string{"send_bw", "-d", n.IfB}, "xroce send_bw: the interface " + n.IfB + " has no carrier: its link is down (a cable, the switch port, or the other end of a veth pair); nothing reaches the peer until it is up\n"},
+	} {
+		p := startIn(t, c.ns, 20*time.Second, c.args...)
+		err := p.wait(5 * time.Second) // 3 s of them for the carrier
+		if exitCode(err) != 1 || p.out.String() != c.want {
+			t.Errorf("%v: %v\n%s\nwant exit status 1 within 5 s and %q", c.args, err, p.out.String(), c.want)
+		}
+	}
 }
 
 // TestRNRStall: a send_bw server that receives fewer messages (-n 10) than the

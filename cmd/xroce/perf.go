@@ -138,6 +138,9 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	}
 	s := oob.NewSession(nc, c.client, t.kind, c.exchangeTimeout())
 	c.peer = s
+	if e.ifname != "" {
+		s.Check = func() error { return interfaceState(e.ifname) }
+	}
 	s.RunAll = o.all
 	rcvd := c.counterWatch("rcvd_pkts")
 	s.Alive = func() bool { return rcvd() > 0 }

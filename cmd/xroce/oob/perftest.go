@@ -142,6 +142,9 @@ type Session struct {
 	timeout time.Duration
 	local   [][]byte // our key messages, one per QP
 	remote  []Dest   // the peer's, from the handshake
+	// Check, when set, is run every second while a step waits for the peer; its
+	// error (this side's interface gone, say) ends the exchange.
+	Check func() error
 	// RunAll is perftest's -a: the sequence of a run over every size (set it
 	// before Connect).
 	RunAll bool
@@ -187,32 +190,9 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 		want = len(out)
 	}
 	in := make([]byte, want)
-	s.deadline()
-	read := func() error {
-		for got := 0; got < len(in); {
-			n, err := s.conn.Read(in[got:])
-			got += n
-			if n > 0 && got < len(in) {
-				// The peer writes each message at once: the rest follows at once,
-				// unless the peer sent a message of another length.
-				_ = s.conn.SetReadDeadline(time.Now().Add(partialLimit))
-			}
-			var ne net.Error
-			switch {
-			case err == nil:
-			case errors.As(err, &ne) && ne.Timeout() && got > 0:
-				return fmt.Errorf("oob: the peer's exchange is out of step: it sent %d bytes where a %d-byte message belongs, then nothing for %v: the two sides run different tests (or -a on one side only); give both the same", got, len(in), partialLimit)
-			case errors.As(err, &ne) && ne.Timeout() && s.Alive != nil && s.Alive():
-				s.deadline()
-			case errors.Is(err, io.EOF) && got > 0:
-				return s.ioErr("reading", io.ErrUnexpectedEOF)
-			default:
-				return s.ioErr("reading", err)
-			}
-		}
-		return nil
-	}
+	read := func() error { return s.read(in) }
 	write := func() error {
+		_ = s.conn.SetWriteDeadline(s.stepEnd())
 		if _, err := s.conn.Write(out); err != nil {
 			return s.ioErr("writing", err)
 		}
@@ -231,9 +211,73 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 	return in, nil
 }
 
+// read reads len(in) bytes of one message from the peer, within the step's
+// timeout, which is renewed while the peer shows signs of life (Alive). Every
+// checkEvery it runs Check. A message that stops half-way for partialLimit means
+// the two sides are out of step.
+func (s *Session) read(in []byte) error {
+	end := s.stepEnd()
+	var partialEnd time.Time
+	for got := 0; got < len(in); {
+		dl := time.Now().Add(checkEvery)
+		if got > 0 && partialEnd.Before(dl) {
+			dl = partialEnd
+		}
+		if !end.IsZero() && end.Before(dl) {
+			dl = end
+		}
+		_ = s.conn.SetReadDeadline(dl)
+		n, err := s.conn.Read(in[got:])
+		if n > 0 && got == 0 && n < len(in) {
+			// The peer writes each message at once: the rest follows at once,
+			// unless the peer sent a message of another length.
+			partialEnd = time.Now().Add(partialLimit)
+		}
+		got += n
+		var ne net.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &ne) && ne.Timeout():
+			now := time.Now()
+			if got > 0 && !now.Before(partialEnd) {
+				return fmt.Errorf("oob: the peer's exchange is out of step: it sent %d bytes where a %d-byte message belongs, then nothing for %v: the two sides run different tests (or -a on one side only); give both the same", got, len(in), partialLimit)
+			}
+			if s.Check != nil {
+				if err := s.Check(); err != nil {
+					return fmt.Errorf("oob: waiting for the peer's exchange: %w", err)
+				}
+			}
+			if end.IsZero() || now.Before(end) {
+				continue
+			}
+			if got == 0 && s.Alive != nil && s.Alive() {
+				end = s.stepEnd()
+				continue
+			}
+			return s.ioErr("reading", err)
+		case errors.Is(err, io.EOF) && got > 0:
+			return s.ioErr("reading", io.ErrUnexpectedEOF)
+		default:
+			return s.ioErr("reading", err)
+		}
+	}
+	return nil
+}
+
+// stepEnd is when a step started now times out; zero without a timeout.
+func (s *Session) stepEnd() time.Time {
+	if s.timeout <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(s.timeout)
+}
+
 // partialLimit is how long the rest of a message may take once its first bytes
 // arrived.
 const partialLimit = 5 * time.Second
+
+// checkEvery is how often a read that waits runs Check.
+const checkEvery = time.Second
 
 // deadline arms the per-step timeout; 0 means none.
 func (s *Session) deadline() {
