@@ -95,7 +95,7 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		// The peer answers, but only with RNR NAKs: it has no receive posted for
 		// our SEND and never will (rnr_retry 7 retries for ever).
 		if n := rnr(); n > 0 {
-			return 0, fmt.Errorf("no completion for %v: the peer posts no receives (RNR NAK, %d times in that time): are -n, -D (and pingpong's -r) the same on both sides, and does the peer run the same test?", limit, n)
+			return 0, fmt.Errorf("no completion for %v: the peer posts no receives (RNR NAK, %d times in that time): are -n (and pingpong's -r) the same on both sides, and does the peer run the same test?", limit, n)
 		}
 		if alive() > 0 {
 			continue

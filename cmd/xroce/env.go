@@ -53,15 +53,15 @@ func openEnv(o linkOptions) (*env, error) {
 	if o.dev == "" {
 		return nil, fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
 	}
-	if err := checkInterfaceUp(o.dev); err != nil {
-		return nil, err
-	}
 	eng, err := startEngine(o, func(err error) { fmt.Fprintf(os.Stderr, "xroce: --pcap: %v\n", err) })
 	if err != nil {
 		return nil, err
 	}
 	link, dev := eng.link, eng.dev
 	gid, err := pickGID(dev.GIDTable(), o.gidIndex, o.dev, o.gidFlag)
+	if err == nil {
+		err = checkInterfaceUp(o.dev)
+	}
 	if err != nil {
 		eng.stop()
 		return nil, err
