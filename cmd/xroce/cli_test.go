@@ -51,6 +51,7 @@ func pairRaw(t *testing.T, n *testnet.Net, srvArgs, cliArgs []string) (srv, cli 
 	quiet := cliArgs[0] == "pingpong"
 	for i := 0; i < 500 && !strings.Contains(server.out.String(), "Waiting for client") && !quiet; i++ {
 		time.Sleep(20 * time.Millisecond)
+		quiet = quiet || i%10 == 9 && listening(n.NsB, 18515) // --output prints no banner
 	}
 	if quiet { // rc_pingpong's server prints nothing: watch for its socket
 		for i := 0; i < 500 && !listening(n.NsB, 18515); i++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/xroce/xroce/transport"
@@ -55,6 +56,17 @@ func (c *conn) counterWatch(name string) func() uint64 {
 func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop time.Time) (int, error) {
 	if n := c.cq.Poll(wcs); n > 0 {
 		return n, nil
+	}
+	// Without -e the tool polls a while before it sleeps, as perftest polls (for
+	// ever): a completion that comes within c.spin is taken without the wake-up
+	// of a sleeping thread. With -e it sleeps on the CQ's event at once.
+	if c.spin > 0 {
+		for end := time.Now().Add(c.spin); time.Now().Before(end); {
+			if n := c.cq.Poll(wcs); n > 0 {
+				return n, nil
+			}
+			runtime.Gosched()
+		}
 	}
 	// A long message (hundreds of MiB) may take longer than limit to complete: the
 	// wait goes on while frames still arrive.

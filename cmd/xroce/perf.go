@@ -79,6 +79,7 @@ type conn struct {
 	gidFlag     string        // the flag that sets the GID index, for messages: -x, or pingpong's -g
 	peer        *oob.Session  // the out-of-band exchange, watched while the test runs
 	limit       time.Duration // how long a completion wait may see no sign of life; 0: 30 s
+	spin        time.Duration // how long a completion wait polls before it sleeps (0 with -e)
 }
 
 // gidOpt names the tool's GID index flag in messages.
@@ -128,11 +129,11 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 		before := e.prov.Counters()
 		defer func() { printCounters(o.out, providerName(o.provider), before, e.prov.Counters()) }()
 	}
-	c := &conn{t: t, o: o, env: e, client: o.server != ""}
+	c := &conn{t: t, o: o, env: e, client: o.server != "", spin: cqSpin(o.events)}
 	if err := c.setup(); err != nil {
 		return err
 	}
-	nc, err := oobConn(o.server, o.port, o.out, true)
+	nc, err := oobConn(o.server, o.port, o.out, o.output == "")
 	if err != nil {
 		return err
 	}
@@ -142,6 +143,7 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 		s.Check = func() error { return interfaceState(e.ifname) }
 	}
 	s.RunAll = o.all
+	s.Duplex, s.Duration = o.bidir, o.duration > 0
 	rcvd := c.counterWatch("rcvd_pkts")
 	s.Alive = func() bool { return rcvd() > 0 }
 	ours := c.ourMTU()
@@ -201,3 +203,15 @@ func (c *conn) base(i int) int { return i * 2 * c.half }
 
 // atomic is the atomic_bw test.
 func (c *conn) atomic() bool { return c.t.name == "atomic_bw" }
+
+// cqSpin is how long a tool polls its CQ before it sleeps on the CQ's event:
+// none with -e (events).
+func cqSpin(events bool) time.Duration {
+	if events {
+		return 0
+	}
+	return spinTime
+}
+
+// spinTime: a tool without -e polls its CQ this long before it sleeps.
+const spinTime = 50 * time.Microsecond

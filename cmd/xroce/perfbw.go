@@ -13,7 +13,7 @@ import (
 // and send_bw's server, which receives. A bandwidth server of write/read/atomic
 // only waits for its client and prints the client's results (of the last size with
 // -a), as perftest's does.
-func (c *conn) movesData() bool { return c.client || c.t.op == transport.WR_SEND }
+func (c *conn) movesData() bool { return c.client || c.t.op == transport.WR_SEND || c.o.bidir }
 
 // bwSizes runs a bandwidth test's sizes in turn, a table row each, and returns the
 // last size's results.
@@ -40,10 +40,21 @@ func (c *conn) bwSizes(ctx context.Context, s *oob.Session) (oob.Results, error)
 		if err != nil {
 			return res, err
 		}
-		c.printBWRow(res)
+		// -b: the row is the sum of both directions (perftest's
+		// print_full_bw_report with the peer's results).
+		peer, both, err := s.AfterSize(res)
+		if err != nil {
+			return res, err
+		}
+		row := res
+		if both {
+			c.remoteIters += peer.Iters
+			row.PeakBW, row.AvgBW, row.MsgRate = res.PeakBW+peer.PeakBW, res.AvgBW+peer.AvgBW, res.MsgRate+peer.MsgRate
+		}
+		c.printBWRow(row)
 	}
 	if moves {
-		fmt.Fprintln(c.o.out, rule)
+		c.rule()
 	}
 	return res, nil
 }
@@ -54,24 +65,23 @@ func (c *conn) printServerBW(got oob.Results) {
 	c.remoteIters = got.Iters
 	c.printBWHead()
 	c.printBWRow(got)
-	fmt.Fprintln(c.o.out, rule)
+	c.rule()
 }
 
 // runBW runs one size of a bandwidth test: the client posts on every QP, -n work
 // requests each, up to -t in flight per QP, as perftest's run_iter_bw does; a
-// send_bw server receives. The results count the iterations of all QPs.
+// send_bw server receives; with -b each side does both. The results count the
+// iterations of all QPs: the messages this side sent, or a send_bw server's
+// receives.
 func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
-	o := c.o
 	res := oob.Results{Size: uint64(c.size)}
 	r := c.newBWRun()
-	q := len(c.qps)
 	wcs := make([]transport.WorkCompletion, 64)
-	receiver := !c.client
-	for r.done < r.iters*q {
+	for !r.finished() {
 		if !r.deadline.IsZero() && !time.Now().Before(r.deadline) {
 			break // -D is a time bound: what is still in flight is not waited for
 		}
-		if !receiver {
+		if r.sender {
 			if err := r.post(); err != nil {
 				return res, err
 			}
@@ -83,14 +93,11 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		if err := r.reap(got); err != nil {
 			return res, err
 		}
-		r.done += len(got)
-		r.rate.tick(r.done)
+		r.rate.tick(r.counted())
 		r.progress()
-		if receiver && r.done >= o.iters*q && r.deadline.IsZero() && !o.runInf {
-			break
-		}
 	}
-	rate := float64(r.done) / time.Since(r.rate.start).Seconds()
+	done := r.counted()
+	rate := float64(done) / time.Since(r.rate.start).Seconds()
 	if r.sent > r.done {
 		// -D ended the run with work requests in flight (a slow path holds up to
 		// -t messages per QP): flush them, so that the QPs stop sending while the
@@ -100,7 +107,7 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		}
 	}
 	peak := max(r.rate.peak, rate)
-	res.Iters = uint64(r.done)
+	res.Iters = uint64(done)
 	res.PeakBW, res.AvgBW, res.MsgRate = c.bw(peak), c.bw(rate), rate/1e6
 	return res, nil
 }
@@ -119,19 +126,21 @@ func (c *conn) flushQPs() error {
 // bwRun is one size of a bandwidth test in progress.
 type bwRun struct {
 	c                 *conn
+	sender, receiver  bool               // this side posts the test's work requests; it receives SENDs
 	iters             int                // per QP: -n, or without end with -D or --run_infinitely
 	deadline          time.Time          // the end of -D's run; zero without -D
 	wrs               []transport.SendWR // each QP's work request
 	batch             []transport.SendWR // the list being posted
 	posted, completed []int              // per QP
-	sent, done        int                // posted and completed, on all QPs
+	sent, done        int                // work requests posted and completed, on all QPs
+	recvd             int                // receives completed, on all QPs
 	rate              rateMeter
 }
 
 func (c *conn) newBWRun() *bwRun {
 	o := c.o
 	q := len(c.qps)
-	r := &bwRun{c: c, iters: o.iters}
+	r := &bwRun{c: c, iters: o.iters, sender: c.client || o.bidir, receiver: c.t.op == transport.WR_SEND && (!c.client || o.bidir)}
 	if o.duration > 0 || o.runInf {
 		r.iters = 1 << 40
 		if o.duration > 0 && !o.runInf {
@@ -149,42 +158,79 @@ func (c *conn) newBWRun() *bwRun {
 	return r
 }
 
-// post posts what each QP's window allows as one list (ibv_post_send's chained
-// list): one wake of the engine per batch, not one per work request.
+// counted is what the run measures: the work requests this side completed, or
+// the receives of a send_bw server.
+func (r *bwRun) counted() int {
+	if r.sender {
+		return r.done
+	}
+	return r.recvd
+}
+
+// finished says whether the run did all its iterations: the sends, and the
+// receives of the peer's sends; a receiver with -D or --run_infinitely runs on.
+func (r *bwRun) finished() bool {
+	all := r.iters * len(r.c.qps)
+	if r.receiver && (r.recvd < all || r.c.o.duration > 0 || r.c.o.runInf) {
+		return false
+	}
+	return !r.sender || r.done >= all
+}
+
+// post posts what each QP's window allows. Without -l, the window goes as one
+// list (ibv_post_send's chained list: one wake of the engine per batch), every
+// work request signaled; with -l N, in lists of N, of which only the last is
+// signaled (perftest's post list, with its CQ moderation of N).
 func (r *bwRun) post() error {
+	list, depth := r.c.o.postList, r.c.o.txDepth
 	for i, qp := range r.c.qps {
-		r.batch = r.batch[:0]
-		for r.posted[i]+len(r.batch) < r.iters && r.posted[i]+len(r.batch)-r.completed[i] < r.c.o.txDepth &&
-			(r.deadline.IsZero() || time.Now().Before(r.deadline)) {
-			r.wrs[i].WRID = wrID(i, uint64(r.posted[i]+len(r.batch)))
-			r.batch = append(r.batch, r.wrs[i])
-		}
-		if len(r.batch) > 0 {
+		for {
+			r.batch = r.batch[:0]
+			for r.posted[i]+len(r.batch)+list <= r.iters && r.posted[i]+len(r.batch)+list-r.completed[i] <= depth &&
+				(r.deadline.IsZero() || time.Now().Before(r.deadline)) && (list == 1 || len(r.batch) == 0) {
+				for j := 0; j < list; j++ {
+					wr := r.wrs[i]
+					wr.WRID = wrID(i, uint64(r.posted[i]+len(r.batch)))
+					if j < list-1 {
+						wr.Flags &^= transport.SendSignaled
+					}
+					r.batch = append(r.batch, wr)
+				}
+			}
+			if len(r.batch) == 0 {
+				break
+			}
 			k, err := qp.PostSend(r.batch...)
 			r.posted[i] += k
 			r.sent += k
 			if err != nil {
 				return err
 			}
+			if list == 1 {
+				break
+			}
 		}
 	}
 	return nil
 }
 
-// reap counts successful completions per QP; a receiver posts each completed
-// receive again.
+// reap counts successful completions per QP (a signaled completion of a post list
+// stands for the list) and posts each completed receive again.
 func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
 	for _, wc := range wcs {
 		qp := wrQP(wc.WRID)
 		if qp >= len(r.c.qps) {
 			return fmt.Errorf("a completion for work request %#x of no QP of this test", wc.WRID)
 		}
-		r.completed[qp]++
-		if !r.c.client {
+		if wc.Opcode == transport.WC_RECV {
+			r.recvd++
 			if err := r.c.postRecv(qp, wc.WRID&(1<<40-1)); err != nil {
 				return err
 			}
+			continue
 		}
+		r.completed[qp] += r.c.o.postList
+		r.done += r.c.o.postList
 	}
 	return nil
 }
@@ -193,11 +239,12 @@ func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
 // second, or every -D seconds with both.
 func (r *bwRun) progress() {
 	o, m := r.c.o, &r.rate
-	if (o.duration > 0 || o.runInf) && time.Since(m.last) >= max(time.Second, time.Duration(o.duration)*time.Second*boolDur(o.runInf)) {
+	if (o.duration > 0 || o.runInf) && r.c.verbose() && time.Since(m.last) >= max(time.Second, time.Duration(o.duration)*time.Second*boolDur(o.runInf)) {
 		now := time.Now()
-		rate := float64(r.done-m.lastDone) / now.Sub(m.last).Seconds()
-		fmt.Fprintf(o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.c.size, r.done-m.lastDone, r.c.bw(rate), r.c.bw(rate), rate/1e6)
-		m.last, m.lastDone = now, r.done
+		done := r.counted()
+		rate := float64(done-m.lastDone) / now.Sub(m.last).Seconds()
+		fmt.Fprintf(o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.c.size, done-m.lastDone, r.c.bw(rate), r.c.bw(rate), rate/1e6)
+		m.last, m.lastDone = now, done
 	}
 }
 

@@ -25,6 +25,10 @@ type perfOptions struct {
 	txDepth     int
 	tclass      int
 	reportGbits bool
+	bidir       bool   // -b: both sides run the test at once
+	events      bool   // -e: sleep on the CQ's events, never spin
+	postList    int    // -l: work requests per post, the last one signaled
+	output      string // --output: one figure instead of the report
 	runInf      bool
 	verify      bool
 	counters    bool
@@ -96,6 +100,10 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	fs.IntVarP(&o.port, "port", "p", oob.DefaultPort, "TCP port of the out-of-band exchange")
 	fs.IntVar(&o.tclass, "tclass", 0, "traffic class (IPv4 TOS / IPv6 traffic class)")
 	fs.BoolVar(&o.reportGbits, "report_gbits", false, "report bandwidth in Gb/s")
+	fs.StringVar(&o.output, "output", "", "print one figure per size instead of the report: bandwidth or message_rate (bandwidth tests), latency (latency tests)")
+	fs.BoolVarP(&o.events, "events", "e", false, "sleep on completion events; without it the tool polls its CQ a while before it sleeps")
+	fs.BoolVarP(&o.bidir, "bidirectional", "b", false, "both sides run the test at once, each reporting the sum of both directions (give it on both sides)")
+	fs.IntVarP(&o.postList, "post_list", "l", 1, "post work requests in lists of this size, with one completion per list")
 	fs.BoolVar(&o.runInf, "run_infinitely", false, "run until interrupted, a line a second (with -D: a line every D seconds)")
 	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
 	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", transport.DefaultTimeout, "local ACK timeout: 4.096 µs × 2^u")
@@ -104,8 +112,9 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 		fs.StringVarP(&o.atomicType, "atomic_type", "A", "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP (the client's choice)")
 	}
 	if lat {
-		_ = fs.MarkHidden("duration")
-		_ = fs.MarkHidden("run_infinitely")
+		for _, f := range []string{"duration", "run_infinitely", "bidirectional", "post_list"} {
+			_ = fs.MarkHidden(f)
+		}
 	}
 	for _, u := range notYet {
 		if u.value {
@@ -127,10 +136,6 @@ const maxDuration = 365 * 24 * 3600
 // as not supported, with the reason, rather than as unknown flags.
 var notYet = []unsupportedFlag{
 	{"rdma_cm", "R", false, "the tools exchange QP numbers over TCP (perftest's default); run without -R"},
-	{"bidirectional", "b", false, "the tools measure one direction; run a second pair the other way"},
-	{"events", "e", false, "the tools poll their completion queues"},
-	{"post_list", "l", false, "the tools post their window as one list already"},
-	{"output", "", true, "the tools print perftest's full report"},
 }
 
 // unsupportedFlag is a perftest flag the tools refuse, with the reason.
@@ -195,6 +200,23 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-u %d: the QP timeout is 0..31", o.qpTimeout)
 	case o.inline < 0 || o.inline > transport.MaxInline:
 		return fmt.Errorf("-I %d: the inline size is 0..%d", o.inline, transport.MaxInline)
+	case lat && o.bidir:
+		return fmt.Errorf("-b is for the bandwidth tests: a latency test runs both ways already")
+	case lat && o.postList != 1:
+		return fmt.Errorf("-l: post lists are for the bandwidth tests (as in perftest)")
+	case o.postList < 1 || o.postList > o.txDepth:
+		return fmt.Errorf("-l %d: the post list size is 1..-t (%d)", o.postList, o.txDepth)
+	case o.postList > 1 && o.duration == 0 && !o.runInf && o.iters%o.postList != 0:
+		return fmt.Errorf("-l %d: -n %d must be a multiple of the post list size (as in perftest)", o.postList, o.iters)
+	case o.events && (o.duration > 0 || o.runInf):
+		return fmt.Errorf("-e: duration mode does not work with events (as in perftest): use -n")
+	case o.events && o.provider == "verbs":
+		return fmt.Errorf("-e is not supported yet with --provider verbs: its CQs have no completion channel yet; run without -e")
+	case o.bidir && o.runInf:
+		return fmt.Errorf("-b does not go with --run_infinitely yet: use -D or -n")
+	}
+	if err := checkOutput(o.output, lat); err != nil {
+		return err
 	}
 	if _, err := o.pcap.tapOptions(); err != nil {
 		return err
@@ -203,6 +225,21 @@ func (o *perfOptions) check(name string, args []string) error {
 		if _, err := roce.MTUFromBytes(o.mtu); err != nil {
 			return fmt.Errorf("-m %d: %v", o.mtu, err)
 		}
+	}
+	return nil
+}
+
+// checkOutput checks --output's value for a latency (lat) or bandwidth test, with
+// perftest's words.
+func checkOutput(v string, lat bool) error {
+	switch {
+	case v == "":
+	case v != "bandwidth" && v != "message_rate" && v != "latency":
+		return fmt.Errorf("--output=%s: the output is bandwidth, message_rate or latency", v)
+	case lat && v != "latency":
+		return fmt.Errorf("--output=%s: a latency test prints latency", v)
+	case !lat && v == "latency":
+		return fmt.Errorf("--output=latency: a bandwidth test prints bandwidth or message_rate")
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 // latSizes runs a latency test's sizes in turn and prints a table row for each
 // size that measured (a read_lat server measures nothing).
 func (c *conn) latSizes(s *oob.Session) error {
-	if !c.client && c.t.op == transport.WR_RDMA_READ {
+	if !c.client && c.t.op == transport.WR_RDMA_READ && c.verbose() {
 		fmt.Fprintf(c.o.out, " The client reads; the server waits for it to finish.\n")
 	}
 	table := false
@@ -40,7 +40,7 @@ func (c *conn) latSizes(s *oob.Session) error {
 		}
 	}
 	if table {
-		fmt.Fprintln(c.o.out, rule)
+		c.rule()
 	}
 	return nil
 }

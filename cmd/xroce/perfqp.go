@@ -13,6 +13,9 @@ func (c *conn) setup() error {
 	prov := c.env.prov
 	q := c.o.qps
 	c.half = max(c.maxSize(), 4096) // perftest's BUFF_SIZE with a 4096-byte cycle buffer
+	if c.split() && c.writeOffs() {
+		c.half *= 2 // the sizes' places of a verified write_bw -a (writeOff) in the landing half
+	}
 	var err error
 	if c.buf, err = prov.Alloc(q * 2 * c.half); err != nil {
 		return err
@@ -44,13 +47,13 @@ func (c *conn) setup() error {
 		}
 		c.qps = append(c.qps, qp)
 		vaddr := c.mr.Addr() + uint64(c.base(i))
-		if c.t.lat {
+		if c.split() {
 			vaddr += uint64(c.half)
 		}
 		c.local = append(c.local, oob.Dest{OutReads: outReads, QPN: qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, RKey: rkey,
 			VAddr: vaddr, GID: c.env.gid.GID})
 	}
-	if c.o.verify && !c.client && c.t.op == transport.WR_RDMA_READ {
+	if c.o.verify && (!c.client || c.o.bidir) && c.t.op == transport.WR_RDMA_READ {
 		for i := range c.qps { // what the client reads: the advertised area
 			off := int(c.local[i].VAddr - c.mr.Addr())
 			pattern(c.buf[off:off+c.maxSize()], c.readSeed())
@@ -63,8 +66,8 @@ func (c *conn) setup() error {
 // hold the size's pattern, and a READ client's landing areas are cleared.
 func (c *conn) startSize(size int) error {
 	c.size = size
-	if !c.o.verify || c.atomic() || !c.client && !c.t.lat {
-		return nil // atomics count from 0; bw servers do not send
+	if !c.o.verify || c.atomic() || !c.client && !c.t.lat && !c.o.bidir {
+		return nil // atomics count from 0; bw servers do not send (but with -b)
 	}
 	for i := range c.qps {
 		b := c.base(i)
@@ -110,7 +113,7 @@ func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 	// Receivers post their receives before the barriers let the sender start. Each
 	// completed receive is posted again, so there are as many for every later size
 	// of a -a run, and those take the largest size.
-	if c.t.op == transport.WR_SEND && (!c.client || c.t.lat) {
+	if c.t.op == transport.WR_SEND && (!c.client || c.t.lat || c.o.bidir) {
 		for i := range c.qps {
 			for n := 0; n < min(512, c.o.iters); n++ {
 				if err := c.postRecv(i, uint64(n)); err != nil {
@@ -129,7 +132,7 @@ func wrID(qp int, n uint64) uint64 { return uint64(qp)<<40 | n }
 func wrQP(id uint64) int { return int(id >> 40) }
 
 func (c *conn) postRecv(qp int, id uint64) error {
-	off := c.base(qp) + c.half*boolInt(c.t.lat)
+	off := c.base(qp) + c.half*boolInt(c.split())
 	n := max(c.size, 1)
 	if c.o.all {
 		n = c.half
@@ -142,11 +145,22 @@ func (c *conn) postRecv(qp int, id uint64) error {
 // write_bw -a run, where each size has its own place (size-2: the sizes before it
 // end there) so that the server can check every size after the run.
 func (c *conn) writeOff() uint64 {
-	if c.o.all && c.o.verify && c.t.op == transport.WR_RDMA_WRITE && !c.t.lat {
+	if c.writeOffs() {
 		return uint64(c.size - 2)
 	}
 	return 0
 }
+
+// writeOffs says whether each size of the run writes to a place of its own.
+func (c *conn) writeOffs() bool {
+	return c.o.all && c.o.verify && c.t.op == transport.WR_RDMA_WRITE && !c.t.lat
+}
+
+// split says whether each QP's area is split in two: what this side sends from
+// (and its READs land in) at base, and what it advertises to the peer -- where
+// the peer's WRITEs and SENDs land and its READs read from -- half after it: in
+// the latency tests, and with -b, where both sides send at once.
+func (c *conn) split() bool { return c.t.lat || c.o.bidir }
 
 // wr is the test's work request on QP qp.
 func (c *conn) wr(qp int) transport.SendWR {

@@ -85,10 +85,10 @@ func (c *conn) verifySize(bw bool) error {
 	switch {
 	case c.t.op == transport.WR_RDMA_WRITE && c.t.lat && !c.client:
 		return c.checkLatWrite()
-	case c.t.op == transport.WR_SEND && (c.t.lat || !c.client):
+	case c.t.op == transport.WR_SEND && (c.t.lat || !c.client || c.o.bidir):
 		pattern(want, uint64(n))
-		off = c.half * boolInt(c.t.lat)
-	case c.t.op == transport.WR_RDMA_READ && c.client:
+		off = c.half * boolInt(c.split())
+	case c.t.op == transport.WR_RDMA_READ && (c.client || c.o.bidir):
 		pattern(want, c.readSeed())
 		off = c.half * boolInt(c.t.lat)
 	default:
@@ -111,17 +111,17 @@ func (c *conn) verifyEnd() error {
 		return nil
 	}
 	switch {
-	case c.atomic() && !c.client:
+	case c.atomic() && (!c.client || c.o.bidir):
 		var sum uint64
 		for i := range c.qps {
-			sum += binary.NativeEndian.Uint64(c.buf[c.base(i):])
+			sum += binary.NativeEndian.Uint64(c.buf[c.base(i)+c.half*boolInt(c.split()):])
 		}
 		if sum != c.remoteIters {
 			return fmt.Errorf("verify: the counters add up to %d after %d FETCH_AND_ADDs", sum, c.remoteIters)
 		}
 		fmt.Fprintf(c.o.out, " Data verified: counter %d after %d FETCH_AND_ADD\n", sum, c.remoteIters)
 		return nil
-	case c.t.op == transport.WR_RDMA_WRITE && !c.t.lat && !c.client:
+	case c.t.op == transport.WR_RDMA_WRITE && !c.t.lat && (!c.client || c.o.bidir):
 		for _, n := range c.sizes() {
 			off := 0
 			if c.o.all {
@@ -130,7 +130,7 @@ func (c *conn) verifyEnd() error {
 			want := make([]byte, n)
 			pattern(want, uint64(n))
 			for i := range c.qps {
-				b := c.base(i) + off
+				b := c.base(i) + c.half*boolInt(c.split()) + off
 				if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.buf[b:b+n], want); err != nil {
 					return err
 				}

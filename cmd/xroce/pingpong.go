@@ -32,7 +32,7 @@ func pingpong(args []string, w io.Writer) error {
 	rxDepth := fs.IntP("rx-depth", "r", 500, "receives posted")
 	iters := fs.IntP("iters", "n", 1000, "exchanges")
 	fs.IntP("sl", "l", 0, "service level (no meaning on RoCE; accepted)")
-	fs.BoolP("events", "e", false, "sleep on CQ events (accepted; xroce always can)")
+	events := fs.BoolP("events", "e", false, "sleep on completion events; without it pingpong polls its CQ a while before it sleeps")
 	connection := fs.String("connection", "RC", "RC, UC or UD: ibv_rc_pingpong, ibv_uc_pingpong or ibv_ud_pingpong (pingpong_unrel.go)")
 	addLinkFlags(fs, &lo)
 	if err := fs.Parse(args); err != nil {
@@ -63,7 +63,7 @@ func pingpong(args []string, w io.Writer) error {
 			return err
 		}
 		return pingpongUnreliable(w, typ, ppArgs{lo: lo, port: *port, size: *size, rxDepth: *rxDepth, iters: *iters, mtu: pm,
-			server: fs.Arg(0)}, fs.Changed("size"))
+			server: fs.Arg(0), events: *events}, fs.Changed("size"))
 	}
 	client := fs.NArg() == 1
 	e, err := openEnv(lo)
@@ -132,7 +132,7 @@ func pingpong(args []string, w io.Writer) error {
 		}
 		pendingSend = true
 	}
-	c := &conn{cq: cq, env: e, gidFlag: "-g"}
+	c := &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events)}
 	wcs := make([]transport.WorkCompletion, 16)
 	for scnt < *iters || rcnt < *iters {
 		got, err := c.completions(wcs)

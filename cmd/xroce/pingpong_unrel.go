@@ -35,6 +35,7 @@ type ppArgs struct {
 	port, size, rxDepth, iters int
 	mtu                        roce.MTU
 	server                     string // empty: the server
+	events                     bool   // -e: sleep on completion events, never poll
 }
 
 // parseConnection reads --connection: RC (the default), UC or UD, any case.
@@ -141,7 +142,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 	if _, err := oob.PingpongExchange(nc, a.server != "", local, 60*time.Second, connect); err != nil {
 		return err
 	}
-	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g"}, qp, send, recv, a)
+	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(a.events)}, qp, send, recv, a)
 }
 
 // pingpongLoop bounces a.iters messages, the client first, and prints rc_pingpong's

@@ -20,20 +20,58 @@ var testTitles = map[string]string{
 	"read_lat": "RDMA_Read Latency Test", "send_lat": "Send Latency Test",
 }
 
-// printHeader prints perftest's header block and both sides' addresses.
-func (c *conn) printHeader(peerMTU roce.MTU) {
-	w := c.o.out
-	fmt.Fprintln(w, rule)
+// verbose says whether the tool prints perftest's whole report, or (--output)
+// only one figure per size.
+func (c *conn) verbose() bool { return c.o.output == "" }
+
+// rule prints the report's rule line.
+func (c *conn) rule() {
+	if c.verbose() {
+		fmt.Fprintln(c.o.out, rule)
+	}
+}
+
+// title is perftest's name of the test: "RDMA_Write BW Test", "Send Bidirectional
+// Post List BW Test".
+func (c *conn) title() string {
 	title := testTitles[c.t.name]
 	if c.t.op == transport.WR_ATOMIC_CMP_AND_SWP {
 		title = "Atomic CMP_AND_SWAP BW Test"
 	}
-	fmt.Fprintf(w, "                    %s\n", title)
+	if c.t.lat {
+		return title
+	}
+	mods := ""
+	if c.o.bidir {
+		mods += "Bidirectional "
+	}
+	if c.o.postList > 1 {
+		mods += "Post List "
+	}
+	return strings.TrimSuffix(title, "BW Test") + mods + "BW Test"
+}
+
+// printHeader prints perftest's header block and both sides' addresses (nothing
+// with --output).
+func (c *conn) printHeader(peerMTU roce.MTU) {
+	if !c.verbose() {
+		return
+	}
+	w := c.o.out
+	fmt.Fprintln(w, rule)
+	fmt.Fprintf(w, "                    %s\n", c.title())
+	if c.o.events {
+		fmt.Fprintf(w, " Test with events. Using %s_comp0\n", c.o.dev)
+	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", c.o.dev)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", len(c.qps))
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	if !c.t.lat {
 		fmt.Fprintf(w, " TX depth        : %d\n", c.o.txDepth)
+	}
+	if c.o.postList > 1 {
+		fmt.Fprintf(w, " Post List       : %d\n", c.o.postList)
+		fmt.Fprintf(w, " CQ Moderation   : %d\n", c.o.postList)
 	}
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", c.mtu.Bytes())
 	if peerMTU != c.ourMTU() {
@@ -70,6 +108,9 @@ func gidDecimal(g roce.GID) string {
 
 // printBWHead prints the head of perftest's bandwidth table.
 func (c *conn) printBWHead() {
+	if !c.verbose() {
+		return
+	}
 	unit := "MB/sec"
 	if c.o.reportGbits {
 		unit = "Gb/sec"
@@ -77,13 +118,29 @@ func (c *conn) printBWHead() {
 	fmt.Fprintf(c.o.out, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit, unit)
 }
 
-// printBWRow prints one row of the bandwidth table.
+// printBWRow prints one row of the bandwidth table; with --output, the one
+// figure asked for, as perftest prints it ("%lf"). Gb/s below 0.1 get six
+// decimals, as perftest's REPORT_FMT_EXT gives them.
 func (c *conn) printBWRow(r oob.Results) {
-	fmt.Fprintf(c.o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.Size, r.Iters, r.PeakBW, r.AvgBW, r.MsgRate)
+	switch c.o.output {
+	case "bandwidth":
+		fmt.Fprintf(c.o.out, "%f\n", r.AvgBW)
+	case "message_rate":
+		fmt.Fprintf(c.o.out, "%f\n", r.MsgRate)
+	default:
+		if c.o.reportGbits && r.AvgBW < 0.1 {
+			fmt.Fprintf(c.o.out, " %-10d %-14d %-18.6f %-20.6f %.6f\n", r.Size, r.Iters, r.PeakBW, r.AvgBW, r.MsgRate)
+			return
+		}
+		fmt.Fprintf(c.o.out, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.Size, r.Iters, r.PeakBW, r.AvgBW, r.MsgRate)
+	}
 }
 
 // printLatHead prints the head of perftest's latency table.
 func (c *conn) printLatHead() {
+	if !c.verbose() {
+		return
+	}
 	fmt.Fprintf(c.o.out, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n")
 }
 
@@ -103,6 +160,10 @@ func (c *conn) printLat(lats []time.Duration) {
 		sq += (usec(d) - avg) * (usec(d) - avg)
 	}
 	stdev := math.Sqrt(sq / float64(len(sorted)))
+	if c.o.output == "latency" {
+		fmt.Fprintf(c.o.out, "%f\n", avg)
+		return
+	}
 	fmt.Fprintf(c.o.out, " %-7d %-13d %-14.2f %-12.2f %-18.2f %-14.2f %-18.2f %-22.2f %.2f\n", c.size, c.o.iters,
 		usec(sorted[0]), usec(sorted[len(sorted)-1]), usec(percentile(sorted, 50)), avg, stdev,
 		usec(percentile(sorted, 99)), usec(percentile(sorted, 99.9)))

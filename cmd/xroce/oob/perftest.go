@@ -148,6 +148,12 @@ type Session struct {
 	// RunAll is perftest's -a: the sequence of a run over every size (set it
 	// before Connect).
 	RunAll bool
+	// Duplex is perftest's -b (bandwidth tests): both sides run the test, with a
+	// barrier before each size of write/read/atomic bw (and after it with -a),
+	// and each side sends the other its results after each size (send_bw: not
+	// with -D, Duration); then a barrier and "done" (perftest's
+	// ctx_close_connection). Set them before Connect.
+	Duplex, Duration bool
 	// Alive, when set, reports whether the peer showed signs of life (RoCE
 	// frames) since it was last called. A step whose timeout passes while it
 	// does is given another timeout: the barrier at the end of a long test
@@ -437,6 +443,9 @@ func (s *Session) Connect(local []Dest, mtu roce.MTU, toRTS func(remote []Dest, 
 	if s.kind != BW {
 		steps = []func() error{s.Sync, s.syncEach, s.Sync}
 	}
+	if s.kind == BW && s.Duplex {
+		steps = append(steps, s.Sync) // before the first size
+	}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, 0, err
@@ -446,8 +455,8 @@ func (s *Session) Connect(local []Dest, mtu roce.MTU, toRTS func(remote []Dest, 
 }
 
 // NextSize runs what perftest exchanges between two sizes of a -a run: send_bw has
-// a barrier after each size and one before the next, send_lat one before the next;
-// the other tests none. prepare runs before the barrier that starts the next size
+// a barrier after each size and one before the next, send_lat (and the other
+// bandwidth tests with -b) one before the next; the other tests none. prepare runs before the barrier that starts the next size
 // (receivers post their receives there).
 func (s *Session) NextSize(prepare func() error) error {
 	if s.kind == SendBW {
@@ -458,17 +467,42 @@ func (s *Session) NextSize(prepare func() error) error {
 	if err := prepare(); err != nil {
 		return err
 	}
-	if s.kind == SendBW || s.kind == SendLat {
+	if s.kind == SendBW || s.kind == SendLat || s.kind == BW && s.Duplex {
 		return s.Sync()
 	}
 	return nil
 }
 
+// AfterSize runs what a -b run exchanges after each size: for write/read/atomic
+// bw a barrier with -a, then both sides' results (send_bw: the results, not with
+// -D). It returns the peer's results, or r unchanged (and no exchange) without
+// -b or where perftest exchanges none.
+func (s *Session) AfterSize(r Results) (Results, bool, error) {
+	if !s.Duplex || s.kind == SendBW && s.Duration {
+		return r, false, nil
+	}
+	if s.kind == BW && s.RunAll {
+		if err := s.Sync(); err != nil {
+			return Results{}, false, err
+		}
+	}
+	got, err := s.ExchangeResults(r)
+	return got, err == nil, err
+}
+
 // Finish runs the part after the test (after the last size with -a): for write,
-// read and atomic bw the barrier, the results block, the closing barrier and "done";
+// read and atomic bw the barrier, the results block, the closing barrier and "done"
+// (with -b only the closing barrier and "done");
 // send_bw (after its -a barrier), read_lat and send_lat a barrier and "done";
 // write_lat just closes.
 func (s *Session) Finish(r Results) (Results, error) {
+	switch {
+	case s.kind == BW && s.Duplex: // ctx_close_connection: a barrier, then "done"
+		if err := s.Sync(); err != nil {
+			return Results{}, err
+		}
+		return r, s.Close()
+	}
 	switch s.kind {
 	case Lat:
 		return r, s.Close()
