@@ -53,9 +53,9 @@ func TestBidirectional(t *testing.T) {
 	}
 	t.Run("send_bw-D", func(t *testing.T) {
 		args := []string{"send_bw", "-b", "-D", "2", "-s", "4096"}
-		_, _, srvErr, cliErr, cliTook, srvTook := timedPair(t, n, append(args, "-d", n.IfB), append(args, "-d", n.IfA, n.IPB.String()))
-		if srvErr != nil || cliErr != nil || cliTook > 6*time.Second || srvTook > 6*time.Second {
-			t.Errorf("send_bw -b -D 2: server %v after %v, client %v after %v; want both to succeed within 6 s", srvErr, srvTook, cliErr, cliTook)
+		r := timedPair(t, n, append(args, "-d", n.IfB), append(args, "-d", n.IfA, n.IPB.String()))
+		if r.srvErr != nil || r.cliErr != nil || r.cliTook > 6*time.Second || r.srvTook > 6*time.Second {
+			t.Errorf("send_bw -b -D 2: server %v after %v, client %v after %v; want both to succeed within 6 s", r.srvErr, r.srvTook, r.cliErr, r.cliTook)
 		}
 	})
 }

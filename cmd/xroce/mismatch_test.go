@@ -37,7 +37,8 @@ func TestToolMismatch(t *testing.T) {
 		{"send_bw", "send_lat", "the peer closed the out-of-band connection while this side waits for the test", "no completion for 5s and no frame from the peer", 10 * time.Second},
 	} {
 		t.Run(c.srv+"/"+c.cli, func(t *testing.T) {
-			srv, cli, srvErr, cliErr, cliTook, srvTook := timedPair(t, n, []string{c.srv, "-d", n.IfB}, []string{c.cli, "-d", n.IfA, n.IPB.String()})
+			r := timedPair(t, n, []string{c.srv, "-d", n.IfB}, []string{c.cli, "-d", n.IfA, n.IPB.String()})
+			srv, cli, srvErr, cliErr, cliTook, srvTook := r.srv, r.cli, r.srvErr, r.cliErr, r.cliTook, r.srvTook
 			if exitCode(srvErr) != 1 || exitCode(cliErr) != 1 {
 				t.Errorf("exit statuses: server %v, client %v; want 1 and 1", srvErr, cliErr)
 			}
