@@ -10,7 +10,7 @@ import (
 // Describe renders a decoded packet's transport headers on one line, the way
 // `xroce dump` prints them: the opcode's name (roce.Opcode.String), the destination
 // QPN in hex, the PSN in decimal (as Wireshark shows it), the BTH flags that are set
-// (AckReq, SE, FECN, BECN), then each extension header the opcode carries (IBTA Vol 1
+// (AckReq, SE, MigReq, FECN, BECN), then each extension header the opcode carries (IBTA Vol 1
 // §9.3) and the payload length in bytes for opcodes that carry one:
 //
 //	RC_RDMA_WRITE_ONLY QPN 0x000011 PSN 1616767 AckReq RETH va 0x0000564da7911000 rkey 0x0000028e len 64 payload 64
@@ -22,7 +22,7 @@ func Describe(p *roce.Packet) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{p.BTH.AckReq, "AckReq"}, {p.BTH.SE, "SE"}, {p.BTH.FECN, "FECN"}, {p.BTH.BECN, "BECN"}} {
+	}{{p.BTH.AckReq, "AckReq"}, {p.BTH.SE, "SE"}, {p.BTH.MigReq, "MigReq"}, {p.BTH.FECN, "FECN"}, {p.BTH.BECN, "BECN"}} {
 		if f.on {
 			b.WriteString(" " + f.name)
 		}

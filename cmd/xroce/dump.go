@@ -163,7 +163,7 @@ func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpSta
 		case nil, roce.ErrBadICRC:
 			src = netip.AddrPortFrom(p.SrcAddr(), p.UDP.SrcPort)
 			dst = netip.AddrPortFrom(p.DstAddr(), p.UDP.DstPort)
-			fmt.Fprintf(&b, " %s → %s %s ICRC ", src, dst, pcap.Describe(&p))
+			fmt.Fprintf(&b, " %s → %s%s %s ICRC ", src, dst, trafficClass(&p), pcap.Describe(&p))
 			if err == nil {
 				st.ok++
 				b.WriteString("ok")
@@ -190,6 +190,22 @@ func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpSta
 		io.WriteString(w, b.String())
 	}
 	return st
+}
+
+// trafficClass describes a frame's IPv4 TOS or IPv6 traffic class when it is not
+// 0 (the GRH traffic class of the QP: --tclass, perftest's --tclass, rdma_rxe's
+// TOS): " TOS 0x6a (DSCP 26, ECN ECT(0))". ECN CE marks a frame a congested switch
+// passed on (RFC 3168, RoCEv2 congestion management).
+func trafficClass(p *roce.Packet) string {
+	tc, name := p.IPv4.TOS, "TOS"
+	if p.IsIPv6 {
+		tc, name = p.IPv6.TrafficClass, "TC"
+	}
+	if tc == 0 {
+		return ""
+	}
+	ecn := [4]string{"Not-ECT", "ECT(1)", "ECT(0)", "CE"}[tc&3]
+	return fmt.Sprintf(" %s 0x%02x (DSCP %d, ECN %s)", name, tc, tc>>2, ecn)
 }
 
 // udpEndpoints reads the IP addresses and UDP ports of a frame, and whether it is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/test/captures"
 	"github.com/xroce/xroce/transport"
 )
@@ -222,5 +224,37 @@ func TestDumpBinary(t *testing.T) {
 	out, err = exec.Command(bin, "dump").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "usage: xroce dump") {
 		t.Errorf("no file: %v\n%s", err, out)
+	}
+}
+
+// TestDumpTrafficClassMigReq: dump shows the IP traffic class with its DSCP and
+// ECN codepoint (CE: a congested switch marked the frame) and the BTH MigReq bit.
+func TestDumpTrafficClassMigReq(t *testing.T) {
+	frames, err := pcap.ReadFile(captures.Repo(t).Path(t, "ib_write_bw.pcap"))
+	must(t, err)
+	var p roce.Packet
+	var fr pcap.Frame
+	for _, f := range frames {
+		if p.Decode(f.Data) == nil && p.BTH.Opcode == roce.RC_RDMA_WRITE_ONLY {
+			fr = f
+			break
+		}
+	}
+	if fr.Data == nil {
+		t.Fatal("no RDMA_WRITE_ONLY frame in the capture")
+	}
+	p.IPv4.TOS = 0x6b // DSCP 26, ECN CE
+	p.BTH.MigReq = true
+	buf := make([]byte, p.Len())
+	n, err := p.Encode(buf)
+	must(t, err)
+	fr.Data, fr.Len, fr.Index = buf[:n], n, 1
+	path := filepath.Join(t.TempDir(), "ce.pcap")
+	writePcap(t, path, []pcap.Frame{fr})
+	out, err := runDumpArgs(t, path)
+	must(t, err)
+	want := fmt.Sprintf(" → %s TOS 0x6b (DSCP 26, ECN CE) RC_RDMA_WRITE_ONLY QPN 0x%06x PSN %d AckReq MigReq RETH ", p.DstAddr().String()+":4791", p.BTH.DestQP, p.BTH.PSN)
+	if !strings.Contains(out, want) || !strings.Contains(out, " ICRC ok\n") {
+		t.Errorf("no %q with a good ICRC in\n%s", want, out)
 	}
 }
