@@ -124,6 +124,9 @@ func openLink(o linkOptions) (transport.Link, *pcap.Tap, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		if who := udpPortOwner(); who != "" {
+			return nil, nil, fmt.Errorf("%s has UDP port 4791 open in this network namespace (xroce --link udp, or another RoCE stack over UDP): an XDP program on %s would take the RoCE frames that process receives there; stop it, or run this xroce in another network namespace", who, o.dev)
+		}
 		l, err := xdp.Open(xdp.Config{Interface: o.dev, Mode: mode})
 		if err != nil {
 			if errors.Is(err, bpf.ErrPermission) {

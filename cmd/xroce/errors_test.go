@@ -257,3 +257,21 @@ func TestNotSupportedYet(t *testing.T) {
 		wantErr(t, strings.Join(c.args, " "), string(out), err, c.want)
 	}
 }
+
+// TestUDPThenXDP: an xroce over the UDP link, then one over AF_XDP on the same
+// interface: the second is refused at once, naming the first (it attached its XDP
+// program, took the first one's frames, and the first failed with RETRY_EXC_ERR).
+// The other order is refused in TestErrorMessages.
+func TestUDPThenXDP(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	udp := startIn(t, n.NsA, 30*time.Second, "write_bw", "--link", "udp", "-d", n.IfA)
+	for i := 0; i < 500 && !strings.Contains(udp.out.String(), "Waiting for client"); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	x := startIn(t, n.NsA, 30*time.Second, "write_bw", "-d", n.IfA, "-p", "18600")
+	err := x.wait(5 * time.Second)
+	want := "has UDP port 4791 open in this network namespace (xroce --link udp, or another RoCE stack over UDP): an XDP program on " + n.IfA + " would take the RoCE frames that process receives there; stop it, or run this xroce in another network namespace\n"
+	if exitCode(err) != 1 || !strings.Contains(x.out.String(), "xroce write_bw: PID ") || !strings.HasSuffix(x.out.String(), want) {
+		t.Errorf("AF_XDP after the UDP link: %v\n%s\nwant exit status 1 within 5 s and %q", err, x.out.String(), want)
+	}
+}
