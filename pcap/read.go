@@ -68,6 +68,11 @@ func directionOf(name string) Direction {
 // ErrMalformed is wrapped by the error for a capture file the pcap reader chokes on.
 var ErrMalformed = errors.New("malformed capture file")
 
+// ErrTorn is wrapped (with ErrMalformed for pcapng) by the error for a capture
+// whose last record or block is cut short, as a recorder killed in the middle of a
+// write leaves it: every frame before it is whole.
+var ErrTorn = errors.New("the capture ends in the middle of a record (its recorder was stopped while writing)")
+
 // MaxSnaplen is the largest snapshot length a classic pcap header may declare (4 ×
 // tcpdump's 262144), and the largest packet a pcapng block may hold: larger values
 // are refused so a corrupt or hostile file cannot make the reader allocate gigabytes
@@ -157,6 +162,9 @@ func Read(r io.Reader) (frames []Frame, err error) {
 			}
 			return frames, nil
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return frames, fmt.Errorf("frame %d: %w: %w", len(frames)+1, err, ErrTorn)
+		}
 		if err != nil {
 			return frames, fmt.Errorf("frame %d: %w", len(frames)+1, err)
 		}
@@ -178,7 +186,7 @@ func checkNg(b []byte) (int, error) {
 	for off < len(b) {
 		rest := b[off:]
 		if len(rest) < 12 {
-			return off, fmt.Errorf("%w: %d bytes at offset %d are not a whole block", ErrMalformed, len(rest), off)
+			return off, fmt.Errorf("%w: %d bytes at offset %d are not a whole block: %w", ErrMalformed, len(rest), off, ErrTorn)
 		}
 		typ := binary.LittleEndian.Uint32(rest[0:4])
 		if typ == 0x0A0D0D0A { // Section Header Block: its byte-order magic decides
@@ -193,7 +201,10 @@ func checkNg(b []byte) (int, error) {
 		}
 		typ = order.Uint32(rest[0:4])
 		n := order.Uint32(rest[4:8])
-		if n < 12 || n%4 != 0 || uint64(n) > uint64(len(rest)) {
+		if n >= 12 && n%4 == 0 && uint64(n) > uint64(len(rest)) {
+			return off, fmt.Errorf("%w: block at offset %d declares %d bytes (%d remain): %w", ErrMalformed, off, n, len(rest), ErrTorn)
+		}
+		if n < 12 || n%4 != 0 {
 			return off, fmt.Errorf("%w: block at offset %d declares %d bytes (%d remain)", ErrMalformed, off, n, len(rest))
 		}
 		if order.Uint32(rest[n-4:n]) != n {

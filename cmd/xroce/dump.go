@@ -77,6 +77,12 @@ func dump(args []string, w io.Writer) error {
 		summary += fmt.Sprintf("; %d shown", st.shown)
 	}
 	fmt.Fprintln(w, summary)
+	if errors.Is(rerr, pcap.ErrTorn) {
+		// A recording cut short (xroce --pcap killed with SIGKILL): every frame
+		// before the torn record is whole, and was shown.
+		fmt.Fprintf(w, "note: %v; the %d whole frames before it are shown\n", rerr, len(frames))
+		return nil
+	}
 	return rerr
 }
 

@@ -172,8 +172,10 @@ func dumpMalformed(t *testing.T, s captures.Source) {
 	b, err := os.ReadFile(path)
 	must(t, err)
 	must(t, os.WriteFile(path, b[:len(b)-20], 0o644))
+	// A capture whose last record is cut short (its recorder killed while it
+	// wrote) shows the frames before it, says so, and is no error.
 	out, err = runDumpArgs(t, path)
-	if err == nil || !strings.Contains(err.Error(), "frame 5: unexpected EOF") || !strings.HasSuffix(out, "4 frames; 3 RoCE: 1 ICRC ok, 0 ICRC BAD, 2 malformed\n") {
+	if err != nil || !strings.HasSuffix(out, "4 frames; 3 RoCE: 1 ICRC ok, 0 ICRC BAD, 2 malformed\nnote: pcap: "+path+": frame 5: unexpected EOF: the capture ends in the middle of a record (its recorder was stopped while writing); the 4 whole frames before it are shown\n") {
 		t.Errorf("truncated capture: %v\n%q", err, out)
 	}
 	must(t, os.WriteFile(path, []byte("not a capture at all"), 0o644))

@@ -105,7 +105,14 @@ func replay(args []string, w io.Writer) error {
 	}
 
 	frames, err := pcap.ReadFile(fs.Arg(0))
-	if err != nil {
+	if errors.Is(err, pcap.ErrTorn) && len(frames) > 0 {
+		// A recording cut short: replay the whole frames before the torn record,
+		// up to the emulated endpoint's last answer (the answers to the requests
+		// after it are lost with the torn record).
+		var cut int
+		frames, cut = trimTorn(frames, as)
+		fmt.Fprintf(w, "note: %v; replaying the %d whole frames before it, up to %s's last answer (%d requests after it left out)\n", err, len(frames), as, cut)
+	} else if err != nil {
 		return err
 	}
 	conns, notes := captureConns(frames, as, uint16(*port))
@@ -314,4 +321,25 @@ func connForQPN(frames []pcap.Frame, as netip.Addr, qpn uint32) (pcap.Conn, erro
 		}
 	}
 	return pcap.Conn{}, fmt.Errorf("--qpn 0x%x: no RC frame of the capture goes to QPN 0x%x at %s", qpn, qpn, as)
+}
+
+// trimTorn drops the RoCE frames to as after the last one from as, and returns
+// what is left and how many it dropped.
+func trimTorn(frames []pcap.Frame, as netip.Addr) ([]pcap.Frame, int) {
+	var p roce.Packet
+	last := -1
+	for i, f := range frames {
+		if p.Decode(f.Data) == nil && p.SrcAddr() == as {
+			last = i
+		}
+	}
+	kept, cut := frames[:last+1], 0
+	for _, f := range frames[last+1:] {
+		if p.Decode(f.Data) == nil && p.DstAddr() == as {
+			cut++
+			continue
+		}
+		kept = append(kept, f)
+	}
+	return kept, cut
 }

@@ -324,3 +324,25 @@ func TestPcapFlags(t *testing.T) {
 		t.Errorf("%v\n%s", err, out)
 	}
 }
+
+// TestTornRecording: a --pcap recording whose last block is cut short, as xroce
+// killed with SIGKILL in the middle of a write leaves it, dumps and replays: the
+// whole frames before the torn block, with a note, exit status 0 (replay refused
+// the whole file, dump exited 1).
+func TestTornRecording(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	rec := filepath.Join(t.TempDir(), "rec.pcapng")
+	pair(t, n, []string{"write_bw", "-n", "50", "-s", "4096", "--pcap", rec, "-d", n.IfB}, []string{"write_bw", "-n", "50", "-s", "4096", "-d", n.IfA, n.IPB.String()})
+	b, err := os.ReadFile(rec)
+	must(t, err)
+	must(t, os.WriteFile(rec, b[:len(b)-37], 0o644)) // into the last block
+	const note = "the capture ends in the middle of a record (its recorder was stopped while writing); "
+	out, err := exec.Command(bin, "dump", rec).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), note) || !strings.Contains(string(out), " whole frames before it are shown\n") {
+		t.Errorf("dump: %v\n%s", err, lastLine(string(out)))
+	}
+	out, err = exec.Command(bin, "replay", rec, "--as", n.IPB.String()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), note) || !strings.Contains(string(out), " whole frames before it, up to "+n.IPB.String()+"'s last answer (") {
+		t.Errorf("replay: %v\n%s", err, out)
+	}
+}
