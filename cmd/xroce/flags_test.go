@@ -29,8 +29,10 @@ func TestBidirectional(t *testing.T) {
 		{"read_bw", []string{"-n", "300"}, 1, "RDMA_Read Bidirectional BW Test"},
 		{"send_bw", []string{"-n", "300", "-s", "4000"}, 1, "Send Bidirectional BW Test"},
 		{"atomic_bw", []string{"-n", "300"}, 1, "Atomic FETCH_AND_ADD Bidirectional BW Test"},
-		{"write_bw", []string{"-n", "20", "-a"}, 23, "RDMA_Write Bidirectional BW Test"},
-		{"send_bw", []string{"-n", "20", "-a"}, 23, "Send Bidirectional BW Test"},
+		// -t 2: 20 8 MiB messages in flight each way at once overwhelm this
+		// machine's veth (go-back-N then runs out of retries: issue 18).
+		{"write_bw", []string{"-n", "20", "-a", "-t", "2"}, 23, "RDMA_Write Bidirectional BW Test"},
+		{"send_bw", []string{"-n", "20", "-a", "-t", "2"}, 23, "Send Bidirectional BW Test"},
 		{"write_bw", []string{"-n", "300", "-q", "2", "-l", "10"}, 1, "RDMA_Write Bidirectional Post List BW Test"},
 	} {
 		t.Run(c.cmd+strings.Join(c.args, ""), func(t *testing.T) {
