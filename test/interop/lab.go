@@ -57,6 +57,15 @@ func NewLab(img *Image, mtu int) (*Lab, error) {
 	ns := func(args ...string) error { return sh(append([]string{"ip", "-n", l.NS}, args...)...) }
 	steps := []func() error{
 		func() error { return sh("ip", "netns", "add", l.NS) },
+		// Only xroce's veth answers ARP for xroce's address: by default Linux
+		// answers on every interface, so br0 (which carries the guest's tap)
+		// answered too, and when its reply reached the guest first, the guest sent
+		// its RoCE frames to br0's MAC, into the namespace's own UDP stack (port
+		// unreachable) instead of through the veth to xroce, until its neighbour
+		// entry changed.
+		func() error {
+			return sh("ip", "netns", "exec", l.NS, "sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1")
+		},
 		func() error { return ns("link", "set", "lo", "up") },
 		func() error { return ns("link", "add", "br0", "mtu", m, "type", "bridge") },
 		func() error { return ns("tuntap", "add", "dev", "tap0", "mode", "tap") },
