@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/xroce/xroce/test/testnet"
@@ -112,6 +113,9 @@ func bootVM(img *Image, ns, tap, mac string, ip netip.Addr, mtu int) (*VM, error
 		"-fsdev", "local,id=fs0,path="+share+",security_model=none",
 		"-device", "virtio-9p-pci,fsdev=fs0,mount_tag=share")
 	v.qemu.Stdout, v.qemu.Stderr = v.console, v.console
+	// A test process that dies without Close (kill -9, a -timeout panic) takes
+	// QEMU with it: ip netns exec execs it, so the signal reaches QEMU itself.
+	v.qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := v.qemu.Start(); err != nil {
 		v.Close()
 		return nil, fmt.Errorf("starting QEMU: %w", err)

@@ -91,19 +91,37 @@ func buildLib(t *testing.T, bin string) {
 
 func libPath(bin string) string { return filepath.Join(filepath.Dir(bin), "lib", "libxroce.so") }
 
-// hostProcs are the host processes the lib cells are running (daemons and
-// applications), so that an interrupted run kills them too.
+// hostProcs are the host processes the cells are running (a lib cell's daemon
+// and application, every cell's dumpcap) and the daemons' run directories, so
+// that an interrupted run removes them too.
 var hostProcs = struct {
 	sync.Mutex
-	m map[*os.Process]bool
-}{m: map[*os.Process]bool{}}
+	m    map[*os.Process]bool
+	dirs map[string]bool
+}{m: map[*os.Process]bool{}, dirs: map[string]bool{}}
 
-// killHostProcs kills every host process a lib cell is running.
+// trackProc adds p to hostProcs until it has been waited for (untrack).
+func trackProc(p *os.Process) (untrack func()) {
+	hostProcs.Lock()
+	defer hostProcs.Unlock()
+	hostProcs.m[p] = true
+	return func() {
+		hostProcs.Lock()
+		defer hostProcs.Unlock()
+		delete(hostProcs.m, p)
+	}
+}
+
+// killHostProcs kills every host process a cell is running and removes the
+// daemons' run directories.
 func killHostProcs() {
 	hostProcs.Lock()
 	defer hostProcs.Unlock()
 	for p := range hostProcs.m {
 		_ = p.Kill()
+	}
+	for d := range hostProcs.dirs {
+		os.RemoveAll(d)
 	}
 }
 
@@ -125,17 +143,13 @@ func startHost(env []string, args ...string) (*hostProc, error) {
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	hostProcs.Lock()
-	defer hostProcs.Unlock()
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
-	hostProcs.m[p.cmd.Process] = true
+	untrack := trackProc(p.cmd.Process)
 	go func() {
 		p.err = p.cmd.Wait()
-		hostProcs.Lock()
-		delete(hostProcs.m, p.cmd.Process)
-		hostProcs.Unlock()
+		untrack()
 		close(p.done)
 	}()
 	return p, nil
@@ -176,9 +190,15 @@ func startLibDaemon(lab *Lab, bin, link string) (*libDaemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	hostProcs.Lock()
+	hostProcs.dirs[dir] = true
+	hostProcs.Unlock()
 	p, err := startHost([]string{"XROCE_RUN_DIR=" + dir}, "ip", "netns", "exec", lab.NS, bin, "daemon", "-d", lab.XIf, "--link", link)
 	if err != nil {
 		os.RemoveAll(dir)
+		hostProcs.Lock()
+		delete(hostProcs.dirs, dir)
+		hostProcs.Unlock()
 		return nil, fmt.Errorf("starting xroce daemon: %w", err)
 	}
 	d := &libDaemon{hostProc: p, dir: dir}
@@ -212,6 +232,9 @@ func (d *libDaemon) stop() (string, error) {
 			}
 		}
 		os.RemoveAll(d.dir)
+		hostProcs.Lock()
+		delete(hostProcs.dirs, d.dir)
+		hostProcs.Unlock()
 		d.log = d.out.String()
 	})
 	return d.log, d.stopErr

@@ -275,10 +275,12 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	r := result{cell: c}
 	capFile := filepath.Join(dir, strings.NewReplacer(" ", "_", "→", "-to-").Replace(c.String())+".pcap")
 	dump := exec.Command("ip", "netns", "exec", lab.NS, "dumpcap", "-q", "-i", "br0", "-w", capFile)
+	dump.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := dump.Start(); err != nil {
 		r.err = "dumpcap: " + err.Error()
 		return r
 	}
+	defer trackProc(dump.Process)() // an interrupted run kills it too
 	time.Sleep(300 * time.Millisecond)
 	if err := applyFault(lab, c.fault); err != nil {
 		r.err = err.Error()
@@ -305,6 +307,8 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		srv.Stdout, srv.Stderr = &sb, &sb
 		if err := srv.Start(); err != nil {
 			r.err = err.Error()
+			_ = dump.Process.Kill()
+			_ = dump.Wait()
 			return r
 		}
 		for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(sb.String(), "xroce"); i++ {
