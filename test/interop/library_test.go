@@ -58,13 +58,12 @@ func libMatrix(full bool) []cell {
 	}
 	add(cell{tool: "write_bw", flags: "-a"})
 	// read_bw -a with rdma_rxe as the reader only. With xroce the reader, rdma_rxe
-	// answers the 20 outstanding READs of 8 MiB with 8192 response packets each,
-	// back to back and without flow control; on the shared 2-core VM under load
-	// the daemon misses frames (the application's busy polling, one control-socket
-	// round trip per ibv_poll_cq in the interim data path, takes its CPU too), each
-	// gap costs a re-request and a replay of the rest of an 8 MiB READ, and the
-	// READ ran out of retries (status 12) in 4 of 5 runs at load 6-7; the native
-	// tool needed 441 re-requests in the same conditions and finished.
+	// answers 20 outstanding READs of up to 8 MiB with up to 8192 response packets
+	// each, back to back; on the shared 2-core VM under load the TCG guest loses
+	// some (a PSN missing on the bridge), each gap costs a re-request and rxe's
+	// replay of the rest of the READ, and the READ ran out of retries (status 12)
+	// in 5 of 6 runs at load 4-7, with the first data path and with the rings; the
+	// native tool needed 441 re-requests in one such run and finished.
 	cells = append(cells, cell{tool: "read_bw", flags: "-a", mtu: 1500, link: "xdp", lib: true})
 	add(cell{tool: "write_bw", size: 65536, flags: "-q 2"})
 	add(cell{tool: "send_bw", size: 65536, flags: "-q 2"})
