@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/xroce/xroce/test/testnet"
@@ -57,6 +58,15 @@ func NewLab(img *Image, mtu int) (*Lab, error) {
 	ns := func(args ...string) error { return sh(append([]string{"ip", "-n", l.NS}, args...)...) }
 	steps := []func() error{
 		func() error { return sh("ip", "netns", "add", l.NS) },
+		// Only xroce's veth answers ARP for xroce's address: by default Linux
+		// answers on every interface, so br0 (which carries the guest's tap)
+		// answered too, and when its reply reached the guest first, the guest sent
+		// its RoCE frames to br0's MAC, into the namespace's own UDP stack (port
+		// unreachable) instead of through the veth to xroce, until its neighbour
+		// entry changed.
+		func() error {
+			return sh("ip", "netns", "exec", l.NS, "sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1")
+		},
 		func() error { return ns("link", "set", "lo", "up") },
 		func() error { return ns("link", "add", "br0", "mtu", m, "type", "bridge") },
 		func() error { return ns("tuntap", "add", "dev", "tap0", "mode", "tap") },
@@ -103,6 +113,9 @@ func bootVM(img *Image, ns, tap, mac string, ip netip.Addr, mtu int) (*VM, error
 		"-fsdev", "local,id=fs0,path="+share+",security_model=none",
 		"-device", "virtio-9p-pci,fsdev=fs0,mount_tag=share")
 	v.qemu.Stdout, v.qemu.Stderr = v.console, v.console
+	// A test process that dies without Close (kill -9, a -timeout panic) takes
+	// QEMU with it: ip netns exec execs it, so the signal reaches QEMU itself.
+	v.qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := v.qemu.Start(); err != nil {
 		v.Close()
 		return nil, fmt.Errorf("starting QEMU: %w", err)

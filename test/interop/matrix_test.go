@@ -36,6 +36,10 @@ type cell struct {
 	// flags go to both sides' commands, perftest's and xroce's alike: "-a" (every
 	// size from 2 to 2^23 bytes; size is then unused) or "-q 2".
 	flags string
+	// lib: the host side is not xroce's own tool but the same Debian perftest or
+	// ibv_rc_pingpong as the guest's, unmodified, on the xroce device through the
+	// verbs library (`xroce daemon` + `xroce run`; library_test.go).
+	lib bool
 }
 
 // all is a -a cell.
@@ -72,6 +76,9 @@ func (c cell) String() string {
 			s += "+verify"
 		}
 	}
+	if c.lib {
+		s += " libxroce"
+	}
 	if c.flags != "" {
 		s += " " + c.flags
 	}
@@ -99,6 +106,7 @@ type result struct {
 	xroceFrames int
 	xout, gout  string // each side's output
 	rerun       string // why the cell ran a second time, on a fresh guest, or ""
+	daemon      string // a lib cell's: the daemon's packet counters after the run
 }
 
 // status is the table's result column.
@@ -171,25 +179,37 @@ func lastTable(c cell, out string) string {
 // rxeCommand is the guest side's command line.
 func (c cell) rxeCommand(server bool, xroceIP string) string {
 	var cmd string
-	switch {
-	case c.verbs:
+	if c.verbs {
 		cmd = "/tmp/xroce-verbs " + strings.Join(c.toolArgs(), " ") + " --provider verbs -d rxe0 -x 1"
-	case c.tool == "pingpong":
-		cmd = fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g 1 -n %d -s %d -m %d", c.iters(), c.size, min(c.mtu-80, 4096)&^1023)
-	case c.tool == "atomic_bw":
-		cmd = fmt.Sprintf("ib_atomic_bw -d rxe0 -x 1 -F -n %d", c.iters())
-	case c.all():
-		cmd = fmt.Sprintf("ib_%s -d rxe0 -x 1 -F -n %d", c.tool, c.iters())
-	default:
-		cmd = fmt.Sprintf("ib_%s -d rxe0 -x 1 -F -s %d -n %d", c.tool, c.size, c.iters())
-	}
-	if c.flags != "" && !c.verbs {
-		cmd += " " + c.flags
+	} else {
+		cmd = strings.Join(c.perftestArgs("rxe0"), " ")
 	}
 	if !server {
 		cmd += " " + xroceIP
 	}
 	return cmd
+}
+
+// perftestArgs is the perftest (or ibv_rc_pingpong) command line of a server on
+// device dev, RoCEv2 GID index 1 on rdma_rxe and xroce alike: the guest's, and the
+// host's in a lib cell. A client adds the server's address. A lib cell's
+// ibv_rc_pingpong checks the data it receives (-c) on both sides.
+func (c cell) perftestArgs(dev string) []string {
+	var cmd string
+	switch {
+	case c.tool == "pingpong":
+		cmd = fmt.Sprintf("ibv_rc_pingpong -d %s -g 1 -n %d -s %d -m %d", dev, c.iters(), c.size, min(c.mtu-80, 4096)&^1023)
+		if c.lib {
+			cmd += " -c"
+		}
+	case c.tool == "atomic_bw":
+		cmd = fmt.Sprintf("ib_atomic_bw -d %s -x 1 -F -n %d", dev, c.iters())
+	case c.all():
+		cmd = fmt.Sprintf("ib_%s -d %s -x 1 -F -n %d", c.tool, dev, c.iters())
+	default:
+		cmd = fmt.Sprintf("ib_%s -d %s -x 1 -F -s %d -n %d", c.tool, dev, c.size, c.iters())
+	}
+	return append(strings.Fields(cmd), strings.Fields(c.flags)...)
 }
 
 // toolArgs are the arguments of an xroce tool (either side) for the cell.
@@ -255,10 +275,12 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	r := result{cell: c}
 	capFile := filepath.Join(dir, strings.NewReplacer(" ", "_", "→", "-to-").Replace(c.String())+".pcap")
 	dump := exec.Command("ip", "netns", "exec", lab.NS, "dumpcap", "-q", "-i", "br0", "-w", capFile)
+	dump.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := dump.Start(); err != nil {
 		r.err = "dumpcap: " + err.Error()
 		return r
 	}
+	defer trackProc(dump.Process)() // an interrupted run kills it too
 	time.Sleep(300 * time.Millisecond)
 	if err := applyFault(lab, c.fault); err != nil {
 		r.err = err.Error()
@@ -269,9 +291,13 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	var xout, gout string
 	var xerr, gerr error
 	var grc int
-	if c.xroceClient {
+	var lr libRun // a lib cell's daemon and host application
+	if c.lib {
+		lr = runLibSides(lab, bin, c)
+		xout, gout, xerr, gerr, grc = lr.xout, lr.gout, lr.xerr, lr.gerr, lr.grc
+	} else if c.xroceClient {
 		wait := lab.Guest(c.rxeCommand(true, lab.XIP.String()))
-		lab.Guest("i=0; while ! netstat -ltn | grep -q :18515 && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")(40 * time.Second)
+		lab.Guest(guestListening)(40 * time.Second)
 		b, err := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "90", bin}, c.xroceArgs(lab, false)...)...).CombinedOutput()
 		xout, xerr = string(b), err
 		gout, grc, gerr = wait(90 * time.Second)
@@ -281,6 +307,8 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		srv.Stdout, srv.Stderr = &sb, &sb
 		if err := srv.Start(); err != nil {
 			r.err = err.Error()
+			_ = dump.Process.Kill()
+			_ = dump.Wait()
 			return r
 		}
 		for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(sb.String(), "xroce"); i++ {
@@ -305,7 +333,13 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 			r.xroce, ok1 = "(server)", !strings.Contains(xout, "#bytes")
 		}
 	}
+	var libErr error
+	if c.lib {
+		libErr = c.checkLib(lab, lr)
+	}
 	switch {
+	case lr.setup != nil:
+		r.err = lr.setup.Error()
 	case xerr != nil:
 		r.err = fmt.Sprintf("xroce: %v: %s\nrxe (rc %d %v): %s", xerr, tail(xout, 600), grc, gerr, tail(gout, 600))
 	case gerr != nil || grc != 0:
@@ -318,12 +352,14 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		r.err = fmt.Sprintf("no data verification on the receiving side: xroce:\n%s\nguest:\n%s", tail(xout, 600), tail(gout, 600))
 	case c.tool == "crosscheck" && !xcRe.MatchString(gout):
 		r.err = fmt.Sprintf("the guest's cross-check did not match the model:\n%s", tail(gout, 600))
-	case c.flags != "" && c.checkFlags(xout, gout) != nil:
+	case libErr != nil:
+		r.err = libErr.Error()
+	case c.flags != "" && !c.lib && c.checkFlags(xout, gout) != nil:
 		r.err = c.checkFlags(xout, gout).Error()
 	default:
 		r.pass = true
 	}
-	r.xout, r.gout = xout, gout
+	r.xout, r.gout, r.daemon = xout, gout, lr.counters
 	if err := checkCapture(capFile, lab, &r); err != nil {
 		r.pass = false
 		r.err += " capture: " + err.Error()
@@ -354,18 +390,7 @@ func (c cell) checkFlags(xout, gout string) error {
 	if !lat {
 		iters *= c.qps()
 	}
-	rows := func(who, out string, sizes []int) error {
-		m := re.FindAllStringSubmatch(out, -1)
-		if len(m) != len(sizes) {
-			return fmt.Errorf("%s: %d table rows, want %d:\n%s", who, len(m), len(sizes), tail(out, 3000))
-		}
-		for i, r := range m {
-			if r[1] != fmt.Sprint(sizes[i]) || r[2] != fmt.Sprint(iters) {
-				return fmt.Errorf("%s: row %d %q, want %d bytes, %d iterations", who, i, strings.TrimSpace(r[0]), sizes[i], iters)
-			}
-		}
-		return nil
-	}
+	rows := func(who, out string, sizes []int) error { return checkRows(who, out, re, sizes, iters) }
 	sizes := []int{c.size}
 	if c.all() {
 		sizes = nil
@@ -385,6 +410,22 @@ func (c cell) checkFlags(xout, gout string) error {
 	for who, out := range map[string]string{"client": cli, "server": srv} {
 		if !strings.Contains(out, fmt.Sprintf(" Number of qps   : %d\t\t", c.qps())) {
 			return fmt.Errorf("%s: not %d QPs in its header:\n%s", who, c.qps(), tail(out, 3000))
+		}
+	}
+	return nil
+}
+
+// checkRows checks that out's result table (rows matching re) has one row per
+// size, in order, each with that size in its bytes column and iters in its
+// iterations column.
+func checkRows(who, out string, re *regexp.Regexp, sizes []int, iters int) error {
+	m := re.FindAllStringSubmatch(out, -1)
+	if len(m) != len(sizes) {
+		return fmt.Errorf("%s: %d table rows, want %d:\n%s", who, len(m), len(sizes), tail(out, 3000))
+	}
+	for i, r := range m {
+		if r[1] != fmt.Sprint(sizes[i]) || r[2] != fmt.Sprint(iters) {
+			return fmt.Errorf("%s: row %d %q, want %d bytes, %d iterations", who, i, strings.TrimSpace(r[0]), sizes[i], iters)
 		}
 	}
 	return nil
@@ -490,7 +531,7 @@ func matrix(full bool) []cell {
 		add(cell{tool: "write_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
 		add(cell{tool: "read_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
 		add(cell{tool: "crosscheck", mtu: 1500, link: "xdp", verbs: true})
-		return cells
+		return append(cells, libMatrix(false)...)
 	}
 	// The cross-check and data verification against rdma_rxe through libibverbs.
 	for _, mtu := range []int{1500, 3000} {
@@ -538,7 +579,9 @@ func matrix(full bool) []cell {
 		cells = append(cells, cell{tool: tool, size: 1 << 20, xroceClient: true, mtu: 1500, link: "xdp", fault: "loss2"})
 	}
 	cells = append(cells, cell{tool: "write_bw", size: 1 << 20, xroceClient: true, mtu: 1500, link: "xdp", fault: "tbf"})
-	return cells
+	// Debian's unmodified perftest and ibv_rc_pingpong on both sides: on the host
+	// through xroce's verbs library, in the guest on rdma_rxe.
+	return append(cells, libMatrix(true)...)
 }
 
 // TestMatrix runs xroce against rdma_rxe: XROCE_INTEROP=quick (make interop-quick)
@@ -564,6 +607,7 @@ func TestMatrix(t *testing.T) {
 	labs := map[int]*Lab{}
 	var mu sync.Mutex
 	defer func() {
+		killHostProcs()
 		mu.Lock()
 		defer mu.Unlock()
 		for _, l := range labs {
@@ -577,11 +621,12 @@ func TestMatrix(t *testing.T) {
 	defer signal.Stop(sig)
 	go func() {
 		s := <-sig
+		killHostProcs() // a lib cell's daemon and application
 		mu.Lock()
 		for _, l := range labs {
 			l.Close()
 		}
-		fmt.Fprintf(os.Stderr, "interop: %v: guests, namespaces and shares removed\n", s)
+		fmt.Fprintf(os.Stderr, "interop: %v: host processes, guests, namespaces and shares removed\n", s)
 		os.Exit(1)
 	}()
 	var results []result
@@ -601,9 +646,14 @@ func TestMatrix(t *testing.T) {
 	if n, _ := strconv.Atoi(os.Getenv("XROCE_INTEROP_REPEAT")); n > 1 { // to chase a rare failure
 		cells = slices.Repeat(cells, n)
 	}
+	libBuilt := false
 	for _, c := range cells {
 		if c.verbs && guestBin == "" {
 			guestBin = verbsBin(t)
+		}
+		if c.lib && !libBuilt {
+			buildLib(t, bin)
+			libBuilt = true
 		}
 	}
 	xchecks := map[string]map[bool]string{} // role → xroce client? → its wc and mem lines
@@ -699,7 +749,10 @@ func TestMatrix(t *testing.T) {
 		}
 		results = append(results, r)
 		t.Logf("%-4s %-40s xroce %-18s rxe %-18s (%d xroce frames ICRC-checked)", status, c, r.xroce, r.rxe, r.xroceFrames)
-		if c.flags != "" && r.pass { // both tables, row by row
+		if r.daemon != "" {
+			t.Logf("     xroce daemon after the run: %s", r.daemon)
+		}
+		if c.flags != "" && c.tool != "pingpong" && r.pass { // both tables, row by row
 			t.Logf("xroce's rows:\n%s\nthe guest's rows:\n%s", tableRows(r.xout), tableRows(r.gout))
 		}
 	}

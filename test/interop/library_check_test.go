@@ -1,0 +1,75 @@
+package interop
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLibChecks runs the lib cells' checks on outputs recorded from passing runs
+// (testdata/libcells: host through the library, guest on rdma_rxe) and on
+// altered copies, without a guest: a correct run passes, and each alteration
+// (the size, a "Couldn't" line, a library message, the device, the peer, a
+// client left in the daemon, no packets, a datagram in the kernel's stack, an
+// unclean daemon exit) fails with its reason.
+func TestLibChecks(t *testing.T) {
+	lab := &Lab{XIf: "xx0a0b0c", XIP: netip.MustParseAddr("10.81.0.1"), GuestIP: netip.MustParseAddr("10.81.0.11")}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "libcells", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	status := "xroce0\tnetdev xx0a0b0c\tnode_guid 5054:00ff:fe81:000b\tport 1 PORT_ACTIVE\tactive_mtu 1024\t/tmp/x/xroce0.sock\n" +
+		"  clients: 0\n  counters:\n    sent_pkts                610\n    rcvd_pkts                39040\n    rdma_recvs               610\n"
+	daemonLog := "xroce daemon: 2026/12/01 11:00:00 serving xroce0 on xx0a0b0c (AF_XDP link, 2 GIDs) at /tmp/x/xroce0.sock\n" +
+		"xroce daemon: 2026/12/01 11:00:09 xroce0 stopped\n"
+	base := []struct {
+		c          cell
+		xout, gout string
+	}{
+		{cell{tool: "write_bw", size: 65536, mtu: 1500, link: "xdp", lib: true}, read("write_bw-host-server.txt"), read("write_bw-guest-client.txt")},
+		{cell{tool: "read_lat", size: 64, mtu: 1500, link: "xdp", lib: true, xroceClient: true}, read("read_lat-host-client.txt"), read("read_lat-guest-server.txt")},
+		{cell{tool: "pingpong", size: 4096, mtu: 1500, link: "xdp", lib: true}, read("pingpong-host-server.txt"), read("pingpong-guest-client.txt")},
+	}
+	for _, b := range base {
+		r := libRun{xout: b.xout, gout: b.gout, status: status, daemonLog: daemonLog}
+		if err := b.c.checkLib(lab, r); err != nil {
+			t.Errorf("%v: the recorded run fails the checks: %v", b.c, err)
+		}
+		for _, alt := range []struct {
+			what string
+			f    func(r *libRun, c *cell)
+			want string
+		}{
+			{"another size", func(r *libRun, c *cell) { c.size *= 2 }, "bytes"},
+			{"a Couldn't line", func(r *libRun, c *cell) { r.gout += "Couldn't read remote address\n" }, "Couldn't"},
+			{"a library message", func(r *libRun, c *cell) { r.xout = "xroce: the daemon refused modify QP\n" + r.xout }, "the library on the host"},
+			{"a client left", func(r *libRun, c *cell) { r.status = strings.Replace(r.status, "clients: 0", "clients: 1", 1) }, "no clients"},
+			{"no packets", func(r *libRun, c *cell) {
+				r.status = strings.Replace(r.status, "    rcvd_pkts                39040\n", "", 1)
+			}, "packets sent and received"},
+			{"frames in the kernel's stack", func(r *libRun, c *cell) { r.noPorts = 3 }, "UdpNoPorts grew by 3"},
+			{"an unclean stop", func(r *libRun, c *cell) { r.daemonLog = strings.Replace(r.daemonLog, "stopped", "", 1) }, "xroce daemon"},
+		} {
+			r, c := r, b.c
+			alt.f(&r, &c)
+			err := c.checkLib(lab, r)
+			if err == nil || !strings.Contains(err.Error(), alt.want) {
+				t.Errorf("%v with %s: %v, want an error with %q", b.c, alt.what, err, alt.want)
+			}
+		}
+	}
+	// The device in perftest's header and the peer's GID in rc_pingpong's.
+	r := libRun{xout: strings.Replace(base[0].xout, "Device         : xroce0", "Device         : rxe0", 1), gout: base[0].gout, status: status, daemonLog: daemonLog}
+	if err := base[0].c.checkLib(lab, r); err == nil || !strings.Contains(err.Error(), `no "Device         : xroce0\n"`) {
+		t.Errorf("write_bw on another host device: %v", err)
+	}
+	r = libRun{xout: strings.ReplaceAll(base[2].xout, "::ffff:10.81.0.11", "::ffff:10.81.0.12"), gout: base[2].gout, status: status, daemonLog: daemonLog}
+	if err := base[2].c.checkLib(lab, r); err == nil || !strings.Contains(err.Error(), "remote address") {
+		t.Errorf("pingpong with another peer: %v", err)
+	}
+}
