@@ -401,8 +401,8 @@ func (c cell) checkFlags(xout, gout string) error {
 	if err := rows("client", cli, sizes); err != nil {
 		return err
 	}
-	if c.tool == "write_bw" || c.tool == "read_bw" {
-		sizes = sizes[len(sizes)-1:]
+	if (c.tool == "write_bw" || c.tool == "read_bw") && !slices.Contains(strings.Fields(c.flags), "-b") {
+		sizes = sizes[len(sizes)-1:] // a passive server prints the last size only
 	}
 	if err := rows("server", srv, sizes); err != nil {
 		return err
@@ -569,6 +569,13 @@ func matrix(full bool) []cell {
 	}
 	add(cell{tool: "write_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-q 2"})
 	add(cell{tool: "send_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-q 2"})
+	// perftest's -b (both sides send) and -e (sleeping on completion events).
+	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+		add(cell{tool: tool, size: 65536, mtu: 1500, link: "xdp", flags: "-b"})
+	}
+	add(cell{tool: "read_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-e"}) // perftest refuses -e on WRITE
+	add(cell{tool: "send_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-e"})
+	add(cell{tool: "send_lat", size: 64, mtu: 1500, link: "xdp", flags: "-e"})
 	// The same through libibverbs on rdma_rxe, with --verify of every size and QP.
 	add(cell{tool: "write_bw", mtu: 1500, link: "xdp", verbs: true, flags: "-a"})
 	add(cell{tool: "read_bw", size: 65536, mtu: 1500, link: "xdp", verbs: true, flags: "-q 2"})
