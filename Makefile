@@ -43,7 +43,7 @@ libverbs:
 # Two namespaces, a veth pair, xroce write_bw server and client over AF_XDP with
 # data verification; needs root.
 demo: bin/xroce
-	bash scripts/demo.sh
+	bash test/scripts/demo.sh
 
 # The project's test command (README.md, .ci/run).
 test:
