@@ -25,6 +25,8 @@ const (
 	CntRdmaSends                  // rdma_sends: RDMA READ/WRITE requests sent
 	CntRdmaRecvs                  // rdma_recvs: RDMA READ/WRITE requests executed
 	CntLocalAckTimeoutErr         // local_ack_timeout_err: retransmit timer expiries (mlx5's name)
+	CntRoceAdpRetrans             // roce_adp_retrans: retransmissions on the adaptive RTO, before the local ACK timeout (mlx5's name)
+	CntRoceSlowRestart            // roce_slow_restart: windows restarted small after idle (mlx5's name)
 	CntLinkBusy                   // link_busy: the link refused frames (TX ring full, EAGAIN)
 	CntLinkBusyResent             // link_busy_resent: refused frames sent after the adaptive delay
 	CntRcvdICRCErr                // rcvd_icrc_err: frames dropped for a bad ICRC
@@ -45,7 +47,8 @@ const (
 var CounterNames = [numCounters]string{
 	"sent_pkts", "rcvd_pkts", "duplicate_request", "out_of_seq_request", "rcvd_rnr_err", "send_rnr_err",
 	"rcvd_seq_err", "ack_deferred", "retry_exceeded_err", "retry_rnr_exceeded_err", "completer_retry_err",
-	"send_err", "link_downed", "rdma_sends", "rdma_recvs", "local_ack_timeout_err", "link_busy",
+	"send_err", "link_downed", "rdma_sends", "rdma_recvs", "local_ack_timeout_err", "roce_adp_retrans",
+	"roce_slow_restart", "link_busy",
 	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "ghost_ack", "stale_ack",
 	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
 }

@@ -55,6 +55,8 @@ type Device struct {
 	// transmit
 	txPkt     roce.Packet
 	txq       ring[[]byte] // built frames not yet accepted by the link
+	txMeta    ring[txInfo] // what each frame of txq is: the requester learns when its packets leave
+	txNext    txInfo       // what the frame emit queues next is (set by the requester)
 	bufs      [][]byte     // free frame buffers
 	bufSize   int
 	retryAt   time.Time     // when to offer a refused frame again
@@ -311,12 +313,15 @@ func (d *Device) emit(qp *QueuePair) {
 	}
 	buf := d.frame()
 	n, err := p.Encode(buf)
+	m := d.txNext
+	d.txNext = txInfo{}
 	if err != nil { // the engine builds packets from the opcode table: a bug if reached
 		d.bufs = append(d.bufs, buf)
 		d.counters.inc(CntSendErr)
 		return
 	}
 	d.txq.push(buf[:n])
+	d.txMeta.push(m)
 	qp.counters.inc(CntSentPkts)
 }
 
@@ -346,6 +351,10 @@ func (d *Device) flushTx() (bool, error) {
 		for i := 0; i < n; i++ {
 			d.bufs = append(d.bufs, batch[i][:cap(batch[i])])
 			d.txq.popFront()
+			if m := d.txMeta.at(0); m.qp != nil {
+				m.qp.req.departed(m.qp, m)
+			}
+			d.txMeta.popFront()
 		}
 		d.counters.add(CntSentPkts, uint64(n))
 		if n > 0 {

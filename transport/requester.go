@@ -11,23 +11,37 @@ var timeZero time.Time
 
 // requester is the send side of an RC QP and its completer (IBTA Vol 1 §9.7.4 and
 // §9.7.5.1-2; rdma_rxe rxe_req.c and rxe_comp.c). Retransmission is go-back-N from
-// the oldest unacknowledged PSN, as rdma_rxe and mlx5 do.
+// the oldest unacknowledged PSN, as rdma_rxe and mlx5 do; a congestion window
+// (cwnd.go) bounds how far ahead it sends, and retransmission is timed from the
+// measured round trip (rtt.go).
 type requester struct {
 	psn        uint32    // PSN of the next WQE's first packet
 	compPSN    uint32    // oldest PSN not yet acknowledged
 	next       int       // index in the SQ of the WQE being sent
 	rdInflight int       // READ/atomic requests sent and not complete
 	noack      int       // packets sent since the last AckReq
-	timer      time.Time // retransmit deadline; zero when no packet is outstanding
+	timer      time.Time // earlier of rtoAt and ackBy: the QP's retransmit deadline in the timer heap
+	rtoAt      time.Time // adaptive retransmission deadline (rtt.go); zero when not running
+	ackBy      time.Time // local ACK timeout deadline, which spends retry_cnt; zero when not running
+	lastTx     time.Time // when the last request packet left
 	rnrUntil   time.Time // end of an RNR NAK wait; zero when none
 	sentPSN    uint32    // one past the highest PSN sent (READ: its last response PSN)
 	retryPSN   uint32    // PSN the last retry went back to
 	retrying   bool      // a retry is under way and nothing was acknowledged since
 	rnrProbe   bool      // after an RNR NAK: send one packet, then wait for its answer
 	probeSent  bool      // the RNR probe is out
+	gen        uint32    // rewinds so far: frames built before the last one are not timed
+	readGap    bool      // retrying after an implied NAK: the responder still streams older responses
+	staleLast  uint32    // the last PSN of that stream
+	staleDone  bool      // it has arrived: the adaptive timer may run again
+	win        window
+	rtt        rttEstimator
 }
 
-func (r *requester) init(psn uint32) { *r = requester{psn: psn, compPSN: psn, sentPSN: psn} }
+func (r *requester) init(psn uint32) {
+	*r = requester{psn: psn, compPSN: psn, sentPSN: psn}
+	r.win.init(psn)
+}
 
 // sentUpTo records that PSNs before end have been sent.
 func (r *requester) sentUpTo(end uint32) {
@@ -68,6 +82,9 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 		}
 		budget = min(budget, 1)
 	}
+	if !r.hasOutstanding(qp) && r.next < qp.sq.len() {
+		r.idleRestart(qp)
+	}
 	did := false
 	maxRd := max(1, int(qp.attr.MaxRdAtomic))
 	for budget > 0 && r.next < qp.sq.len() {
@@ -81,55 +98,56 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 		}
 		rdAt := w.wr.Opcode.isReadOrAtomic()
 		if !w.assigned {
-			if qp.state != QPS_RTS || roce.PSNDiff(r.psn, r.compPSN) >= MaxUnackedPSN ||
-				(rdAt && r.rdInflight >= maxRd) {
+			if qp.state != QPS_RTS || r.win.full(r.psn, r.compPSN) || (rdAt && r.rdInflight >= maxRd) {
 				break
 			}
 			w.assigned = true
 			w.firstPSN = r.psn
 			w.npkts = packets(w, qp.pmtu)
 			r.psn = roce.PSNAdd(r.psn, w.npkts)
+		} else if rdAt && r.win.full(roce.PSNAdd(w.firstPSN, w.rcvd), r.compPSN) {
+			break // a READ or atomic asked again waits for room like a new one
 		}
 		if rdAt {
-			r.sentUpTo(roce.PSNAdd(w.firstPSN, w.npkts))
 			r.sendReadAtomic(qp, w)
+			r.sentUpTo(roce.PSNAdd(w.firstPSN, w.npkts))
 			r.rdInflight++
 			w.sent = 1
 			r.next++
 			budget--
+			did = true
 		} else {
 			for budget > 0 && w.sent < w.npkts {
 				psn := roce.PSNAdd(w.firstPSN, w.sent)
-				if roce.PSNDiff(psn, r.compPSN) >= MaxUnackedPSN {
+				if r.win.full(psn, r.compPSN) {
 					break
 				}
 				r.sendData(qp, w, w.sent)
 				r.sentUpTo(roce.PSNNext(psn))
 				w.sent++
 				budget--
+				did = true
 			}
 			if w.sent < w.npkts {
-				did = true
+				// Out of budget (the QP stays ready) or out of window: an answer
+				// schedules the QP again (Device.input), so it need not spin.
 				break
 			}
 			r.next++
 		}
-		did = true
 	}
 	if did && r.rnrProbe {
 		r.probeSent = true
 	}
-	if did && r.timer.IsZero() {
-		r.armTimer(qp)
-	}
-	return did
+	return did // the timers start when the packets leave (departed)
 }
 
-func (r *requester) armTimer(qp *QueuePair) {
-	if t := timeoutDuration(qp.attr.Timeout); t > 0 {
-		r.timer = qp.dev.now.Add(t)
-		qp.dev.armed(qp, r.timer)
-	}
+// emit queues the request packet in d.txPkt; psn is its PSN (a READ request's: the
+// first response PSN it asks for), fresh whether it was never sent before.
+func (r *requester) emit(qp *QueuePair, psn uint32, fresh bool) {
+	d := qp.dev
+	d.txNext = txInfo{qp: qp, psn: psn, gen: r.gen, timed: fresh && d.txPkt.BTH.AckReq}
+	d.emit(qp)
 }
 
 // dataOpcode returns the opcode of packet i of n of a SEND or WRITE.
@@ -161,14 +179,15 @@ func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
 	last := i == w.npkts-1
 	p.BTH.SE = last && w.wr.Flags&SendSolicited != 0
 	r.noack++
-	if last || r.noack >= maxPktsPerAck || r.rnrProbe {
+	if last || r.noack >= r.win.ackEvery() || r.rnrProbe {
 		p.BTH.AckReq = true
 		r.noack = 0
 	}
 	if i == 0 && (w.wr.Opcode == WR_RDMA_WRITE || w.wr.Opcode == WR_RDMA_WRITE_WITH_IMM) {
 		qp.count(CntRdmaSends)
 	}
-	d.emit(qp)
+	psn := roce.PSNAdd(w.firstPSN, i)
+	r.emit(qp, psn, roce.PSNDiff(psn, r.sentPSN) >= 0)
 }
 
 // sendReadAtomic builds the request of an RDMA READ (for the part not yet received)
@@ -181,7 +200,7 @@ func (r *requester) sendReadAtomic(qp *QueuePair, w *sendWQE) {
 		p.RETH = roce.RETH{VA: w.wr.RemoteAddr + uint64(done), RKey: w.wr.RKey, DMALen: uint32(w.length - done)}
 		p.BTH.AckReq = true
 		qp.count(CntRdmaSends)
-		d.emit(qp)
+		r.emit(qp, p.BTH.PSN, roce.PSNDiff(w.firstPSN, r.sentPSN) >= 0)
 		return
 	}
 	op := roce.RC_FETCH_ADD
@@ -193,7 +212,7 @@ func (r *requester) sendReadAtomic(qp *QueuePair, w *sendWQE) {
 	p := d.start(qp, op, w.firstPSN)
 	p.AtomicETH = at
 	p.BTH.AckReq = true
-	d.emit(qp)
+	r.emit(qp, w.firstPSN, roce.PSNDiff(w.firstPSN, r.sentPSN) >= 0)
 }
 
 // find returns the SQ index of the sent WQE whose PSNs include psn, or -1.
@@ -234,9 +253,12 @@ func (r *requester) rewind(qp *QueuePair, psn uint32) {
 	}
 	r.next = i
 	r.noack = 0
-	r.timer = timeZero
+	r.stopTimers() // they start again when the retransmission leaves
 	r.retrying, r.retryPSN = true, psn
 	r.probeSent = false
+	r.gen++
+	r.rtt.timing = false // Karn: an answer now may be to either copy
+	r.readGap = false
 }
 
 // hasOutstanding reports whether some sent request awaits its response.
@@ -245,14 +267,17 @@ func (r *requester) hasOutstanding(qp *QueuePair) bool {
 }
 
 // progress records forward progress: the retry budgets refill (rxe_comp.c does the
-// same) and the retransmit timer restarts or stops.
+// same), the timed packet gives its RTT sample, the window grows, and the
+// retransmit timers restart or stop.
 func (r *requester) progress(qp *QueuePair) {
 	qp.retryLeft, qp.rnrRetryLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 	r.retrying = false
 	r.rnrProbe = false
-	r.timer = timeZero
+	r.readGap = false
+	r.acked(qp)
+	r.stopTimers()
 	if r.hasOutstanding(qp) {
-		r.armTimer(qp)
+		r.startTimers(qp)
 	}
 }
 
@@ -305,15 +330,18 @@ func (r *requester) complete(qp *QueuePair, p *roce.Packet) {
 		qp.count(CntGhostAck)
 		return
 	}
+	if r.readGap && !r.staleDone && roce.PSNDiff(psn, r.staleLast) >= 0 {
+		r.staleDone = true // the stream asked before the implied NAK has ended
+	}
 	if !r.timer.IsZero() {
-		// Any response restarts a running retransmit timer, as rxe_comp.c does
-		// (mod_timer on leaving the completer with requests outstanding): the
-		// timer measures silence from the responder. A responder still streaming
-		// READ responses from before a retry (the rest of the READ that lost a
-		// packet, then later READs' first answers, all discarded here) answers
-		// the requests asked again after them; a timeout in the meantime would
-		// spend retry_cnt and queue yet another copy of every READ behind them.
-		r.armTimer(qp)
+		// Any response restarts the running retransmit timers, as rxe_comp.c does
+		// (mod_timer on leaving the completer with requests outstanding): they
+		// measure silence from the responder. A responder still streaming READ
+		// responses from before a retry (the rest of the READ that lost a packet,
+		// then later READs' first answers, all discarded here) answers the
+		// requests asked again after them; a timeout in the meantime would spend
+		// retry_cnt and queue yet another copy of every READ behind them.
+		r.restartTimers(qp)
 	}
 	if roce.PSNDiff(psn, r.compPSN) < 0 || !r.hasOutstanding(qp) {
 		qp.count(CntStaleAck)
@@ -326,6 +354,9 @@ func (r *requester) complete(qp *QueuePair, p *roce.Packet) {
 		r.atomicAck(qp, psn, p.AtomicAckETH.OrigRemData)
 	default:
 		r.readResponse(qp, p)
+	}
+	if r.readGap && roce.PSNDiff(psn, r.staleLast) >= 0 {
+		r.staleDone = true // the response that showed the gap ended the stream
 	}
 }
 
@@ -374,6 +405,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 				return
 			}
 			qp.retryLeft--
+			r.win.loss(r.sentPSN, r.compPSN)
 			r.rewind(qp, psn)
 		case roce.NAKRemoteAccessError:
 			qp.fail(WC_REM_ACCESS_ERR)
@@ -481,28 +513,55 @@ func (r *requester) impliedNak(qp *QueuePair, psn uint32) {
 		return
 	}
 	qp.count(CntImpliedNak)
+	r.win.loss(r.sentPSN, r.compPSN)
 	r.rewind(qp, psn)
+	// The responder still sends what was asked before (up to the highest PSN sent)
+	// before it answers the request asked again: the adaptive timer waits for it.
+	r.readGap, r.staleLast, r.staleDone = true, roce.PSNAdd(r.sentPSN, -1), false
 }
 
-// timers runs the QP's retransmit timer: on expiry it retries from the oldest
-// unacknowledged PSN, or fails the WR with IBV_WC_RETRY_EXC_ERR when retry_cnt is
-// spent.
+// timers runs the QP's retransmit timers (rtt.go). When the local ACK timeout
+// passes it retries from the oldest unacknowledged PSN, or fails the WR with
+// IBV_WC_RETRY_EXC_ERR when retry_cnt is spent. When the adaptive RTO passes first it
+// retries from there too, without spending retry_cnt, and the local ACK timeout keeps
+// running.
 func (qp *QueuePair) timers(now time.Time) bool {
 	r := &qp.req
 	if r.timer.IsZero() || now.Before(r.timer) || qp.state == QPS_ERR {
 		return false
 	}
-	r.timer = timeZero
 	if !r.hasOutstanding(qp) {
+		r.stopTimers()
 		return false
 	}
-	qp.count(CntLocalAckTimeoutErr)
-	if qp.retryLeft == 0 {
-		qp.count(CntRetryExceededErr)
-		qp.fail(WC_RETRY_EXC_ERR)
+	if !r.ackBy.IsZero() && !now.Before(r.ackBy) {
+		r.stopTimers()
+		qp.count(CntLocalAckTimeoutErr)
+		if qp.retryLeft == 0 {
+			qp.count(CntRetryExceededErr)
+			qp.fail(WC_RETRY_EXC_ERR)
+			return true
+		}
+		qp.retryLeft--
+		r.timeout(qp)
 		return true
 	}
-	qp.retryLeft--
-	r.rewind(qp, r.compPSN)
+	if r.rtoAt.IsZero() || now.Before(r.rtoAt) {
+		r.setTimer(qp) // cannot happen: timer is the earlier of the two
+		return false
+	}
+	qp.count(CntRoceAdpRetrans)
+	ackBy := r.ackBy
+	r.timeout(qp)
+	r.ackBy = ackBy
+	r.setTimer(qp)
 	return true
+}
+
+// timeout goes back to the oldest unacknowledged PSN after a retransmission timeout:
+// the window drops to one packet and the RTO backs off.
+func (r *requester) timeout(qp *QueuePair) {
+	r.win.timeout(r.sentPSN, r.compPSN)
+	r.rtt.backoff++
+	r.rewind(qp, r.compPSN)
 }

@@ -1,0 +1,172 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// The RC requester's congestion window (docs/congestion.md). The requester stays an
+// ordinary go-back-N requester on the wire: the window only decides how far past
+// the oldest unacknowledged PSN it may send (snd_una + cwnd, RFC 5681's FlightSize
+// in PSNs), and how often it asks for an acknowledgement. READ responses count as
+// outstanding PSNs like request packets, so a READ request goes out only while the
+// PSNs already outstanding leave room in the window (one READ larger than the window
+// still goes out on its own: bounding a READ needs the requester to split it, which
+// is not done yet).
+//
+// The window is AIMD in packets, as TCP's (RFC 5681):
+//   - it starts at MaxUnackedPSN, the fixed window the requester always had, so a QP
+//     on a clean link behaves exactly as before: the window only matters once a loss
+//     has been seen;
+//   - a NAK PSN sequence error or an implied NAK (a READ/atomic response gap) halves
+//     it (ssthresh = max(FlightSize/2, 2), cwnd = ssthresh), once per window of data
+//     (NewReno's recover point, RFC 6582): the packets behind a loss that go-back-N
+//     sends again are not a second signal;
+//   - a retransmission timeout (the adaptive RTO or the local ACK timeout) sets it to
+//     one packet (RFC 5681's loss window) and halves ssthresh, but only on the first
+//     timeout of a run: later timeouts of the same data hold ssthresh (RFC 5681 §3.1);
+//   - every PSN newly acknowledged adds one packet below ssthresh (slow start, counted
+//     in PSNs acknowledged as RFC 3465's byte counting, since the responder coalesces
+//     ACKs), and one packet per window's worth of PSNs acknowledged above it
+//     (congestion avoidance); the window grows only when it limited the requester
+//     since the last increase (RFC 7661), and never above MaxUnackedPSN;
+//   - after an idle period longer than the RTO, a window that a loss has cut restarts
+//     at the restart window (RFC 5681 §4.1, mlx5's roce_slow_restart), remembering
+//     3/4 of itself in ssthresh (RFC 7661) so slow start climbs back quickly. A QP
+//     that never saw a loss keeps the fixed window: nothing it learnt is stale.
+//
+// AckReq: the requester asks for an ACK at least every ceil(cwnd/2) packets (and at
+// least every maxPktsPerAck, at the end of a message and on an RNR probe, as before),
+// so every window carries an AckReq whose ACK opens it again; at the full window that
+// is every 64 packets, as before.
+type window struct {
+	cwnd       int    // PSNs that may be outstanding (sent, not acknowledged)
+	ssthresh   int    // slow start threshold
+	acked      int    // PSNs acknowledged towards the next increase in congestion avoidance
+	una        uint32 // the oldest unacknowledged PSN when growth was last counted
+	recover    uint32 // one past the highest PSN sent when the window was last cut
+	inRecovery bool   // the PSNs before recover are not all acknowledged: no further cut
+	cut        bool   // a loss has cut the window since the QP reached RTS
+	limited    bool   // the window stopped the requester since the last increase
+}
+
+// minCwnd is the smallest window a NAK or an implied NAK leaves (RFC 5681's 2 SMSS).
+const minCwnd = 2
+
+func (w *window) init(psn uint32) {
+	*w = window{cwnd: MaxUnackedPSN, ssthresh: MaxUnackedPSN, una: psn, recover: psn}
+}
+
+// full reports whether a packet at psn would be outside the window that starts at
+// the oldest unacknowledged PSN una, and notes that the window limited the requester.
+func (w *window) full(psn, una uint32) bool {
+	if roce.PSNDiff(psn, una) < int32(w.cwnd) {
+		return false
+	}
+	w.limited = true
+	return true
+}
+
+// ackEvery is how many packets may go without AckReq.
+func (w *window) ackEvery() int {
+	return min(maxPktsPerAck, max(1, (w.cwnd+1)/2))
+}
+
+// acked counts the PSNs acknowledged since the last call (una moved to compPSN) and
+// grows the window for them.
+func (w *window) ack(compPSN uint32) {
+	n := int(roce.PSNDiff(compPSN, w.una))
+	if n <= 0 {
+		return
+	}
+	w.una = compPSN
+	if w.inRecovery && roce.PSNDiff(compPSN, w.recover) >= 0 {
+		w.inRecovery = false
+	}
+	if !w.limited {
+		return
+	}
+	w.limited = false
+	if w.cwnd < w.ssthresh {
+		inc := min(n, w.ssthresh-w.cwnd)
+		w.cwnd += inc
+		n -= inc
+	}
+	if n > 0 && w.cwnd < MaxUnackedPSN {
+		w.acked += n
+		for w.acked >= w.cwnd && w.cwnd < MaxUnackedPSN {
+			w.acked -= w.cwnd
+			w.cwnd++
+		}
+	}
+	if w.cwnd >= MaxUnackedPSN {
+		w.cwnd, w.acked = MaxUnackedPSN, 0
+	}
+}
+
+// halve is the multiplicative decrease.
+func (w *window) halve(sentPSN uint32) {
+	w.ssthresh = max(w.cwnd/2, minCwnd)
+	w.cwnd = w.ssthresh
+	w.acked = 0
+	w.recover, w.inRecovery, w.cut = sentPSN, true, true
+}
+
+// loss handles a NAK PSN sequence error or an implied NAK: the window halves unless
+// the loss belongs to a window already cut.
+func (w *window) loss(sentPSN, compPSN uint32) {
+	w.ack(compPSN)
+	if !w.inRecovery {
+		w.halve(sentPSN)
+	}
+}
+
+// timeout handles a retransmission timeout: the retransmission itself, or every
+// answer to it, was lost, a loss of its own: the window halves.
+func (w *window) timeout(sentPSN, compPSN uint32) {
+	w.ack(compPSN)
+	w.halve(sentPSN)
+}
+
+// restartWindow is the window after an idle period, in packets of pmtu bytes: RFC
+// 3390's initial window, min(4 MSS, max(2 MSS, 4380 bytes)) — 4 packets at path MTU
+// 256 to 1024, 2 at 2048 and 4096.
+func restartWindow(pmtu int) int {
+	return min(4, max(2, 4380/max(pmtu, 1)))
+}
+
+// idle restarts a cut window after an idle period (RFC 5681 §4.1); it reports
+// whether the window shrank.
+func (w *window) idle(pmtu int) bool {
+	rw := restartWindow(pmtu)
+	if !w.cut || w.cwnd <= rw {
+		return false
+	}
+	w.ssthresh = max(w.ssthresh, 3*w.cwnd/4)
+	w.cwnd, w.acked = rw, 0
+	return true
+}
+
+// CongestionState is a snapshot of an RC QP's send window and retransmission timer
+// (docs/congestion.md).
+type CongestionState struct {
+	Cwnd     int // PSNs the requester may have outstanding
+	Ssthresh int // slow start threshold, in PSNs
+	// SRTT and RTTVar are the smoothed round-trip time and its variation (RFC 6298);
+	// zero before the first sample.
+	SRTT, RTTVar time.Duration
+	// RTO is the retransmission timeout the next packet would run with, backoff
+	// included: at most the local ACK timeout (0 when the QP's timeout is 0, infinite).
+	RTO time.Duration
+}
+
+// CongestionState returns the QP's window and timer state.
+func (qp *QueuePair) CongestionState() CongestionState {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := &qp.req
+	return CongestionState{Cwnd: r.win.cwnd, Ssthresh: r.win.ssthresh, SRTT: r.rtt.srtt, RTTVar: r.rtt.rttvar,
+		RTO: r.rtt.rto(timeoutDuration(qp.attr.Timeout))}
+}

@@ -1,0 +1,177 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// The RC requester's retransmission timers (docs/congestion.md).
+//
+// Two deadlines run while requests are outstanding, and the timer heap holds the
+// earlier (requester.timer):
+//
+//   - the adaptive retransmission timeout (rtoAt): the RTO of RFC 6298, from the
+//     smoothed round-trip time SRTT and its variation RTTVAR, at least MinRTO and at
+//     most the local ACK timeout, doubled on each expiry (backoff) until a new
+//     sample. On expiry the requester goes back to the oldest unacknowledged PSN
+//     (counted as roce_adp_retrans, mlx5's name) without spending retry_cnt;
+//   - the local ACK timeout (ackBy, 4.096 µs × 2^timeout, IBTA Vol 1 §11.2.4.2): it
+//     decides, exactly as before, when retry_cnt is spent (local_ack_timeout_err) and
+//     when the QP fails with IBV_WC_RETRY_EXC_ERR. Adaptive retransmissions do not
+//     restart it.
+//
+// Both start when a request packet leaves (is handed to the link), not when it is
+// queued, and restart on every response while they run: they measure silence from
+// the responder, as rdma_rxe's completer does (rxe_comp.c). Before the first sample
+// the RTO is the local ACK timeout, so a QP that has measured nothing behaves as
+// before.
+//
+// RTT samples follow Karn's rule: one packet at a time is timed, a first
+// transmission that asks for an answer (AckReq: the last packet of a message, every
+// ackEvery packets, a READ or atomic request), from its departure to the
+// acknowledgement that covers it (for a READ: its first response); going back to
+// retransmit abandons the measurement, and frames built before that are never timed.
+//
+// After an implied NAK the responder is still sending the READ responses asked
+// before (rdma_rxe sends the rest of the READ, and the READs after it, before it
+// answers the request asked again): the adaptive timer waits until the last PSN of
+// that stream has arrived, and only the local ACK timeout runs meanwhile. A requester
+// that asked again on every RTO would only queue more copies behind them.
+
+// MinRTO is the smallest adaptive retransmission timeout. RTT samples include the
+// queueing of the window ahead of the timed packet, so the RTO tracks the path; the
+// floor covers engine passes and scheduling delays that samples rarely see.
+const MinRTO = 200 * time.Microsecond
+
+// rtoGranularity is RFC 6298's G: the engine's timer resolution (a pass).
+const rtoGranularity = 10 * time.Microsecond
+
+// rttEstimator is RFC 6298's state.
+type rttEstimator struct {
+	srtt, rttvar time.Duration
+	sampled      bool
+	backoff      uint // RTO doublings since the last sample
+
+	timing bool      // a packet is being timed
+	psn    uint32    // the timed packet's PSN (a READ's: its first response's)
+	sent   time.Time // when it left
+}
+
+// rto returns the retransmission timeout, backoff included, at most ackTimeout.
+func (e *rttEstimator) rto(ackTimeout time.Duration) time.Duration {
+	if ackTimeout == 0 {
+		return 0
+	}
+	if !e.sampled {
+		return ackTimeout
+	}
+	t := max(e.srtt+max(rtoGranularity, 4*e.rttvar), MinRTO)
+	for i := uint(0); i < e.backoff && t < ackTimeout; i++ {
+		t *= 2
+	}
+	return min(t, ackTimeout)
+}
+
+// sample takes one RTT measurement (RFC 6298 §2.2-2.3) and ends any backoff.
+func (e *rttEstimator) sample(r time.Duration) {
+	if !e.sampled {
+		e.srtt, e.rttvar, e.sampled = r, r/2, true
+	} else {
+		d := e.srtt - r
+		if d < 0 {
+			d = -d
+		}
+		e.rttvar = (3*e.rttvar + d) / 4
+		e.srtt = (7*e.srtt + r) / 8
+	}
+	e.backoff = 0
+}
+
+// txInfo says what a queued frame is, for the departure hook: a requester's packet
+// names its QP.
+type txInfo struct {
+	qp    *QueuePair // nil: not a request packet
+	psn   uint32
+	gen   uint32 // the requester's rewind count when the frame was built
+	timed bool   // a first transmission with AckReq: may be timed for an RTT sample
+}
+
+// departed is called when the link accepts a frame the requester built: the timers
+// start if they are not running (RFC 6298 §5.1), and the frame may be timed.
+func (r *requester) departed(qp *QueuePair, m *txInfo) {
+	if qp.destroyed || (qp.state != QPS_RTS && qp.state != QPS_SQD) {
+		return
+	}
+	now := qp.dev.now
+	r.lastTx = now
+	if !r.hasOutstanding(qp) {
+		return
+	}
+	if m.timed && m.gen == r.gen && !r.rtt.timing {
+		r.rtt.timing, r.rtt.psn, r.rtt.sent = true, m.psn, now
+	}
+	r.startTimers(qp)
+}
+
+// adaptive reports whether the adaptive timer may run: not while the responder is
+// still sending the responses asked before an implied NAK.
+func (r *requester) adaptive() bool { return !r.readGap || r.staleDone }
+
+// startTimers starts the timers that are not running.
+func (r *requester) startTimers(qp *QueuePair) {
+	to := timeoutDuration(qp.attr.Timeout)
+	if to == 0 {
+		return
+	}
+	now := qp.dev.now
+	if r.ackBy.IsZero() {
+		r.ackBy = now.Add(to)
+	}
+	if r.rtoAt.IsZero() && r.adaptive() {
+		r.rtoAt = now.Add(r.rtt.rto(to))
+	}
+	r.setTimer(qp)
+}
+
+// restartTimers restarts both timers from now: the responder answered.
+func (r *requester) restartTimers(qp *QueuePair) {
+	r.rtoAt, r.ackBy = timeZero, timeZero
+	r.startTimers(qp)
+}
+
+func (r *requester) stopTimers() {
+	r.rtoAt, r.ackBy, r.timer = timeZero, timeZero, timeZero
+}
+
+// setTimer puts the earlier deadline in the timer heap.
+func (r *requester) setTimer(qp *QueuePair) {
+	r.timer = earliest(r.rtoAt, r.ackBy)
+	qp.dev.armed(qp, r.timer)
+}
+
+// acked takes the RTT sample of the timed packet once compPSN has passed it, and
+// grows the window for the PSNs acknowledged.
+func (r *requester) acked(qp *QueuePair) {
+	if r.rtt.timing && roce.PSNDiff(r.compPSN, r.rtt.psn) > 0 {
+		r.rtt.timing = false
+		r.rtt.sample(qp.dev.now.Sub(r.rtt.sent))
+	}
+	r.win.ack(r.compPSN)
+}
+
+// idleRestart applies the slow restart after idle before new work goes out: nothing
+// is outstanding and nothing has left for longer than the RTO.
+func (r *requester) idleRestart(qp *QueuePair) {
+	if r.lastTx.IsZero() {
+		return
+	}
+	rto := r.rtt.rto(timeoutDuration(qp.attr.Timeout))
+	if rto == 0 || qp.dev.now.Sub(r.lastTx) <= rto {
+		return
+	}
+	r.lastTx = timeZero
+	if r.win.idle(qp.pmtu) {
+		qp.count(CntRoceSlowRestart)
+	}
+}
