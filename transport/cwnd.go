@@ -15,26 +15,35 @@ import (
 // still goes out on its own: bounding a READ needs the requester to split it, which
 // is not done yet).
 //
-// The window is AIMD in packets, as TCP's (RFC 5681):
+// The window is AIMD in packets (RFC 5681's structure, with other constants):
 //   - it starts at MaxUnackedPSN, the fixed window the requester always had, so a QP
 //     on a clean link behaves exactly as before: the window only matters once a loss
 //     has been seen;
-//   - a NAK PSN sequence error or an implied NAK (a READ/atomic response gap) halves
-//     it (ssthresh = max(FlightSize/2, 2), cwnd = ssthresh), once per window of data
-//     (NewReno's recover point, RFC 6582): the packets behind a loss that go-back-N
-//     sends again are not a second signal;
-//   - a retransmission timeout (the adaptive RTO or the local ACK timeout) sets it to
-//     one packet (RFC 5681's loss window) and halves ssthresh, but only on the first
-//     timeout of a run: later timeouts of the same data hold ssthresh (RFC 5681 §3.1);
-//   - every PSN newly acknowledged adds one packet below ssthresh (slow start, counted
-//     in PSNs acknowledged as RFC 3465's byte counting, since the responder coalesces
-//     ACKs), and one packet per window's worth of PSNs acknowledged above it
-//     (congestion avoidance); the window grows only when it limited the requester
-//     since the last increase (RFC 7661), and never above MaxUnackedPSN;
+//   - a NAK PSN sequence error or an implied NAK (a READ/atomic response gap) cuts it
+//     to 0.7 of itself (ssthresh = cwnd = max(0.7 cwnd, 2); RFC 9438's β), once per
+//     window of data (NewReno's recover point, RFC 6582): the packets behind a loss
+//     that go-back-N sends again are not a second signal;
+//   - a retransmission timeout (the adaptive RTO or the local ACK timeout) cuts it the
+//     same way; a second timeout with nothing acknowledged in between means the ACK
+//     clock is lost, and the window drops to one packet (RFC 5681's loss window),
+//     keeping ssthresh;
+//   - below ssthresh every PSN newly acknowledged adds one packet (slow start, counted
+//     in PSNs as RFC 3465 counts bytes, since the responder coalesces ACKs); above it
+//     every window's worth of PSNs acknowledged adds alpha = 4 packets (congestion
+//     avoidance). The window grows only when it limited the requester since the last
+//     increase (RFC 7661), and never above MaxUnackedPSN;
 //   - after an idle period longer than the RTO, a window that a loss has cut restarts
-//     at the restart window (RFC 5681 §4.1, mlx5's roce_slow_restart), remembering
-//     3/4 of itself in ssthresh (RFC 7661) so slow start climbs back quickly. A QP
-//     that never saw a loss keeps the fixed window: nothing it learnt is stale.
+//     at the restart window (RFC 5681 §4.1; mlx5 counts roce_slow_restart), with
+//     ssthresh at least 3/4 of the window it had (RFC 7661), so slow start climbs
+//     back quickly. A QP that never saw a loss keeps the fixed window: it learnt
+//     nothing that went stale.
+//
+// Why not Reno's 1/2 and 1: go-back-N pays a whole window for every loss, and on a
+// lossy Ethernet most losses are random, not a queue overflowing. AIMD(α, β) settles
+// where the window regains between two losses (1/p packets apart) what a cut takes:
+// W ≈ sqrt(α / (p (1-β))). Reno sits at about 5 packets under 5 % random loss, a
+// third of the bandwidth-delay product of a veth path at this engine's rate; α = 4
+// and β = 0.7 sit near 16 (docs/congestion.md has the simulation and the numbers).
 //
 // AckReq: the requester asks for an ACK at least every ceil(cwnd/2) packets (and at
 // least every maxPktsPerAck, at the end of a message and on an RNR probe, as before),
@@ -49,10 +58,15 @@ type window struct {
 	inRecovery bool   // the PSNs before recover are not all acknowledged: no further cut
 	cut        bool   // a loss has cut the window since the QP reached RTS
 	limited    bool   // the window stopped the requester since the last increase
+	timeouts   int    // retransmission timeouts since the last acknowledgement
 }
 
-// minCwnd is the smallest window a NAK or an implied NAK leaves (RFC 5681's 2 SMSS).
-const minCwnd = 2
+// The window's parameters (docs/congestion.md).
+const (
+	minCwnd     = 2  // the smallest window a loss leaves (RFC 5681's 2 SMSS)
+	betaPercent = 70 // multiplicative decrease: cwnd × 0.7 (RFC 9438's β)
+	alpha       = 4  // additive increase: packets per window acknowledged
+)
 
 func (w *window) init(psn uint32) {
 	*w = window{cwnd: MaxUnackedPSN, ssthresh: MaxUnackedPSN, una: psn, recover: psn}
@@ -81,6 +95,7 @@ func (w *window) ack(compPSN uint32) {
 		return
 	}
 	w.una = compPSN
+	w.timeouts = 0
 	if w.inRecovery && roce.PSNDiff(compPSN, w.recover) >= 0 {
 		w.inRecovery = false
 	}
@@ -95,8 +110,8 @@ func (w *window) ack(compPSN uint32) {
 	}
 	if n > 0 && w.cwnd < MaxUnackedPSN {
 		w.acked += n
-		for w.acked >= w.cwnd && w.cwnd < MaxUnackedPSN {
-			w.acked -= w.cwnd
+		for w.acked*alpha >= w.cwnd && w.cwnd < MaxUnackedPSN {
+			w.acked -= (w.cwnd + alpha - 1) / alpha
 			w.cwnd++
 		}
 	}
@@ -107,7 +122,7 @@ func (w *window) ack(compPSN uint32) {
 
 // halve is the multiplicative decrease.
 func (w *window) halve(sentPSN uint32) {
-	w.ssthresh = max(w.cwnd/2, minCwnd)
+	w.ssthresh = max(w.cwnd*betaPercent/100, minCwnd)
 	w.cwnd = w.ssthresh
 	w.acked = 0
 	w.recover, w.inRecovery, w.cut = sentPSN, true, true
@@ -122,11 +137,18 @@ func (w *window) loss(sentPSN, compPSN uint32) {
 	}
 }
 
-// timeout handles a retransmission timeout: the retransmission itself, or every
-// answer to it, was lost, a loss of its own: the window halves.
+// timeout handles a retransmission timeout. The first since an acknowledgement cuts
+// the window as a loss does: the retransmission itself, or every answer, was lost.
+// A second with nothing acknowledged in between means the ACK clock is lost: the
+// window drops to one packet (RFC 5681's loss window), keeping ssthresh.
 func (w *window) timeout(sentPSN, compPSN uint32) {
 	w.ack(compPSN)
-	w.halve(sentPSN)
+	if w.timeouts == 0 {
+		w.halve(sentPSN)
+	} else {
+		w.cwnd, w.acked = 1, 0
+	}
+	w.timeouts++
 }
 
 // restartWindow is the window after an idle period, in packets of pmtu bytes: RFC

@@ -30,7 +30,6 @@ type requester struct {
 	retrying   bool      // a retry is under way and nothing was acknowledged since
 	rnrProbe   bool      // after an RNR NAK: send one packet, then wait for its answer
 	probeSent  bool      // the RNR probe is out
-	gen        uint32    // rewinds so far: frames built before the last one are not timed
 	readGap    bool      // retrying after an implied NAK: the responder still streams older responses
 	staleLast  uint32    // the last PSN of that stream
 	staleDone  bool      // it has arrived: the adaptive timer may run again
@@ -41,6 +40,7 @@ type requester struct {
 func (r *requester) init(psn uint32) {
 	*r = requester{psn: psn, compPSN: psn, sentPSN: psn}
 	r.win.init(psn)
+	r.rtt.karnFrom = psn
 }
 
 // sentUpTo records that PSNs before end have been sent.
@@ -143,10 +143,10 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 }
 
 // emit queues the request packet in d.txPkt; psn is its PSN (a READ request's: the
-// first response PSN it asks for), fresh whether it was never sent before.
-func (r *requester) emit(qp *QueuePair, psn uint32, fresh bool) {
+// first response PSN it asks for).
+func (r *requester) emit(qp *QueuePair, psn uint32) {
 	d := qp.dev
-	d.txNext = txInfo{qp: qp, psn: psn, gen: r.gen, timed: fresh && d.txPkt.BTH.AckReq}
+	d.txNext = txInfo{qp: qp, psn: psn, ackReq: d.txPkt.BTH.AckReq}
 	d.emit(qp)
 }
 
@@ -186,8 +186,7 @@ func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
 	if i == 0 && (w.wr.Opcode == WR_RDMA_WRITE || w.wr.Opcode == WR_RDMA_WRITE_WITH_IMM) {
 		qp.count(CntRdmaSends)
 	}
-	psn := roce.PSNAdd(w.firstPSN, i)
-	r.emit(qp, psn, roce.PSNDiff(psn, r.sentPSN) >= 0)
+	r.emit(qp, roce.PSNAdd(w.firstPSN, i))
 }
 
 // sendReadAtomic builds the request of an RDMA READ (for the part not yet received)
@@ -200,7 +199,7 @@ func (r *requester) sendReadAtomic(qp *QueuePair, w *sendWQE) {
 		p.RETH = roce.RETH{VA: w.wr.RemoteAddr + uint64(done), RKey: w.wr.RKey, DMALen: uint32(w.length - done)}
 		p.BTH.AckReq = true
 		qp.count(CntRdmaSends)
-		r.emit(qp, p.BTH.PSN, roce.PSNDiff(w.firstPSN, r.sentPSN) >= 0)
+		r.emit(qp, p.BTH.PSN)
 		return
 	}
 	op := roce.RC_FETCH_ADD
@@ -212,7 +211,7 @@ func (r *requester) sendReadAtomic(qp *QueuePair, w *sendWQE) {
 	p := d.start(qp, op, w.firstPSN)
 	p.AtomicETH = at
 	p.BTH.AckReq = true
-	r.emit(qp, w.firstPSN, roce.PSNDiff(w.firstPSN, r.sentPSN) >= 0)
+	r.emit(qp, w.firstPSN)
 }
 
 // find returns the SQ index of the sent WQE whose PSNs include psn, or -1.
@@ -256,8 +255,7 @@ func (r *requester) rewind(qp *QueuePair, psn uint32) {
 	r.stopTimers() // they start again when the retransmission leaves
 	r.retrying, r.retryPSN = true, psn
 	r.probeSent = false
-	r.gen++
-	r.rtt.timing = false // Karn: an answer now may be to either copy
+	r.rtt.karnFrom = r.sentPSN // Karn: an answer for a PSN before it may be to either copy
 	r.readGap = false
 }
 
@@ -405,6 +403,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 				return
 			}
 			qp.retryLeft--
+			r.sampleRTT(qp, roce.PSNNext(psn), false) // the NAK answers the packet after the gap
 			r.win.loss(r.sentPSN, r.compPSN)
 			r.rewind(qp, psn)
 		case roce.NAKRemoteAccessError:

@@ -27,11 +27,14 @@ import (
 // the RTO is the local ACK timeout, so a QP that has measured nothing behaves as
 // before.
 //
-// RTT samples follow Karn's rule: one packet at a time is timed, a first
-// transmission that asks for an answer (AckReq: the last packet of a message, every
-// ackEvery packets, a READ or atomic request), from its departure to the
-// acknowledgement that covers it (for a READ: its first response); going back to
-// retransmit abandons the measurement, and frames built before that are never timed.
+// RTT samples: every answer to a packet that asked for one gives a sample, as TCP's
+// timestamps do (RFC 7323), from the packet's departure to the answer's arrival: an
+// ACK of new data whose PSN is a packet sent with AckReq, a READ's first response, an
+// atomic's response, and a NAK PSN sequence error, which the responder sends as soon
+// as the packet after the gap arrives (timed from that packet). An ACK for a PSN that
+// did not ask for one (coalesced, or a duplicate's) gives none. Karn's rule: no sample
+// comes from a PSN sent before the requester last went back, since the answer may be
+// to the retransmission. Departures are kept for the last MaxUnackedPSN PSNs.
 //
 // After an implied NAK the responder is still sending the READ responses asked
 // before (rdma_rxe sends the rest of the READ, and the READs after it, before it
@@ -47,15 +50,22 @@ const MinRTO = 200 * time.Microsecond
 // rtoGranularity is RFC 6298's G: the engine's timer resolution (a pass).
 const rtoGranularity = 10 * time.Microsecond
 
-// rttEstimator is RFC 6298's state.
+// rttEstimator is RFC 6298's state, and the departure times samples are taken from.
 type rttEstimator struct {
 	srtt, rttvar time.Duration
 	sampled      bool
-	backoff      uint // RTO doublings since the last sample
+	backoff      uint   // RTO doublings since the last sample
+	karnFrom     uint32 // PSNs before it may have left more than once: no samples from them
+	sent         [MaxUnackedPSN]departure
+}
 
-	timing bool      // a packet is being timed
-	psn    uint32    // the timed packet's PSN (a READ's: its first response's)
-	sent   time.Time // when it left
+// departure is when a request packet left: its PSN (a READ request's: the first
+// response PSN it asks for), the time in Unix nanoseconds (0: none), and whether it
+// asked for an ACK.
+type departure struct {
+	psn    uint32
+	ackReq bool
+	at     int64
 }
 
 // rto returns the retransmission timeout, backoff included, at most ackTimeout.
@@ -91,25 +101,23 @@ func (e *rttEstimator) sample(r time.Duration) {
 // txInfo says what a queued frame is, for the departure hook: a requester's packet
 // names its QP.
 type txInfo struct {
-	qp    *QueuePair // nil: not a request packet
-	psn   uint32
-	gen   uint32 // the requester's rewind count when the frame was built
-	timed bool   // a first transmission with AckReq: may be timed for an RTT sample
+	qp     *QueuePair // nil: not a request packet
+	psn    uint32
+	ackReq bool
 }
 
-// departed is called when the link accepts a frame the requester built: the timers
-// start if they are not running (RFC 6298 §5.1), and the frame may be timed.
+// departed is called when the link accepts a frame the requester built: its
+// departure time is kept, and the timers start if they are not running (RFC 6298
+// §5.1).
 func (r *requester) departed(qp *QueuePair, m *txInfo) {
 	if qp.destroyed || (qp.state != QPS_RTS && qp.state != QPS_SQD) {
 		return
 	}
 	now := qp.dev.now
 	r.lastTx = now
+	r.rtt.sent[m.psn%MaxUnackedPSN] = departure{psn: m.psn, ackReq: m.ackReq, at: now.UnixNano()}
 	if !r.hasOutstanding(qp) {
 		return
-	}
-	if m.timed && m.gen == r.gen && !r.rtt.timing {
-		r.rtt.timing, r.rtt.psn, r.rtt.sent = true, m.psn, now
 	}
 	r.startTimers(qp)
 }
@@ -150,14 +158,23 @@ func (r *requester) setTimer(qp *QueuePair) {
 	qp.dev.armed(qp, r.timer)
 }
 
-// acked takes the RTT sample of the timed packet once compPSN has passed it, and
-// grows the window for the PSNs acknowledged.
+// acked takes the RTT sample of the newest PSN acknowledged (compPSN has just moved
+// past it) when it asked for the answer, and grows the window for the PSNs
+// acknowledged.
 func (r *requester) acked(qp *QueuePair) {
-	if r.rtt.timing && roce.PSNDiff(r.compPSN, r.rtt.psn) > 0 {
-		r.rtt.timing = false
-		r.rtt.sample(qp.dev.now.Sub(r.rtt.sent))
-	}
+	r.sampleRTT(qp, roce.PSNAdd(r.compPSN, -1), true)
 	r.win.ack(r.compPSN)
+}
+
+// sampleRTT takes an RTT sample from the departure of psn, if it is known, was sent
+// after the last go-back, and (with ackReq) asked for an answer.
+func (r *requester) sampleRTT(qp *QueuePair, psn uint32, ackReq bool) {
+	e := r.rtt.sent[psn%MaxUnackedPSN]
+	if e.psn != psn || e.at == 0 || (ackReq && !e.ackReq) || roce.PSNDiff(psn, r.rtt.karnFrom) < 0 {
+		return
+	}
+	rt := time.Duration(qp.dev.now.UnixNano() - e.at)
+	r.rtt.sample(rt)
 }
 
 // idleRestart applies the slow restart after idle before new work goes out: nothing
