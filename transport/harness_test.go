@@ -98,7 +98,12 @@ func newPair(t testing.TB, c pairConfig) *pair {
 }
 
 func (p *pair) newSide(end *transport.PipeEnd, c pairConfig, cqDepth int) *side {
-	dev, err := transport.Open(end, transport.Options{Clock: p.clock})
+	return p.newSideOn(end, end, c, cqDepth)
+}
+
+// newSideOn is newSide with the device opened on link, which carries end's frames.
+func (p *pair) newSideOn(end *transport.PipeEnd, link transport.Link, c pairConfig, cqDepth int) *side {
+	dev, err := transport.Open(link, transport.Options{Clock: p.clock})
 	if err != nil {
 		p.t.Fatal(err)
 	}

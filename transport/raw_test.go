@@ -25,13 +25,23 @@ type raw struct {
 // newRaw connects an engine QP (PMTU 1024) whose requester starts at sqPSN and whose
 // responder expects rqPSN.
 func newRaw(t *testing.T, sqPSN, rqPSN uint32, c pairConfig) *raw {
+	return newRawLink(t, sqPSN, rqPSN, c, nil)
+}
+
+// newRawLink is newRaw with the engine's end of the pipe wrapped by wrap (nil: not
+// wrapped).
+func newRawLink(t *testing.T, sqPSN, rqPSN uint32, c pairConfig, wrap func(transport.Link) transport.Link) *raw {
 	c = defaults(c)
 	ea, eb := transport.NewPipe(
 		transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
 		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
 	r := &raw{t: t, clock: transport.NewFakeClock(), end: eb, buf: make([]byte, 9000)}
 	p := &pair{t: t, clock: r.clock}
-	r.e = p.newSide(ea, c, 1<<16)
+	var l transport.Link = ea
+	if wrap != nil {
+		l = wrap(ea)
+	}
+	r.e = p.newSideOn(ea, l, c, 1<<16)
 	peer := &side{end: eb, qp: nil}
 	_ = peer
 	qp := r.e.qp
