@@ -34,14 +34,14 @@ func expectRun(t *testing.T, what string, ps []roce.Packet, first uint32, n int,
 	}
 }
 
-func checkState(t *testing.T, what string, got transport.CongestionState, cwnd, ssthresh int) {
+func wantWindow(t *testing.T, what string, got transport.CongestionState, cwnd, ssthresh int) {
 	t.Helper()
 	if got.Cwnd != cwnd || got.Ssthresh != ssthresh {
 		t.Fatalf("%s: cwnd %d ssthresh %d, want %d and %d (%+v)", what, got.Cwnd, got.Ssthresh, cwnd, ssthresh, got)
 	}
 }
 
-func checkCounters(t *testing.T, what string, c *transport.Counters, want map[int]uint64) {
+func wantCounters(t *testing.T, what string, c *transport.Counters, want map[int]uint64) {
 	t.Helper()
 	for i, v := range want {
 		if got := c.Get(i); got != v {
@@ -61,19 +61,19 @@ func TestWindowCutOnNAK(t *testing.T) {
 	qp := r.e.qp
 	r.write(200 * 1024)
 	expectRun(t, "first window", r.step(), 0, 128, 63, 127)
-	checkState(t, "at start", qp.CongestionState(), 128, 128)
+	wantWindow(t, "at start", qp.CongestionState(), 128, 128)
 	r.send(ack(63, roce.SyndromeACK, 0))
 	expectRun(t, "window slid by 64", r.step(), 128, 64, 191)
 	r.send(ack(100, roce.SyndromeNAKPSNSequenceError, 0)) // 100 was lost
 	expectRun(t, "go-back-N within the cut window", r.step(), 100, 89, 144)
-	checkState(t, "after the NAK", qp.CongestionState(), 89, 89)
-	checkCounters(t, "after the NAK", qp.Counters(), map[int]uint64{transport.CntRcvdSeqErr: 1, transport.CntCompleterRetryErr: 1})
+	wantWindow(t, "after the NAK", qp.CongestionState(), 89, 89)
+	wantCounters(t, "after the NAK", qp.Counters(), map[int]uint64{transport.CntRcvdSeqErr: 1, transport.CntCompleterRetryErr: 1})
 	// 150 of the resent packets is lost too: no second cut (it was sent before the
 	// cut's recover point, 192). The 50 PSNs 100..149 acknowledged by the NAK grow
 	// the window: 50 × 4 ≥ 89 adds one (acked 50 - 23 = 27), 27 × 4 ≥ 90 another.
 	r.send(ack(150, roce.SyndromeNAKPSNSequenceError, 0))
 	expectRun(t, "go-back-N to the end of the message", r.step(), 150, 50, 195, 199)
-	checkState(t, "after the second NAK", qp.CongestionState(), 91, 89)
+	wantWindow(t, "after the second NAK", qp.CongestionState(), 91, 89)
 	r.send(ack(199, roce.SyndromeACK, 1))
 	if out := r.step(); len(out) != 0 {
 		t.Fatalf("sent %v after the last ACK", summary(out))
@@ -82,8 +82,8 @@ func TestWindowCutOnNAK(t *testing.T) {
 		t.Fatalf("completions %+v", wcs)
 	}
 	// The window did not limit the last 50 packets: it did not grow.
-	checkState(t, "at the end", qp.CongestionState(), 91, 89)
-	checkCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRcvdSeqErr: 2, transport.CntCompleterRetryErr: 2,
+	wantWindow(t, "at the end", qp.CongestionState(), 91, 89)
+	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRcvdSeqErr: 2, transport.CntCompleterRetryErr: 2,
 		transport.CntRoceAdpRetrans: 0, transport.CntLocalAckTimeoutErr: 0})
 }
 
@@ -135,7 +135,7 @@ func TestRTOFromRTTSamples(t *testing.T) {
 		t.Fatalf("retransmit timer due %v after the packet left, want the RTO 287.5µs", d)
 	}
 	expectRun(t, "adaptive retransmission", r.advance(), 12, 1, 12)
-	checkCounters(t, "after the adaptive retransmission", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1,
+	wantCounters(t, "after the adaptive retransmission", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1,
 		transport.CntLocalAckTimeoutErr: 0, transport.CntCompleterRetryErr: 1})
 	checkRTT(t, "backed off", qp.CongestionState(), 96*time.Microsecond, 47875*time.Nanosecond, 575*time.Microsecond)
 	if d := r.e.dev.NextDeadline().Sub(resent); d != 575*time.Microsecond {
@@ -154,7 +154,7 @@ func TestRTOFromRTTSamples(t *testing.T) {
 	r.writeAnswered(13, 50*time.Microsecond)
 	checkRTT(t, "third sample", qp.CongestionState(), 90250*time.Nanosecond, 47406*time.Nanosecond, 279874*time.Nanosecond)
 	// retry_cnt 1 was never spent: the adaptive retransmission does not count.
-	checkCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRetryExceededErr: 0, transport.CntLocalAckTimeoutErr: 0})
+	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRetryExceededErr: 0, transport.CntLocalAckTimeoutErr: 0})
 }
 
 // TestRetryCntWithAdaptiveRTO: with an RTO of 303 µs measured and the local ACK
@@ -203,7 +203,7 @@ func TestRetryCntWithAdaptiveRTO(t *testing.T) {
 	}
 	checkWC(t, wcs[0], 1, transport.WC_RETRY_EXC_ERR, transport.WC_RDMA_WRITE, -1)
 	checkWC(t, wcs[1], 2, transport.WC_WR_FLUSH_ERR, transport.WC_SEND, -1)
-	checkCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 3, transport.CntLocalAckTimeoutErr: 3,
+	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 3, transport.CntLocalAckTimeoutErr: 3,
 		transport.CntRetryExceededErr: 1, transport.CntCompleterRetryErr: 5})
 }
 
@@ -219,23 +219,23 @@ func TestTimeoutsDropWindow(t *testing.T) {
 	r.write(10 * 1024)
 	expectRun(t, "write", r.step(), 0, 10, 9)
 	expectRun(t, "first timeout", r.advance(), 0, 10, 9)
-	checkState(t, "after the first timeout", qp.CongestionState(), 89, 89)
+	wantWindow(t, "after the first timeout", qp.CongestionState(), 89, 89)
 	expectRun(t, "second timeout", r.advance(), 0, 1, 0)
-	checkState(t, "after the second timeout", qp.CongestionState(), 1, 89)
+	wantWindow(t, "after the second timeout", qp.CongestionState(), 1, 89)
 	r.send(ack(0, roce.SyndromeACK, 0))
 	expectRun(t, "slow start, 2", r.step(), 1, 2, 1, 2)
-	checkState(t, "after one PSN acknowledged", qp.CongestionState(), 2, 89)
+	wantWindow(t, "after one PSN acknowledged", qp.CongestionState(), 2, 89)
 	r.send(ack(2, roce.SyndromeACK, 0))
 	expectRun(t, "slow start, 4", r.step(), 3, 4, 4, 6)
 	r.send(ack(6, roce.SyndromeACK, 0))
 	expectRun(t, "slow start, 8: the rest of the message", r.step(), 7, 3, 9)
-	checkState(t, "after 7 PSNs acknowledged", qp.CongestionState(), 8, 89)
+	wantWindow(t, "after 7 PSNs acknowledged", qp.CongestionState(), 8, 89)
 	r.send(ack(9, roce.SyndromeACK, 1))
 	r.step()
 	if wcs := r.wcs(); len(wcs) != 1 || wcs[0].Status != transport.WC_SUCCESS {
 		t.Fatalf("completions %+v", wcs)
 	}
-	checkCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntLocalAckTimeoutErr: 2, transport.CntRoceAdpRetrans: 0})
+	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntLocalAckTimeoutErr: 2, transport.CntRoceAdpRetrans: 0})
 	if cs := qp.CongestionState(); cs.SRTT != 0 {
 		t.Errorf("a sample from retransmitted PSNs: %+v", cs)
 	}
@@ -288,7 +288,7 @@ func TestTimerStartsWhenPacketLeaves(t *testing.T) {
 		t.Fatalf("retransmit timer due %v after the packet left (%v after it was built), want 16.777216ms", due, d.NextDeadline().Sub(built))
 	}
 	expectRun(t, "the retransmission", r.advance(), 0, 1, 0)
-	checkCounters(t, "at the end", r.e.qp.Counters(), map[int]uint64{transport.CntLocalAckTimeoutErr: 1})
+	wantCounters(t, "at the end", r.e.qp.Counters(), map[int]uint64{transport.CntLocalAckTimeoutErr: 1})
 }
 
 // TestSlowRestartAfterIdle: a QP whose window a loss has cut (128 → 89) and that then
@@ -306,15 +306,15 @@ func TestSlowRestartAfterIdle(t *testing.T) {
 	r.send(ack(2, roce.SyndromeACK, 1))
 	r.step()
 	r.wcs()
-	checkState(t, "after the loss", qp.CongestionState(), 89, 89)
+	wantWindow(t, "after the loss", qp.CongestionState(), 89, 89)
 	r.clock.Advance(time.Second)
 	r.write(20 * 1024)
 	expectRun(t, "after idle", r.step(), 3, 4, 4, 6)
-	checkState(t, "restarted", qp.CongestionState(), 4, 89)
-	checkCounters(t, "restarted", qp.Counters(), map[int]uint64{transport.CntRoceSlowRestart: 1})
+	wantWindow(t, "restarted", qp.CongestionState(), 4, 89)
+	wantCounters(t, "restarted", qp.Counters(), map[int]uint64{transport.CntRoceSlowRestart: 1})
 	r.send(ack(4, roce.SyndromeACK, 1))
 	expectRun(t, "slow start", r.step(), 7, 4, 9)
-	checkState(t, "slow start", qp.CongestionState(), 6, 89)
+	wantWindow(t, "slow start", qp.CongestionState(), 6, 89)
 
 	r = newRaw(t, 0, 500, pairConfig{bufSize: 1 << 20})
 	r.write(3 * 1024)
@@ -324,7 +324,7 @@ func TestSlowRestartAfterIdle(t *testing.T) {
 	r.clock.Advance(time.Second)
 	r.write(200 * 1024)
 	expectRun(t, "after idle, never a loss", r.step(), 3, 128, 66, 130)
-	checkCounters(t, "never a loss", r.e.qp.Counters(), map[int]uint64{transport.CntRoceSlowRestart: 0})
+	wantCounters(t, "never a loss", r.e.qp.Counters(), map[int]uint64{transport.CntRoceSlowRestart: 0})
 }
 
 // TestImpliedNAKWindowAndStaleStream: a gap in a READ's responses (an implied NAK)
@@ -362,7 +362,7 @@ func TestImpliedNAKWindowAndStaleStream(t *testing.T) {
 	resp(3)
 	at := r.clock.Now()
 	expectRun(t, "asked again from the gap", r.step(), 102, 1, 102)
-	checkState(t, "after the implied NAK", qp.CongestionState(), 89, 89)
+	wantWindow(t, "after the implied NAK", qp.CongestionState(), 89, 89)
 	checkRTT(t, "after the implied NAK", qp.CongestionState(), 100*time.Microsecond, 50*time.Microsecond, 300*time.Microsecond)
 	if due := r.e.dev.NextDeadline().Sub(at); due != 4194304*time.Nanosecond {
 		t.Fatalf("timer due %v after the gap, want only the local ACK timeout 4.194304ms", due)
@@ -383,7 +383,7 @@ func TestImpliedNAKWindowAndStaleStream(t *testing.T) {
 		}
 	}
 	expectRun(t, "asked again one RTO after the stream ended", r.advance(), 102, 1, 102)
-	checkCounters(t, "asked again", qp.Counters(), map[int]uint64{transport.CntImpliedNak: 1, transport.CntRoceAdpRetrans: 1,
+	wantCounters(t, "asked again", qp.Counters(), map[int]uint64{transport.CntImpliedNak: 1, transport.CntRoceAdpRetrans: 1,
 		transport.CntLocalAckTimeoutErr: 0})
 	for i := 2; i < n; i++ {
 		resp(i)
