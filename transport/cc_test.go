@@ -104,6 +104,23 @@ func (r *raw) writeAnswered(psn uint32, rtt time.Duration) {
 	}
 }
 
+// lose makes the QP lossy with a NAK PSN sequence error: a two-packet WRITE from PSN
+// psn whose second packet is NAKed, resent and acknowledged. It gives no RTT sample:
+// the NAK answers a PSN never sent, the first packet did not ask for an ACK, and the
+// second was sent twice.
+func (r *raw) lose(psn uint32) {
+	r.t.Helper()
+	r.write(2 * 1024)
+	expectRun(r.t, "two-packet WRITE", r.step(), psn, 2, psn+1)
+	r.send(ack(psn+1, roce.SyndromeNAKPSNSequenceError, 0))
+	expectRun(r.t, "go-back-N", r.step(), psn+1, 1, psn+1)
+	r.send(ack(psn+1, roce.SyndromeACK, 0))
+	r.step()
+	if wcs := r.wcs(); len(wcs) != 1 || wcs[0].Status != transport.WC_SUCCESS {
+		r.t.Fatalf("completions %+v", wcs)
+	}
+}
+
 func checkRTT(t *testing.T, what string, got transport.CongestionState, srtt, rttvar, rto time.Duration) {
 	t.Helper()
 	if got.SRTT != srtt || got.RTTVar != rttvar || got.RTO != rto {
@@ -112,10 +129,10 @@ func checkRTT(t *testing.T, what string, got transport.CongestionState, srtt, rt
 }
 
 // TestRTOFromRTTSamples: the retransmission timeout follows RFC 6298 from the
-// measured round trips (SRTT, RTTVAR, RTO = SRTT + 4 RTTVAR), the adaptive timer
-// resends at exactly that time after the packet left, without spending retry_cnt,
-// and doubles; an answer to a retransmitted PSN gives no sample (Karn), the next
-// fresh one does and ends the backoff.
+// measured round trips (SRTT, RTTVAR, RTO = SRTT + 4 RTTVAR). Once a loss has made
+// the QP lossy, the adaptive timer resends at exactly that time after the packet
+// left, without spending retry_cnt, and doubles; an answer to a retransmitted PSN
+// gives no sample (Karn), the next fresh one does and ends the backoff.
 func TestRTOFromRTTSamples(t *testing.T) {
 	r := newRaw(t, 10, 500, pairConfig{timeout: 14, retryCnt: 1})
 	qp := r.e.qp
@@ -126,24 +143,32 @@ func TestRTOFromRTTSamples(t *testing.T) {
 	r.writeAnswered(11, 61*time.Microsecond)
 	// RTTVAR = 3/4 × 50.5 + 1/4 × |101 - 61| = 47.875; SRTT = 7/8 × 101 + 1/8 × 61 = 96.
 	checkRTT(t, "second sample", qp.CongestionState(), 96*time.Microsecond, 47875*time.Nanosecond, 287500*time.Nanosecond)
+	if qp.CongestionState().Lossy {
+		t.Fatal("lossy before any loss")
+	}
+	r.lose(12)
+	checkRTT(t, "after the loss", qp.CongestionState(), 96*time.Microsecond, 47875*time.Nanosecond, 287500*time.Nanosecond)
+	if !qp.CongestionState().Lossy {
+		t.Fatal("not lossy after a NAK")
+	}
 
 	r.write(100)
 	left := r.clock.Now()
-	expectRun(t, "unanswered WRITE", r.step(), 12, 1, 12)
+	expectRun(t, "unanswered WRITE", r.step(), 14, 1, 14)
 	resent := r.e.dev.NextDeadline()
 	if d := resent.Sub(left); d != 287500*time.Nanosecond {
 		t.Fatalf("retransmit timer due %v after the packet left, want the RTO 287.5µs", d)
 	}
-	expectRun(t, "adaptive retransmission", r.advance(), 12, 1, 12)
+	expectRun(t, "adaptive retransmission", r.advance(), 14, 1, 14)
 	wantCounters(t, "after the adaptive retransmission", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1,
-		transport.CntLocalAckTimeoutErr: 0, transport.CntCompleterRetryErr: 1})
+		transport.CntLocalAckTimeoutErr: 0, transport.CntCompleterRetryErr: 2})
 	checkRTT(t, "backed off", qp.CongestionState(), 96*time.Microsecond, 47875*time.Nanosecond, 575*time.Microsecond)
 	if d := r.e.dev.NextDeadline().Sub(resent); d != 575*time.Microsecond {
 		t.Fatalf("next retransmission due %v after the resend, want 575µs", d)
 	}
 	// The answer may be to either copy: no sample, the backoff stays.
 	r.clock.Advance(10 * time.Microsecond)
-	r.send(ack(12, roce.SyndromeACK, 0))
+	r.send(ack(14, roce.SyndromeACK, 0))
 	r.step()
 	if wcs := r.wcs(); len(wcs) != 1 || wcs[0].Status != transport.WC_SUCCESS {
 		t.Fatalf("completions %+v", wcs)
@@ -151,14 +176,14 @@ func TestRTOFromRTTSamples(t *testing.T) {
 	checkRTT(t, "after the answer to a retransmission", qp.CongestionState(), 96*time.Microsecond, 47875*time.Nanosecond, 575*time.Microsecond)
 	// A fresh packet answered after 50 µs: RTTVAR = (3 × 47.875 + 46) / 4, SRTT =
 	// (7 × 96 + 50) / 8 = 90.25, and the backoff ends.
-	r.writeAnswered(13, 50*time.Microsecond)
+	r.writeAnswered(15, 50*time.Microsecond)
 	checkRTT(t, "third sample", qp.CongestionState(), 90250*time.Nanosecond, 47406*time.Nanosecond, 279874*time.Nanosecond)
 	// retry_cnt 1 was never spent: the adaptive retransmission does not count.
 	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRetryExceededErr: 0, transport.CntLocalAckTimeoutErr: 0})
 }
 
-// TestRetryCntWithAdaptiveRTO: with an RTO of 303 µs measured and the local ACK
-// timeout at 4.194304 ms (timeout 10), a peer that stops answering sees adaptive
+// TestRetryCntWithAdaptiveRTO: with an RTO of 303 µs measured, a loss seen, and the
+// local ACK timeout at 4.194304 ms (timeout 10), a peer that stops answering sees adaptive
 // retransmissions at 303, 909 and 2121 µs (the RTO doubling; the window drops to one
 // packet from the second), then the local ACK timeouts decide as before: retry_cnt 2
 // is spent at 4.194304 and 8.388608 ms, and the WR completes with
@@ -169,11 +194,12 @@ func TestRetryCntWithAdaptiveRTO(t *testing.T) {
 	qp := r.e.qp
 	r.writeAnswered(10, 101*time.Microsecond)
 	checkRTT(t, "measured", qp.CongestionState(), 101*time.Microsecond, 50500*time.Nanosecond, 303*time.Microsecond)
+	r.lose(11)
 	r.write(100)
 	must(t, postSend(r.e, transport.SendWR{WRID: 2, Opcode: transport.WR_SEND, SGList: sge(r.e, 0, 10)}))
 	left := r.clock.Now()
 	out := r.step()
-	expectRun(t, "WRITE and SEND", out, 11, 2, 11, 12)
+	expectRun(t, "WRITE and SEND", out, 13, 2, 13, 14)
 	var resends []string
 	for {
 		at := r.e.dev.NextDeadline().Sub(left)
@@ -185,9 +211,9 @@ func TestRetryCntWithAdaptiveRTO(t *testing.T) {
 			break
 		}
 		if len(resends) == 0 { // the first timeout cuts the window; the next ones leave one packet
-			expectRun(t, fmt.Sprintf("resend at %v", at), out, 11, 2, 11, 12)
+			expectRun(t, fmt.Sprintf("resend at %v", at), out, 13, 2, 13, 14)
 		} else {
-			expectRun(t, fmt.Sprintf("resend at %v", at), out, 11, 1, 11)
+			expectRun(t, fmt.Sprintf("resend at %v", at), out, 13, 1, 13)
 		}
 		resends = append(resends, at.String())
 		if len(resends) > 20 {
@@ -204,7 +230,7 @@ func TestRetryCntWithAdaptiveRTO(t *testing.T) {
 	checkWC(t, wcs[0], 1, transport.WC_RETRY_EXC_ERR, transport.WC_RDMA_WRITE, -1)
 	checkWC(t, wcs[1], 2, transport.WC_WR_FLUSH_ERR, transport.WC_SEND, -1)
 	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 3, transport.CntLocalAckTimeoutErr: 3,
-		transport.CntRetryExceededErr: 1, transport.CntCompleterRetryErr: 5})
+		transport.CntRetryExceededErr: 1, transport.CntCompleterRetryErr: 6})
 }
 
 // TestTimeoutsDropWindow: with nothing measured the RTO is the local ACK timeout. The
@@ -292,10 +318,11 @@ func TestTimerStartsWhenPacketLeaves(t *testing.T) {
 }
 
 // TestSlowRestartAfterIdle: a QP whose window a loss has cut (128 → 89) and that then
-// sends nothing for longer than the RTO restarts at the restart window, 4 packets at
-// path MTU 1024 (RFC 3390's initial window), and slow-starts back towards ssthresh 89;
-// roce_slow_restart counts it. A QP that never saw a loss keeps the fixed window of
-// 128 after the same idle time.
+// sends nothing for longer than the RTO (half a second here) restarts at the restart
+// window, 4 packets at path MTU 1024 (RFC 3390's initial window), and slow-starts
+// back towards ssthresh 89; roce_slow_restart counts it. After more than a second
+// without a loss the QP is no longer lossy and gets the fixed window of 128 back; a
+// QP that never saw a loss keeps it after any idle time.
 func TestSlowRestartAfterIdle(t *testing.T) {
 	r := newRaw(t, 0, 500, pairConfig{bufSize: 1 << 20})
 	qp := r.e.qp
@@ -307,7 +334,7 @@ func TestSlowRestartAfterIdle(t *testing.T) {
 	r.step()
 	r.wcs()
 	wantWindow(t, "after the loss", qp.CongestionState(), 89, 89)
-	r.clock.Advance(time.Second)
+	r.clock.Advance(500 * time.Millisecond)
 	r.write(20 * 1024)
 	expectRun(t, "after idle", r.step(), 3, 4, 4, 6)
 	wantWindow(t, "restarted", qp.CongestionState(), 4, 89)
@@ -315,6 +342,16 @@ func TestSlowRestartAfterIdle(t *testing.T) {
 	r.send(ack(4, roce.SyndromeACK, 1))
 	expectRun(t, "slow start", r.step(), 7, 4, 9)
 	wantWindow(t, "slow start", qp.CongestionState(), 6, 89)
+	r.send(ack(10, roce.SyndromeACK, 1)) // 6 PSNs acknowledged: 6 + 6 = 12
+	expectRun(t, "the rest", r.step(), 11, 12, 15, 21, 22)
+	wantWindow(t, "slow start", qp.CongestionState(), 12, 89)
+	r.send(ack(22, roce.SyndromeACK, 2))
+	r.step()
+	r.clock.Advance(1500 * time.Millisecond) // 2 s after the loss
+	r.write(200 * 1024)
+	expectRun(t, "no longer lossy", r.step(), 23, 128, 86, 150)
+	wantWindow(t, "no longer lossy", qp.CongestionState(), 128, 128)
+	wantCounters(t, "no longer lossy", qp.Counters(), map[int]uint64{transport.CntRoceSlowRestart: 1})
 
 	r = newRaw(t, 0, 500, pairConfig{bufSize: 1 << 20})
 	r.write(3 * 1024)

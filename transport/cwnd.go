@@ -32,11 +32,12 @@ import (
 //     every window's worth of PSNs acknowledged adds alpha = 4 packets (congestion
 //     avoidance). The window grows only when it limited the requester since the last
 //     increase (RFC 7661), and never above MaxUnackedPSN;
-//   - after an idle period longer than the RTO, a window that a loss has cut restarts
-//     at the restart window (RFC 5681 §4.1; mlx5 counts roce_slow_restart), with
-//     ssthresh at least 3/4 of the window it had (RFC 7661), so slow start climbs
-//     back quickly. A QP that never saw a loss keeps the fixed window: it learnt
-//     nothing that went stale.
+//   - after an idle period longer than the RTO, the window of a lossy QP (a loss less
+//     than lossMemory ago, rtt.go) restarts at the restart window (RFC 5681 §4.1; mlx5
+//     counts roce_slow_restart), with ssthresh at least 3/4 of the window it had (RFC
+//     7661), so slow start climbs back quickly. A QP whose last loss is older gets
+//     the fixed window back, and one that never saw a loss keeps it: neither learnt
+//     anything that still holds.
 //
 // Why not Reno's 1/2 and 1: go-back-N pays a whole window for every loss, and on a
 // lossy Ethernet most losses are random, not a queue overflowing. AIMD(α, β) settles
@@ -178,9 +179,12 @@ type CongestionState struct {
 	// SRTT and RTTVar are the smoothed round-trip time and its variation (RFC 6298);
 	// zero before the first sample.
 	SRTT, RTTVar time.Duration
-	// RTO is the retransmission timeout the next packet would run with, backoff
-	// included: at most the local ACK timeout (0 when the QP's timeout is 0, infinite).
+	// RTO is the adaptive retransmission timeout, backoff included: at most the
+	// local ACK timeout (0 when the QP's timeout is 0, infinite).
 	RTO time.Duration
+	// Lossy is true while the adaptive timer runs: a loss signal came less than a
+	// second ago.
+	Lossy bool
 }
 
 // CongestionState returns the QP's window and timer state.
@@ -190,5 +194,5 @@ func (qp *QueuePair) CongestionState() CongestionState {
 	defer d.mu.Unlock()
 	r := &qp.req
 	return CongestionState{Cwnd: r.win.cwnd, Ssthresh: r.win.ssthresh, SRTT: r.rtt.srtt, RTTVar: r.rtt.rttvar,
-		RTO: r.rtt.rto(timeoutDuration(qp.attr.Timeout))}
+		RTO: r.rtt.rto(timeoutDuration(qp.attr.Timeout)), Lossy: r.lossy(d.now)}
 }

@@ -33,6 +33,7 @@ type requester struct {
 	readGap    bool      // retrying after an implied NAK: the responder still streams older responses
 	staleLast  uint32    // the last PSN of that stream
 	staleDone  bool      // it has arrived: the adaptive timer may run again
+	lossAt     time.Time // the last loss signal (NAK sequence error, implied NAK, timeout)
 	win        window
 	rtt        rttEstimator
 }
@@ -405,6 +406,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 			qp.retryLeft--
 			r.sampleRTT(qp, roce.PSNNext(psn), false) // the NAK answers the packet after the gap
 			r.win.loss(r.sentPSN, r.compPSN)
+			r.lossAt = d.now
 			r.rewind(qp, psn)
 		case roce.NAKRemoteAccessError:
 			qp.fail(WC_REM_ACCESS_ERR)
@@ -513,6 +515,7 @@ func (r *requester) impliedNak(qp *QueuePair, psn uint32) {
 	}
 	qp.count(CntImpliedNak)
 	r.win.loss(r.sentPSN, r.compPSN)
+	r.lossAt = qp.dev.now
 	r.rewind(qp, psn)
 	// The responder still sends what was asked before (up to the highest PSN sent)
 	// before it answers the request asked again: the adaptive timer waits for it.
@@ -561,6 +564,7 @@ func (qp *QueuePair) timers(now time.Time) bool {
 // the window drops to one packet and the RTO backs off.
 func (r *requester) timeout(qp *QueuePair) {
 	r.win.timeout(r.sentPSN, r.compPSN)
+	r.lossAt = qp.dev.now
 	r.rtt.backoff++
 	r.rewind(qp, r.compPSN)
 }

@@ -24,8 +24,16 @@ import (
 // Both start when a request packet leaves (is handed to the link), not when it is
 // queued, and restart on every response while they run: they measure silence from
 // the responder, as rdma_rxe's completer does (rxe_comp.c). Before the first sample
-// the RTO is the local ACK timeout, so a QP that has measured nothing behaves as
-// before.
+// the RTO is the local ACK timeout.
+//
+// The adaptive timer runs only while the QP is lossy: a loss signal (NAK PSN
+// sequence error, implied NAK, local ACK timeout) came less than lossMemory ago. A
+// QP on a clean link never retransmits before the local ACK timeout, exactly as
+// before: on a host whose CPUs are shared (the development VM), a responder's engine
+// can be descheduled for milliseconds, far beyond an RTO from microsecond samples,
+// and a retransmission then would only be a spurious duplicate on a link that loses
+// nothing. The samples are taken all the time, so the RTO is known when the first
+// loss comes.
 //
 // RTT samples: every answer to a packet that asked for one gives a sample, as TCP's
 // timestamps do (RFC 7323), from the packet's departure to the answer's arrival: an
@@ -49,6 +57,10 @@ const MinRTO = 200 * time.Microsecond
 
 // rtoGranularity is RFC 6298's G: the engine's timer resolution (a pass).
 const rtoGranularity = 10 * time.Microsecond
+
+// lossMemory is how long after its last loss signal a QP stays lossy: its adaptive
+// timer runs and its window restarts small after idle.
+const lossMemory = time.Second
 
 // rttEstimator is RFC 6298's state, and the departure times samples are taken from.
 type rttEstimator struct {
@@ -122,9 +134,17 @@ func (r *requester) departed(qp *QueuePair, m *txInfo) {
 	r.startTimers(qp)
 }
 
-// adaptive reports whether the adaptive timer may run: not while the responder is
-// still sending the responses asked before an implied NAK.
-func (r *requester) adaptive() bool { return !r.readGap || r.staleDone }
+// adaptive reports whether the adaptive timer may run: while the QP is lossy, and
+// not while the responder is still sending the responses asked before an implied
+// NAK.
+func (r *requester) adaptive(now time.Time) bool {
+	return r.lossy(now) && (!r.readGap || r.staleDone)
+}
+
+// lossy reports whether a loss signal came less than lossMemory ago.
+func (r *requester) lossy(now time.Time) bool {
+	return !r.lossAt.IsZero() && now.Sub(r.lossAt) < lossMemory
+}
 
 // startTimers starts the timers that are not running.
 func (r *requester) startTimers(qp *QueuePair) {
@@ -136,7 +156,7 @@ func (r *requester) startTimers(qp *QueuePair) {
 	if r.ackBy.IsZero() {
 		r.ackBy = now.Add(to)
 	}
-	if r.rtoAt.IsZero() && r.adaptive() {
+	if r.rtoAt.IsZero() && r.adaptive(now) {
 		r.rtoAt = now.Add(r.rtt.rto(to))
 	}
 	r.setTimer(qp)
@@ -177,14 +197,23 @@ func (r *requester) sampleRTT(qp *QueuePair, psn uint32, ackReq bool) {
 	r.rtt.sample(rt)
 }
 
-// idleRestart applies the slow restart after idle before new work goes out: nothing
-// is outstanding and nothing has left for longer than the RTO.
+// idleRestart runs before new work goes out with nothing outstanding. A QP no longer
+// lossy gets the fixed window back (a cut window learnt nothing that still holds); a
+// lossy one that sent nothing for longer than the RTO restarts small (slow restart
+// after idle).
 func (r *requester) idleRestart(qp *QueuePair) {
+	now := qp.dev.now
+	if !r.lossy(now) {
+		if r.win.cut {
+			r.win.init(r.compPSN)
+		}
+		return
+	}
 	if r.lastTx.IsZero() {
 		return
 	}
 	rto := r.rtt.rto(timeoutDuration(qp.attr.Timeout))
-	if rto == 0 || qp.dev.now.Sub(r.lastTx) <= rto {
+	if rto == 0 || now.Sub(r.lastTx) <= rto {
 		return
 	}
 	r.lastTx = timeZero
