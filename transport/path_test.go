@@ -256,15 +256,16 @@ func (s *simPair) stream(op string, size, n, depth int) float64 {
 }
 
 // simPath is the simulated path of the loss tests: 300k frames/s of path MTU 1024
-// (about what the engine moves over AF_XDP on the development VM) and 25 µs each way,
-// a bandwidth-delay product of about 16 packets.
+// (1082-byte RDMA WRITE MIDDLE frames; about what the engine moves over AF_XDP on the
+// development VM) and 25 µs each way, a bandwidth-delay product of about 16 packets.
 func simPath(loss float64, seed uint64) pathConfig {
-	return pathConfig{rate: 300e3 * 1100, delay: 25 * time.Microsecond, lossA: loss, lossB: loss, seed: seed,
+	return pathConfig{rate: 300e3 * 1082, delay: 25 * time.Microsecond, lossA: loss, lossB: loss, seed: seed,
 		c: pairConfig{bufSize: 32 << 20}}
 }
 
-// simRate is simPath's goodput with no loss: its frames carry 1024 payload bytes.
-const simRate = 300e3 * 1100 * 1024 / 1100.0
+// simRate is simPath's goodput with no loss, in bytes per second: 1024 payload bytes
+// a frame.
+const simRate = 300e3 * 1024
 
 // TestWindowUnderRandomLoss: a 1 MiB WRITE stream over the simulated path with 5 %
 // random loss each way keeps more than a quarter of the path's rate (the fixed
@@ -314,6 +315,6 @@ func TestSimulatedLoss(t *testing.T) {
 		g := s.stream("WRITE", 1<<20, 10, 8)
 		cs := s.a.qp.CongestionState()
 		t.Logf("WRITE through 100 Mbit/s, queue %d: %.2f MB/s (%.0f %% of the bottleneck) cwnd %d, %d tail drops; A %v",
-			lim, g/1e6, 100*g/(12.5e6*1024/1100), cs.Cwnd, s.ab.tail, s.a.qp.Counters())
+			lim, g/1e6, 100*g/(12.5e6*1024/1082), cs.Cwnd, s.ab.tail, s.a.qp.Counters())
 	}
 }
