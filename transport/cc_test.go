@@ -237,8 +237,9 @@ func TestRetryCntWithAdaptiveRTO(t *testing.T) {
 // first timeout cuts the window as a loss (128 → 89) and go-back-N resends what was
 // outstanding; a second without any answer in between drops it to one packet (the
 // ACK clock is lost), asking for an ACK on every packet; the answers then open it in
-// slow start (one packet per PSN acknowledged) towards ssthresh 89. No sample comes
-// from the PSNs sent before the timeouts (Karn).
+// slow start (one packet per PSN acknowledged) towards ssthresh 89. With no sample
+// before, the first answer is timed from the last departure of the PSN it answers;
+// after it, Karn's rule holds: no sample from the PSNs sent before the timeouts.
 func TestTimeoutsDropWindow(t *testing.T) {
 	r := newRaw(t, 0, 500, pairConfig{timeout: 12})
 	qp := r.e.qp
@@ -246,8 +247,10 @@ func TestTimeoutsDropWindow(t *testing.T) {
 	expectRun(t, "write", r.step(), 0, 10, 9)
 	expectRun(t, "first timeout", r.advance(), 0, 10, 9)
 	wantWindow(t, "after the first timeout", qp.CongestionState(), 89, 89)
+	left := r.e.dev.NextDeadline()
 	expectRun(t, "second timeout", r.advance(), 0, 1, 0)
 	wantWindow(t, "after the second timeout", qp.CongestionState(), 1, 89)
+	r.clock.Set(left.Add(41 * time.Microsecond))
 	r.send(ack(0, roce.SyndromeACK, 0))
 	expectRun(t, "slow start, 2", r.step(), 1, 2, 1, 2)
 	wantWindow(t, "after one PSN acknowledged", qp.CongestionState(), 2, 89)
@@ -262,9 +265,7 @@ func TestTimeoutsDropWindow(t *testing.T) {
 		t.Fatalf("completions %+v", wcs)
 	}
 	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntLocalAckTimeoutErr: 2, transport.CntRoceAdpRetrans: 0})
-	if cs := qp.CongestionState(); cs.SRTT != 0 {
-		t.Errorf("a sample from retransmitted PSNs: %+v", cs)
-	}
+	checkRTT(t, "one sample, from the first answer", qp.CongestionState(), 41*time.Microsecond, 20500*time.Nanosecond, transport.MinRTO)
 }
 
 // gateLink refuses every frame while closed, as a full TX ring does.

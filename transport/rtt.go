@@ -42,7 +42,8 @@ import (
 // as the packet after the gap arrives (timed from that packet). An ACK for a PSN that
 // did not ask for one (coalesced, or a duplicate's) gives none. Karn's rule: no sample
 // comes from a PSN sent before the requester last went back, since the answer may be
-// to the retransmission. Departures are kept for the last MaxUnackedPSN PSNs.
+// to the retransmission — except the very first sample (sampleRTT). Departures are
+// kept for the last MaxUnackedPSN PSNs.
 //
 // After an implied NAK the responder is still sending the READ responses asked
 // before (rdma_rxe sends the rest of the READ, and the READs after it, before it
@@ -187,10 +188,14 @@ func (r *requester) acked(qp *QueuePair) {
 }
 
 // sampleRTT takes an RTT sample from the departure of psn, if it is known, was sent
-// after the last go-back, and (with ackReq) asked for an answer.
+// after the last go-back, and (with ackReq) asked for an answer. With no sample yet,
+// a PSN sent again is timed from its last departure: without it a QP that met its
+// first loss before its first sample would wait the local ACK timeout at every
+// timeout until a fresh packet got through unanswered by a loss, and the answer to
+// the copy sent after a timeout is most likely to that copy.
 func (r *requester) sampleRTT(qp *QueuePair, psn uint32, ackReq bool) {
 	e := r.rtt.sent[psn%MaxUnackedPSN]
-	if e.psn != psn || e.at == 0 || (ackReq && !e.ackReq) || roce.PSNDiff(psn, r.rtt.karnFrom) < 0 {
+	if e.psn != psn || e.at == 0 || (ackReq && !e.ackReq) || (r.rtt.sampled && roce.PSNDiff(psn, r.rtt.karnFrom) < 0) {
 		return
 	}
 	rt := time.Duration(qp.dev.now.UnixNano() - e.at)
