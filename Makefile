@@ -61,8 +61,9 @@ fuzz:
 # Issue 9's benchmark (test/bench), under 10 minutes, needs root: on a veth pair
 # between two namespaces, the raw AF_XDP ceiling, xroce over AF_XDP and over UDP,
 # Debian's ib_write_bw and ib_write_lat through the verbs library (issue 17; left
-# out, with the reason, without gcc, libibverbs-dev or perftest), and TCP, each
-# figure the median of three passes; the tables and targets on stdout,
+# out, with the reason, without gcc, libibverbs-dev or perftest), TCP, and 1 MiB
+# WRITE/READ/SEND through a bridge with 2 % and 5 % random loss (issue 18; left out
+# without nftables), each figure the median of three passes; the tables and targets on stdout,
 # docs/bench.png and the results part of docs/bench.md. PROFILE=1 also keeps every
 # xroce process's CPU profile in bin/profiles and writes the top entries behind
 # each missed target into docs/bench.md.

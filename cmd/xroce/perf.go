@@ -125,11 +125,14 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 		return err
 	}
 	defer e.stop()
+	c := &conn{t: t, o: o, env: e, client: o.server != "", spin: cqSpin(o.events)}
 	if o.counters {
 		before := e.prov.Counters()
-		defer func() { printCounters(o.out, providerName(o.provider), before, e.prov.Counters()) }()
+		defer func() {
+			printCounters(o.out, providerName(o.provider), before, e.prov.Counters())
+			printWindows(o.out, c.qps)
+		}()
 	}
-	c := &conn{t: t, o: o, env: e, client: o.server != "", spin: cqSpin(o.events)}
 	if err := c.setup(); err != nil {
 		return err
 	}

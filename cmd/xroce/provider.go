@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -89,6 +90,24 @@ func addLinkFlags(fs *pflag.FlagSet, o *linkOptions) {
 	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
 	fs.StringVar(&o.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
 	addPcapFlags(fs, &o.pcap)
+}
+
+// printWindows prints each engine QP's send window and retransmission timer
+// (docs/congestion.md) after the counters; QPs of another provider have none.
+func printWindows(w io.Writer, qps []queuePair) {
+	for _, q := range qps {
+		qp, ok := q.(*transport.QueuePair)
+		if !ok {
+			continue
+		}
+		cs := qp.CongestionState()
+		fmt.Fprintf(w, " Window (QP 0x%06x): cwnd %d, ssthresh %d, SRTT %v, RTTVAR %v, RTO %v", qp.QPN(), cs.Cwnd, cs.Ssthresh,
+			cs.SRTT.Round(time.Microsecond), cs.RTTVar.Round(time.Microsecond), cs.RTO.Round(time.Microsecond))
+		if cs.Lossy {
+			fmt.Fprint(w, ", lossy")
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // printCounters prints the counters that moved since before, sorted by name, as

@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -43,8 +44,9 @@ import (
 // bench is one run of the whole plan.
 type bench struct {
 	net        *testnet.Net
-	xroceBin   string // absolute path of the xroce binary
-	self       string // this program, for its helpers
+	lossNet    *testnet.Net // the bridged network of the loss section (loss.go)
+	xroceBin   string       // absolute path of the xroce binary
+	self       string       // this program, for its helpers
 	goBin      string
 	profileDir string // empty: no profiles
 	profiles   map[string][]profileFile
@@ -76,6 +78,7 @@ func run() int {
 	budget := flag.Duration("budget", 9*time.Minute+20*time.Second, "start no pass that would end after this, and kill everything when it is up")
 	scale := flag.Float64("scale", 1, "multiply every iteration count and duration by this (0.1 for a quick try)")
 	goBin := flag.String("go", "go", "the go command, for go tool pprof")
+	only := flag.String("only", "", "run only the measurements whose key starts with this (\"loss\": the loss section, \"xdp write\": every WRITE over AF_XDP)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and attaches XDP programs (sudo make bench)")
@@ -94,7 +97,18 @@ func run() int {
 	if libNote != "" {
 		fmt.Fprintf(os.Stderr, "== the rows of perftest through the verbs library are left out: %s\n", libNote)
 	}
-	b.plan = buildPlan(*scale, libNote == "")
+	lossNote := lossMissing()
+	if lossNote != "" {
+		fmt.Fprintf(os.Stderr, "== the loss section is left out: %s\n", lossNote)
+	}
+	b.plan = buildPlan(*scale, libNote == "", lossNote == "")
+	if *only != "" {
+		b.plan = slices.DeleteFunc(b.plan, func(m measurement) bool { return !strings.HasPrefix(m.key, *only) })
+		if len(b.plan) == 0 {
+			fmt.Fprintf(os.Stderr, "bench: -only %q: no measurement's key starts with it\n", *only)
+			return 1
+		}
+	}
 	if b.self, err = os.Executable(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
@@ -136,6 +150,16 @@ func run() int {
 	b.net = n
 	fmt.Fprintf(os.Stderr, "== namespaces %s and %s, veth %s <-> %s, MTU %d; %d measurements a pass, %d passes\n",
 		n.NsA, n.NsB, n.IfA, n.IfB, netdevMTU, len(b.plan), *passes)
+	if slices.ContainsFunc(b.plan, func(m measurement) bool { return strings.HasPrefix(m.key, "loss ") }) {
+		ln, removeLoss, err := newLossNet()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: the loss section's network: %v\n", err)
+			return 1
+		}
+		defer removeLoss()
+		b.lossNet = ln
+		fmt.Fprintf(os.Stderr, "== loss section: namespaces %s and %s through a bridge in %s\n", ln.NsA, ln.NsB, ln.NsBr)
+	}
 
 	all := map[string][]result{}
 	errs := map[string][]error{}
@@ -203,6 +227,9 @@ func run() int {
 	}
 	if libNote != "" {
 		fmt.Fprintf(&report, "The rows of perftest through the verbs library were not measured: %s.\n\n", libNote)
+	}
+	if lossNote != "" {
+		fmt.Fprintf(&report, "The loss section was not measured: %s.\n\n", lossNote)
 	}
 	fails := failures(res, b.plan)
 	if len(fails) > 0 {

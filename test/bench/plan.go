@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/testnet"
 )
 
 // Figures a measurement produces, and their units.
@@ -61,8 +62,9 @@ type measurement struct {
 }
 
 // buildPlan lists every measurement of one pass, in the order they run. With lib,
-// each library row runs right after the native row it is compared with.
-func buildPlan(scale float64, lib bool) []measurement {
+// each library row runs right after the native row it is compared with; with loss,
+// the loss section comes last.
+func buildPlan(scale float64, lib, loss bool) []measurement {
 	var p []measurement
 	rawSizes := []struct {
 		key     string
@@ -117,6 +119,9 @@ func buildPlan(scale float64, lib bool) []measurement {
 			func(ctx context.Context, b *bench, pass int) (result, error) {
 				return b.tcp(ctx, size, scaleDur(tcpFor, scale))
 			}})
+	}
+	if loss {
+		p = append(p, lossPlan(scale)...)
 	}
 	return p
 }
@@ -178,8 +183,13 @@ func xroceLat(link, test string, iters int) measurement {
 // xroce runs one xroce test: the server in namespace B, the client in A, each with
 // its CPU profile when profiling.
 func (b *bench) xroce(ctx context.Context, key string, pass int, args []string) (pairOut, error) {
-	srv := side{args: append([]string{b.xroceBin}, append(args, "-d", b.net.IfB)...)}
-	cli := side{args: append([]string{b.xroceBin}, append(args, "-d", b.net.IfA, b.net.IPB.String())...)}
+	return b.xroceOn(ctx, b.net, key, pass, args)
+}
+
+// xroceOn is xroce on the namespaces of net.
+func (b *bench) xroceOn(ctx context.Context, net *testnet.Net, key string, pass int, args []string) (pairOut, error) {
+	srv := side{args: append([]string{b.xroceBin}, append(args, "-d", net.IfB)...)}
+	cli := side{args: append([]string{b.xroceBin}, append(args, "-d", net.IfA, net.IPB.String())...)}
 	if b.profileDir != "" {
 		base := strings.ReplaceAll(key, " ", "-")
 		for i, s := range []*side{&cli, &srv} {
@@ -190,7 +200,7 @@ func (b *bench) xroce(ctx context.Context, key string, pass int, args []string) 
 			}
 		}
 	}
-	return b.runPair(ctx, srv, cli, printed(serverReady), pairLimit)
+	return b.runPairOn(ctx, net, srv, cli, printed(serverReady), pairLimit)
 }
 
 // sideNames names the two processes of an xroce test.

@@ -108,10 +108,15 @@ type pairOut struct {
 // namespace A to its end, then waits for the server to finish. Both are killed if
 // the pair takes longer than limit.
 func (b *bench) runPair(ctx context.Context, server, client side, ready readiness, limit time.Duration) (pairOut, error) {
+	return b.runPairOn(ctx, b.net, server, client, ready, limit)
+}
+
+// runPairOn is runPair on the namespaces of net.
+func (b *bench) runPairOn(ctx context.Context, net *testnet.Net, server, client side, ready readiness, limit time.Duration) (pairOut, error) {
 	var r pairOut
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	srv, err := start(ctx, b.net.NsB, server)
+	srv, err := start(ctx, net.NsB, server)
 	if err != nil {
 		return r, err
 	}
@@ -120,7 +125,7 @@ func (b *bench) runPair(ctx context.Context, server, client side, ready readines
 		<-srv.done
 		return r, fmt.Errorf("server %s: %v", strings.Join(server.args, " "), err)
 	}
-	cli, err := start(ctx, b.net.NsA, client)
+	cli, err := start(ctx, net.NsA, client)
 	if err != nil {
 		_ = srv.cmd.Process.Kill()
 		<-srv.done
