@@ -16,7 +16,7 @@ import (
 // and arrive a fixed delay later; each is lost at random with probability loss.
 type pathDir struct {
 	clock   *transport.FakeClock
-	perByte time.Duration // serialization time per byte at the bottleneck
+	rate    float64       // bytes per second at the bottleneck; 0: no serialization
 	delay   time.Duration // one-way delay after serialization
 	limit   int           // frames that may wait at the bottleneck
 	loss    float64
@@ -50,7 +50,10 @@ func (d *pathDir) send(f []byte) {
 	if start.Before(now) {
 		start = now
 	}
-	tx := time.Duration(len(f)) * d.perByte
+	var tx time.Duration
+	if d.rate > 0 {
+		tx = time.Duration(float64(len(f)) * float64(time.Second) / d.rate)
+	}
 	if d.limit > 0 && tx > 0 && int(start.Sub(now)/tx) > d.limit {
 		d.tail++
 		return
@@ -128,12 +131,8 @@ func newSimPair(t testing.TB, pc pathConfig) *simPair {
 	t.Helper()
 	c := defaults(pc.c)
 	clock := transport.NewFakeClock()
-	perByte := time.Duration(0)
-	if pc.rate > 0 {
-		perByte = time.Duration(float64(time.Second) / pc.rate)
-	}
 	mk := func(loss float64, seed uint64, drop func(uint64, []byte) bool) *pathDir {
-		return &pathDir{clock: clock, perByte: perByte, delay: pc.delay, limit: pc.limit, loss: loss, drop: drop,
+		return &pathDir{clock: clock, rate: pc.rate, delay: pc.delay, limit: pc.limit, loss: loss, drop: drop,
 			rng: rand.New(rand.NewPCG(seed, 0x70617468))}
 	}
 	ab, ba := mk(pc.lossB, pc.seed, pc.dropB), mk(pc.lossA, pc.seed+1, pc.dropA)

@@ -20,7 +20,7 @@ var lossRates = []int{0, 2, 5}
 
 // lossIters is -n of a loss row: about a second without loss; fewer messages with
 // loss, where READ still runs at a few MiB/s (its window cannot bound one READ).
-var lossIters = map[int]int{0: 300, 2: 60, 5: 20}
+var lossIters = map[int]int{0: 300, 2: 100, 5: 40}
 
 const lossSize = 1 << 20
 
