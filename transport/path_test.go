@@ -15,19 +15,17 @@ import (
 // the bottleneck's rate, wait behind each other (at most limit frames: tail drop),
 // and arrive a fixed delay later; each is lost at random with probability loss.
 type pathDir struct {
-	clock   *transport.FakeClock
-	rate    float64       // bytes per second at the bottleneck; 0: no serialization
-	delay   time.Duration // one-way delay after serialization
-	limit   int           // frames that may wait at the bottleneck
-	loss    float64
-	drop    func(n uint64, f []byte) bool // extra deterministic drops; n counts frames from 1
-	rng     *rand.Rand
-	busy    time.Time // when the bottleneck is free
-	queue   []simFrame
-	out     [][]byte
-	sent    uint64
-	lost    uint64
-	tail    uint64
+	clock *transport.FakeClock
+	rate  float64       // bytes per second at the bottleneck; 0: no serialization
+	delay time.Duration // one-way delay after serialization
+	limit int           // frames that may wait at the bottleneck
+	loss  float64
+	rng   *rand.Rand
+	busy  time.Time // when the bottleneck is free
+	queue []simFrame
+	sent  uint64
+	lost  uint64
+	tail  uint64
 }
 
 type simFrame struct {
@@ -38,10 +36,6 @@ type simFrame struct {
 func (d *pathDir) send(f []byte) {
 	d.sent++
 	now := d.clock.Now()
-	if d.drop != nil && d.drop(d.sent, f) {
-		d.lost++
-		return
-	}
 	if d.loss > 0 && d.rng.Float64() < d.loss {
 		d.lost++
 		return
@@ -88,7 +82,6 @@ func (e *simEnd) Send(frames [][]byte) (int, error) {
 
 func (e *simEnd) Recv(frames [][]byte) (int, error) {
 	d := e.rx
-	d.out = d.out[:0]
 	n := 0
 	now := e.clock.Now()
 	for n < len(frames) && len(d.queue) > 0 && !d.queue[0].at.After(now) {
@@ -116,8 +109,6 @@ type pathConfig struct {
 	lossA float64       // towards A (responses)
 	lossB float64       // towards B (requests)
 	seed  uint64
-	dropB func(n uint64, f []byte) bool // deterministic drops towards B
-	dropA func(n uint64, f []byte) bool
 	c     pairConfig
 }
 
@@ -131,11 +122,11 @@ func newSimPair(t testing.TB, pc pathConfig) *simPair {
 	t.Helper()
 	c := defaults(pc.c)
 	clock := transport.NewFakeClock()
-	mk := func(loss float64, seed uint64, drop func(uint64, []byte) bool) *pathDir {
-		return &pathDir{clock: clock, rate: pc.rate, delay: pc.delay, limit: pc.limit, loss: loss, drop: drop,
+	mk := func(loss float64, seed uint64) *pathDir {
+		return &pathDir{clock: clock, rate: pc.rate, delay: pc.delay, limit: pc.limit, loss: loss,
 			rng: rand.New(rand.NewPCG(seed, 0x70617468))}
 	}
-	ab, ba := mk(pc.lossB, pc.seed, pc.dropB), mk(pc.lossA, pc.seed+1, pc.dropA)
+	ab, ba := mk(pc.lossB, pc.seed), mk(pc.lossA, pc.seed+1)
 	ea := &simEnd{mac: macA, addr: addrA, tx: ab, rx: ba, clock: clock}
 	eb := &simEnd{mac: macB, addr: addrB, tx: ba, rx: ab, clock: clock}
 	ea.peer, eb.peer = eb, ea
