@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/loss-bench.sh: xroce <-> xroce goodput through a bridge with random loss,
+# test/scripts/loss-bench.sh: xroce <-> xroce goodput through a bridge with random loss,
 # for one or more xroce binaries in the same run (docs/congestion.md).
 #
 # Three network namespaces: A and B, each with a veth into a bridge in M, where
@@ -13,7 +13,7 @@
 # counters) and a table of medians over the passes with each loss row's ratio to the
 # lossless row of the same binary. Everything is removed on exit. Needs root.
 #
-#   scripts/loss-bench.sh [-p PASSES] [-l "0 2 5"] [-o "write read send"] [-s SCALE] NAME=BINARY...
+#   test/scripts/loss-bench.sh [-p PASSES] [-l "0 2 5"] [-o "write read send"] [-s SCALE] NAME=BINARY...
 #
 # KEEP=DIR keeps every run's client and server output there.
 set -euo pipefail
