@@ -157,11 +157,10 @@ func dataOpcode(wop WROpcode, i, n int) roce.Opcode {
 	return op
 }
 
-// sendData builds packet i of a SEND or RDMA WRITE.
-func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
-	d := qp.dev
-	op := dataOpcode(w.wr.Opcode, i, w.npkts)
-	p := d.start(qp, op, roce.PSNAdd(w.firstPSN, i))
+// fillData sets packet i's payload (that segment of the WR's data), its RETH and
+// ImmDt where opcode op carries them, and SE on the last packet of a solicited
+// WR: what RC, UC and UD data packets share.
+func (d *Device) fillData(p *roce.Packet, qp *QueuePair, w *sendWQE, i int, op roce.Opcode) {
 	off := i * qp.pmtu
 	n := min(qp.pmtu, w.length-off)
 	if b, ok := w.sg.contiguous(off, n); ok {
@@ -177,8 +176,16 @@ func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
 	if info.Headers&roce.HdrImmDt != 0 {
 		p.ImmDt = roce.ImmDt(w.wr.ImmData)
 	}
+	p.BTH.SE = i == w.npkts-1 && w.wr.Flags&SendSolicited != 0
+}
+
+// sendData builds packet i of a SEND or RDMA WRITE.
+func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
+	d := qp.dev
+	op := dataOpcode(w.wr.Opcode, i, w.npkts)
+	p := d.start(qp, op, roce.PSNAdd(w.firstPSN, i))
+	d.fillData(p, qp, w, i, op)
 	last := i == w.npkts-1
-	p.BTH.SE = last && w.wr.Flags&SendSolicited != 0
 	r.noack++
 	if last || r.noack >= r.win.ackEvery() || r.rnrProbe {
 		p.BTH.AckReq = true

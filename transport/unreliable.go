@@ -230,23 +230,8 @@ func (r *requester) sendUnreliable(qp *QueuePair, w *sendWQE, i int) {
 	} else {
 		p = d.start(qp, op, psn)
 	}
-	off := i * qp.pmtu
-	n := min(qp.pmtu, w.length-off)
-	if b, ok := w.sg.contiguous(off, n); ok {
-		p.Payload = b
-	} else {
-		p.Payload = d.scratch[:n]
-		w.sg.copyOut(p.Payload, off)
-	}
-	info := op.Info()
-	if info.Headers&roce.HdrRETH != 0 {
-		p.RETH = roce.RETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: uint32(w.length)}
-	}
-	if info.Headers&roce.HdrImmDt != 0 {
-		p.ImmDt = roce.ImmDt(w.wr.ImmData)
-	}
+	d.fillData(p, qp, w, i, op)
 	last := i == w.npkts-1
-	p.BTH.SE = last && w.wr.Flags&SendSolicited != 0
 	r.noack++
 	if last || r.noack >= maxPktsPerAck {
 		p.BTH.AckReq = true

@@ -53,20 +53,8 @@ func (*DREP) AttributeID() AttributeID { return AttrDREP }
 
 // Decode reads the DREP from b[0:DataLen].
 func (m *DREP) Decode(b []byte) error {
-	b, err := data("DREP", b)
-	if err != nil {
-		return err
-	}
-	m.LocalCommID = be.Uint32(b[0:])
-	m.RemoteCommID = be.Uint32(b[4:])
-	copy(m.PrivateData[:], b[8:])
-	return nil
+	return decodeIDsData("DREP", b, &m.LocalCommID, &m.RemoteCommID, m.PrivateData[:])
 }
 
 // Put writes the DREP into b[0:DataLen].
-func (m *DREP) Put(b []byte) {
-	b = out(b)
-	be.PutUint32(b[0:], m.LocalCommID)
-	be.PutUint32(b[4:], m.RemoteCommID)
-	copy(b[8:], m.PrivateData[:])
-}
+func (m *DREP) Put(b []byte) { putIDsData(b, m.LocalCommID, m.RemoteCommID, m.PrivateData[:]) }

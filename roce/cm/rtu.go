@@ -16,20 +16,28 @@ func (*RTU) AttributeID() AttributeID { return AttrRTU }
 
 // Decode reads the RTU from b[0:DataLen].
 func (m *RTU) Decode(b []byte) error {
-	b, err := data("RTU", b)
-	if err != nil {
-		return err
-	}
-	m.LocalCommID = be.Uint32(b[0:])
-	m.RemoteCommID = be.Uint32(b[4:])
-	copy(m.PrivateData[:], b[8:])
-	return nil
+	return decodeIDsData("RTU", b, &m.LocalCommID, &m.RemoteCommID, m.PrivateData[:])
 }
 
 // Put writes the RTU into b[0:DataLen].
-func (m *RTU) Put(b []byte) {
+func (m *RTU) Put(b []byte) { putIDsData(b, m.LocalCommID, m.RemoteCommID, m.PrivateData[:]) }
+
+// decodeIDsData reads the layout RTU and DREP share (Tables 111 and 113): the
+// Local and Remote Communication IDs, then the private data.
+func decodeIDsData(what string, b []byte, local, remote *uint32, pd []byte) error {
+	b, err := data(what, b)
+	if err != nil {
+		return err
+	}
+	*local, *remote = be.Uint32(b[0:]), be.Uint32(b[4:])
+	copy(pd, b[8:])
+	return nil
+}
+
+// putIDsData writes that layout into b[0:DataLen].
+func putIDsData(b []byte, local, remote uint32, pd []byte) {
 	b = out(b)
-	be.PutUint32(b[0:], m.LocalCommID)
-	be.PutUint32(b[4:], m.RemoteCommID)
-	copy(b[8:], m.PrivateData[:])
+	be.PutUint32(b[0:], local)
+	be.PutUint32(b[4:], remote)
+	copy(b[8:], pd)
 }
