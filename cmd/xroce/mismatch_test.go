@@ -97,7 +97,7 @@ func TestRefusedBeforeConnecting(t *testing.T) {
 		{[]string{"write_lat", "-s", "0"}, "xroce write_lat: -s 0: write_lat needs at least 1 byte: the last byte of each message carries the iteration\n"},
 		{[]string{"write_bw", "-D", "0"}, "xroce write_bw: -D 0: the duration is in seconds, 1..31536000\n"},
 		{[]string{"send_bw", "-D", "99999999999"}, "xroce send_bw: -D 99999999999: the duration is in seconds, 1..31536000\n"},
-		{[]string{"send_bw", "-c", "UD"}, "xroce send_bw: -c UD: xroce's engine has RC QPs only (no UC, UD, XRC or DC yet): run with -c RC, the default\n"},
+		{[]string{"send_bw", "-c", "UD"}, "xroce send_bw: -c UD: xroce's perftest tools run RC QPs only so far (UC and UD run in xroce pingpong --connection; no XRC or DC): run with -c RC, the default\n"},
 	} {
 		// No such interface and nobody at that address: only the flags are looked at.
 		out, err := exec.Command(bin, append(c.args, "-d", "nosuch0", "192.0.2.1")...).CombinedOutput()

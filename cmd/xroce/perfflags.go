@@ -161,7 +161,7 @@ func (o *perfOptions) check(name string, args []string) error {
 	case len(args) > 1:
 		return fmt.Errorf("one server address at most, got %q", args)
 	case o.conn != "RC":
-		return fmt.Errorf("-c %s: xroce's engine has RC QPs only (no UC, UD, XRC or DC yet): run with -c RC, the default", o.conn)
+		return fmt.Errorf("-c %s: xroce's perftest tools run RC QPs only so far (UC and UD run in xroce pingpong --connection; no XRC or DC): run with -c RC, the default", o.conn)
 	case o.qps < 1 || o.qps > maxQPs:
 		return fmt.Errorf("-q %d: the number of QPs is 1..%d", o.qps, maxQPs)
 	case o.ibPort != 1:
