@@ -124,49 +124,6 @@ func pingpong(args []string, w io.Writer) error {
 	}
 	send := transport.SendWR{WRID: 1 << 40, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,
 		SGList: []transport.SGE{{Addr: mr.Addr(), Length: uint32(*size), LKey: mr.LKey()}}}
-	start := time.Now()
-	scnt, rcnt, pendingSend := 0, 0, false
-	if client {
-		if _, err := qp.PostSend(send); err != nil {
-			return err
-		}
-		pendingSend = true
-	}
-	c := &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events)}
-	wcs := make([]transport.WorkCompletion, 16)
-	for scnt < *iters || rcnt < *iters {
-		got, err := c.completions(wcs)
-		if err != nil {
-			return err
-		}
-		for _, wc := range got {
-			if wc.Opcode == transport.WC_SEND {
-				scnt++
-				pendingSend = false
-				continue
-			}
-			rcnt++
-			if err := recv(wc.WRID); err != nil {
-				return err
-			}
-		}
-		// Send when the previous send completed and the peer's message for this turn
-		// arrived (the client sends first, the server answers).
-		turn := rcnt
-		if client {
-			turn = rcnt + 1
-		}
-		if !pendingSend && scnt < *iters && scnt < turn {
-			if _, err := qp.PostSend(send); err != nil {
-				return err
-			}
-			pendingSend = true
-		}
-	}
-	el := time.Since(start)
-	bytes := int64(*size) * int64(*iters) * 2
-	us := float64(el.Microseconds())
-	fmt.Fprintf(w, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, el.Seconds(), float64(bytes)*8/us)
-	fmt.Fprintf(w, "%d iters in %.2f seconds = %.2f usec/iter\n", *iters, el.Seconds(), us/float64(*iters))
-	return nil
+	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events)}, qp, send, recv,
+		ppArgs{size: *size, iters: *iters, server: fs.Arg(0)})
 }

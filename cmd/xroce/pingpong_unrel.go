@@ -147,7 +147,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 
 // pingpongLoop bounces a.iters messages, the client first, and prints rc_pingpong's
 // two result lines.
-func pingpongLoop(w io.Writer, c *conn, qp *transport.QueuePair, send transport.SendWR, recv func(uint64) error, a ppArgs) error {
+func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, recv func(uint64) error, a ppArgs) error {
 	client := a.server != ""
 	start := time.Now()
 	scnt, rcnt, pendingSend := 0, 0, false
