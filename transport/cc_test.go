@@ -381,19 +381,7 @@ func TestImpliedNAKWindowAndStaleStream(t *testing.T) {
 		Flags: transport.SendSignaled, RemoteAddr: 0x5000, RKey: 0x1234}))
 	left := r.clock.Now()
 	expectRun(t, "read request", r.step(), 100, 1, 100)
-	resp := func(i int) {
-		op := roce.RC_RDMA_READ_RESPONSE_MIDDLE
-		switch i {
-		case 0:
-			op = roce.RC_RDMA_READ_RESPONSE_FIRST
-		case n - 1:
-			op = roce.RC_RDMA_READ_RESPONSE_LAST
-		}
-		r.send(op, uint32(100+i), func(p *roce.Packet) {
-			p.Payload = src[i*1024 : (i+1)*1024]
-			p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: 1}
-		})
-	}
+	resp := func(i int) { r.readResponse(src, 100, i, n) }
 	r.clock.Set(left.Add(100 * time.Microsecond))
 	resp(0) // the first response: an RTT sample of 100 µs
 	resp(1) // 2 is lost

@@ -74,6 +74,22 @@ func ack(psn uint32, syn roce.Syndrome, msn uint32) (roce.Opcode, uint32, func(*
 }
 
 // step runs the engine until idle (no timers are advanced) and returns what it sent.
+// readResponse sends response i of n (1024 bytes each, from src) to a READ whose
+// request had PSN first: FIRST, MIDDLE or LAST, the AETH an ACK with MSN 1.
+func (r *raw) readResponse(src []byte, first uint32, i, n int) {
+	op := roce.RC_RDMA_READ_RESPONSE_MIDDLE
+	switch i {
+	case 0:
+		op = roce.RC_RDMA_READ_RESPONSE_FIRST
+	case n - 1:
+		op = roce.RC_RDMA_READ_RESPONSE_LAST
+	}
+	r.send(op, first+uint32(i), func(p *roce.Packet) {
+		p.Payload = src[i*1024 : (i+1)*1024]
+		p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: 1}
+	})
+}
+
 func (r *raw) step() []roce.Packet {
 	r.t.Helper()
 	for i := 0; i < 1000 && progress(r.t, r.e.dev); i++ {
@@ -474,19 +490,7 @@ func TestReadGapSlowResponder(t *testing.T) {
 	must(t, postSend(r.e, transport.SendWR{WRID: 9, Opcode: transport.WR_RDMA_READ, SGList: sge(r.e, 0, len(src)),
 		Flags: transport.SendSignaled, RemoteAddr: 0x5000, RKey: 0x1234}))
 	expect(t, "read request", r.step(), roce.RC_RDMA_READ_REQUEST, 100)
-	resp := func(i int) {
-		op := roce.RC_RDMA_READ_RESPONSE_MIDDLE
-		switch i {
-		case 0:
-			op = roce.RC_RDMA_READ_RESPONSE_FIRST
-		case n - 1:
-			op = roce.RC_RDMA_READ_RESPONSE_LAST
-		}
-		r.send(op, uint32(100+i), func(p *roce.Packet) {
-			p.Payload = src[i*1024 : (i+1)*1024]
-			p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: 1}
-		})
-	}
+	resp := func(i int) { r.readResponse(src, 100, i, n) }
 	resp(0)
 	resp(1) // 2 is lost
 	resp(3)
