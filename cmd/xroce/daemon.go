@@ -49,7 +49,8 @@ func runDaemon(name string, args []string) error {
 		return fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
 	}
 	dir := daemon.RunDir()
-	if *devName == "" {
+	named := *devName != ""
+	if !named {
 		*devName = daemon.FreeName(dir)
 	}
 	if strings.ContainsAny(*devName, "/\x00") || len(*devName) >= 64 {
@@ -67,6 +68,12 @@ func runDaemon(name string, args []string) error {
 		return err
 	}
 	srv, err := daemon.Listen(src, daemon.Options{Dir: dir, AnyUser: *anyUser, Log: lg})
+	for try := 0; err != nil && !named && errors.Is(err, daemon.ErrNameTaken) && try < 3; try++ {
+		// Two daemons started at once chose the same free name: take the next.
+		src.DevName = daemon.FreeName(dir)
+		*devName = src.DevName
+		srv, err = daemon.Listen(src, daemon.Options{Dir: dir, AnyUser: *anyUser, Log: lg})
+	}
 	if err != nil {
 		eng.stop()
 		return err

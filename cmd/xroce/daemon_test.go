@@ -224,3 +224,35 @@ func TestStatusStaleSocket(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonsStartTogether: two daemons started at the same moment in one run
+// directory, both with the default name, both end up serving, as xroce0 and
+// xroce1 (they raced for xroce0: the loser takes the next free name).
+func TestDaemonsStartTogether(t *testing.T) {
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	dir := t.TempDir()
+	var outs []*testnet.Output
+	for _, side := range [][2]string{{n.NsA, n.IfA}, {n.NsB, n.IfB}} {
+		var out testnet.Output
+		cmd := exec.Command("ip", "netns", "exec", side[0], bin, "daemon", "-d", side[1])
+		cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+		outs = append(outs, &out)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		sc := exec.Command(bin, "daemon", "status")
+		sc.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+		b, _ := sc.CombinedOutput() // no device yet: exit status 1
+		st := string(b)
+		if strings.Contains(st, "xroce0\tnetdev ") && strings.Contains(st, "xroce1\tnetdev ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after 10 s:\n%s\ndaemons:\n%s\n%s", st, outs[0], outs[1])
+		}
+	}
+}

@@ -82,12 +82,25 @@ func Listen(src Source, o Options) (*Server, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	// The directory's lock orders the check, the removal of a stale socket and the
+	// bind against other daemons starting at the same moment.
+	lock, err := os.OpenFile(filepath.Join(o.Dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close() // releases the lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return nil, err
+	}
 	path := SocketPath(o.Dir, src.Name())
 	if alive(path) {
-		return nil, fmt.Errorf("device %s is already served at %s (xroce daemon status lists the devices)", src.Name(), path)
+		return nil, fmt.Errorf("%w: device %s is already served at %s (xroce daemon status lists the devices; --name gives another)", ErrNameTaken, src.Name(), path)
 	}
 	_ = os.Remove(path) // a stale socket
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%w: another xroce daemon took %s at %s at the same moment: give each daemon its own --name (or, one per network namespace, its own XROCE_RUN_DIR)", ErrNameTaken, src.Name(), path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +115,9 @@ func Listen(src Source, o Options) (*Server, error) {
 	}
 	return &Server{src: src, opts: o, path: path, ln: ln, log: o.Log, clients: map[*client]struct{}{}}, nil
 }
+
+// ErrNameTaken is Listen's error when another daemon bound the same name first.
+var ErrNameTaken = errors.New("device name taken")
 
 // alive reports whether something accepts connections at path.
 func alive(path string) bool {
