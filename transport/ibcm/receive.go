@@ -1,6 +1,7 @@
 package ibcm
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"time"
 
@@ -41,13 +42,16 @@ func (m *Manager) Receive(now time.Time, from netip.Addr, mad []byte) {
 // (Linux cm_rej_handler).
 func (m *Manager) onREJ(now time.Time, rej *cm.REJ) {
 	c := m.conns[rej.RemoteCommID]
+	if c == nil {
+		c = m.withdrawn(rej)
+	}
 	if c == nil || (c.remoteID != 0 && rej.LocalCommID != 0 && rej.LocalCommID != c.remoteID) {
 		m.stats.Dropped++
 		return
 	}
 	r := *rej
 	switch c.state {
-	case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd:
+	case StateREQSent, StateMRAREQRcvd, StateREQRcvd, StateMRAREQSent, StateREPSent, StateMRAREPRcvd:
 		m.event(Event{Type: EventRejected, Conn: c, REJ: &r})
 		if rej.Reason == cm.RejStaleConnection {
 			m.enterTimeWait(now, c)
@@ -60,4 +64,15 @@ func (m *Manager) onREJ(now time.Time, rej *cm.REJ) {
 	default:
 		m.stats.Dropped++
 	}
+}
+
+// withdrawn finds the connection of a REQ its sender gave up on: a REJ with reason
+// Timeout names no Remote Communication ID (the sender never learnt ours) but
+// carries its CA GUID as ARI, so the REQ's sender and comm ID find it (Linux cm.c
+// cm_acquire_rejected_id).
+func (m *Manager) withdrawn(rej *cm.REJ) *Conn {
+	if rej.Reason != cm.RejTimeout || rej.RejectedInfoLength < 8 {
+		return nil
+	}
+	return m.byRemote[remoteKey{rej.LocalCommID, binary.BigEndian.Uint64(rej.ARI[:8])}]
 }

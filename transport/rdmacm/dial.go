@@ -1,0 +1,146 @@
+package rdmacm
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/roce/cm"
+	"github.com/xroce/xroce/transport"
+)
+
+// DialOptions choose the local side of Dial.
+type DialOptions struct {
+	// Src is the local address (rdma_resolve_addr's src_addr); invalid picks the
+	// device's first address of dst's IP version.
+	Src netip.Addr
+	// TrafficClass is the path's IPv4 TOS / IPv6 traffic class (rdma_set_option
+	// RDMA_OPTION_ID_TOS).
+	TrafficClass uint8
+}
+
+// Dial connects qp, an RC QP in RESET or INIT of this Service's device, to the
+// listener at dst, as rdma_resolve_addr, rdma_resolve_route and rdma_connect do:
+// it sends a REQ (Service ID of dst's port in RDMA_PS_TCP, the IP CM header and
+// p.PrivateData, a random starting PSN, path MTU the device's, rdma_cm's timeouts
+// and retry counts), and when the REP comes brings qp through INIT, RTR and RTS and
+// sends the RTU. It returns the established connection; the peer's REJ
+// (*RejectError, ErrRejected), no answer through every retry (ErrUnreachable, about
+// a minute and a half with rdma_cm's timeouts), a bad parameter (ErrParam) or ctx's
+// end (the REQ is then withdrawn with a REJ) return an error.
+func (s *Service) Dial(ctx context.Context, qp *transport.QueuePair, dst netip.AddrPort, p Param, o DialOptions) (*Conn, error) {
+	if err := p.check(MaxREQPrivateData); err != nil {
+		return nil, err
+	}
+	if qp.Type() != transport.QPT_RC {
+		return nil, fmt.Errorf("rdmacm: QP 0x%x is %v; RDMA_PS_TCP connects RC QPs: %w", qp.QPN(), qp.Type(), ErrParam)
+	}
+	if st := qp.State(); st != transport.QPS_RESET && st != transport.QPS_INIT {
+		return nil, fmt.Errorf("rdmacm: QP 0x%x is in %v; connect a QP in RESET or INIT: %w", qp.QPN(), st, transport.ErrQPState)
+	}
+	c, err := s.connect(qp, dst, p, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.WaitEstablished(ctx); err != nil {
+		if ctx.Err() != nil {
+			s.mu.Lock()
+			now := time.Now()
+			c.closeLocked(now, err)
+			s.settle(now)
+			s.mu.Unlock()
+			return nil, fmt.Errorf("rdmacm: connecting to %v: %w", dst, err)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// connect builds and sends the REQ.
+func (s *Service) connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, o DialOptions) (*Conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	sgid, laddr, err := sgidFor(s.g.gids, o.Src, dst.Addr())
+	if err != nil {
+		return nil, err
+	}
+	sport, err := s.allocPort()
+	if err != nil {
+		return nil, err
+	}
+	local := netip.AddrPortFrom(laddr, sport)
+	req := s.buildREQ(qp, local, dst, &p, o.TrafficClass)
+	now := time.Now()
+	id, err := s.mgr.Connect(now, dst.Addr(), req)
+	if err != nil {
+		delete(s.ports, sport)
+		return nil, err
+	}
+	c := newConn(s, id, qp, local, dst)
+	c.sgid = sgid
+	s.settle(now)
+	s.kick()
+	return c, nil
+}
+
+// buildREQ fills a REQ as Linux's cma_connect_ib and cm_format_req do on RoCEv2
+// (values confirmed by testdata/rxe/ib_write_bw_rdmacm.pcap): LIDs permissive, the
+// GIDs of the two addresses, rdma_cm's flow label from the ports, hop limit 64,
+// CM Response Timeouts 20, Max CM Retries 15, P_Key 0xFFFF, the Local ACK Timeout of
+// the packet lifetime and rdma_rxe's ACK delay.
+func (s *Service) buildREQ(qp *transport.QueuePair, local, dst netip.AddrPort, p *Param, tclass uint8) cm.REQ {
+	req := cm.REQ{
+		ServiceID:               cm.IPServiceID(cm.PortSpaceTCP, dst.Port()),
+		LocalQPN:                qp.QPN(),
+		ResponderResources:      resources(p.ResponderResources, transport.MaxQPRdAtom),
+		InitiatorDepth:          resources(p.InitiatorDepth, transport.MaxQPRdAtom),
+		RemoteCMResponseTimeout: s.opts.CMResponseTimeout,
+		TransportServiceType:    cm.TransportRC,
+		EndToEndFlowControl:     p.FlowControl,
+		StartingPSN:             psn(),
+		LocalCMResponseTimeout:  s.opts.CMResponseTimeout,
+		RetryCount:              cut7(p.RetryCount),
+		PKey:                    0xFFFF,
+		PathMTU:                 s.dev.MaxPathMTU(),
+		RNRRetryCount:           cut7(p.RNRRetryCount),
+		MaxCMRetries:            s.opts.MaxCMRetries,
+		SRQ:                     p.SRQ,
+		Primary: cm.Path{
+			LocalPortLID: 0xFFFF, RemotePortLID: 0xFFFF,
+			LocalPortGID: roce.GIDFromAddr(local.Addr()), RemotePortGID: roce.GIDFromAddr(dst.Addr()),
+			FlowLabel: cm.RoCEFlowLabel(local.Port(), dst.Port()), TrafficClass: tclass, HopLimit: HopLimit,
+			LocalACKTimeout: LocalACKTimeout(CAACKDelay, s.opts.PacketLifeTime),
+		},
+	}
+	h := cm.NewIPCMHeader(local, dst.Addr())
+	h.Put(req.PrivateData[:])
+	copy(req.PrivateData[cm.IPCMHeaderLen:], p.PrivateData)
+	return req
+}
+
+// onREP brings the active side's QP up with the REP's values and sends the RTU, or
+// rejects the REP when the QP cannot take them (librdmacm ucma_process_conn_resp);
+// s.mu is held.
+func (c *Conn) onREP(now time.Time, rep *cm.REP) {
+	req := c.id.REQ()
+	qpp := activeParams(&req, rep, c.sgid)
+	if err := qpp.bringUp(c.qp); err != nil {
+		_ = c.s.mgr.Reject(c.id, cm.RejConsumerReject, nil, nil)
+		c.s.forget(c)
+		c.end(fmt.Errorf("rdmacm: the REP of %v did not fit QP 0x%x: %w", c.remote, c.qp.QPN(), err))
+		return
+	}
+	c.peer = Param{PrivateData: append([]byte(nil), rep.PrivateData[:]...),
+		ResponderResources: rep.InitiatorDepth, InitiatorDepth: rep.ResponderResources,
+		FlowControl: rep.EndToEndFlowControl, RNRRetryCount: rep.RNRRetryCount, SRQ: rep.SRQ}
+	if err := c.s.mgr.RTU(c.id, nil); err != nil {
+		c.end(err)
+		return
+	}
+	c.setEstablished()
+}

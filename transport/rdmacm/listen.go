@@ -1,0 +1,209 @@
+package rdmacm
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/xroce/xroce/roce/cm"
+	"github.com/xroce/xroce/transport"
+	"github.com/xroce/xroce/transport/ibcm"
+)
+
+// Listener takes the REQs for one port (rdma_bind_addr and rdma_listen on
+// RDMA_PS_TCP, any local address).
+type Listener struct {
+	s      *Service
+	port   uint16
+	reqs   chan *Request
+	closed chan struct{}
+}
+
+// DefaultBacklog is how many REQs wait for Accept when Listen is given 0.
+const DefaultBacklog = 64
+
+// Listen takes REQs for port (Service ID 0x0000000001060000 | port). Port 0 picks a
+// free ephemeral port (Port tells which). Up to backlog REQs wait for Accept; more
+// are rejected (Consumer Reject). A port already listened on is ErrPortInUse.
+func (s *Service) Listen(port uint16, backlog int) (*Listener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if port == 0 {
+		p, err := s.allocPort()
+		if err != nil {
+			return nil, err
+		}
+		port = p
+	} else if s.ports[port] {
+		return nil, fmt.Errorf("rdmacm: port %d is already bound on this device: %w", port, ErrPortInUse)
+	}
+	if backlog <= 0 {
+		backlog = DefaultBacklog
+	}
+	s.ports[port] = true
+	l := &Listener{s: s, port: port, reqs: make(chan *Request, backlog), closed: make(chan struct{})}
+	s.listeners[port] = l
+	s.mgr.Listen(cm.IPServiceID(cm.PortSpaceTCP, port))
+	return l, nil
+}
+
+// Port returns the port the Listener takes REQs for.
+func (l *Listener) Port() uint16 { return l.port }
+
+// Accept returns the next connection request (RDMA_CM_EVENT_CONNECT_REQUEST), or
+// an error when ctx ends or the Listener closes (ErrClosed).
+func (l *Listener) Accept(ctx context.Context) (*Request, error) {
+	select {
+	case r := <-l.reqs:
+		return r, nil
+	case <-l.closed:
+		return nil, fmt.Errorf("rdmacm: listener on port %d: %w", l.port, ErrClosed)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close stops taking REQs; the requests not yet accepted are rejected.
+func (l *Listener) Close() error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	now := time.Now()
+	l.closeLocked(now)
+	l.s.settle(now)
+	return nil
+}
+
+// closeLocked closes l; s.mu is held.
+func (l *Listener) closeLocked(now time.Time) {
+	if l.s.listeners[l.port] != l {
+		return
+	}
+	delete(l.s.listeners, l.port)
+	delete(l.s.ports, l.port)
+	l.s.mgr.Unlisten(cm.IPServiceID(cm.PortSpaceTCP, l.port))
+	close(l.closed)
+	for {
+		select {
+		case r := <-l.reqs:
+			r.c.closeLocked(now, fmt.Errorf("rdmacm: listener on port %d closed: %w", l.port, ErrClosed))
+		default:
+			return
+		}
+	}
+}
+
+// Request is a REQ waiting for Accept or Reject.
+type Request struct {
+	c   *Conn
+	req cm.REQ
+	// Local and Remote are the addresses of the IP CM header: this device's and
+	// the active side's, with its port.
+	Local, Remote netip.AddrPort
+	// Param is the REQ seen from here (Conn.PeerParam): the consumer's private data
+	// after the IP CM header, the peer's initiator depth as ResponderResources and
+	// its responder resources as InitiatorDepth, its retry counts.
+	Param Param
+	// RemoteQPN is the active side's QP.
+	RemoteQPN uint32
+}
+
+// onREQ makes a Request of a REQ for a listened port, or rejects it; s.mu is held.
+func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
+	_, port, _ := cm.ParseIPServiceID(req.ServiceID)
+	l := s.listeners[port]
+	reason := cm.RejectReason(0)
+	h, herr := req.IPCM()
+	sgid, _, aerr := sgidFor(s.g.gids, h.DestinationIP, h.DestinationIP)
+	switch {
+	case l == nil:
+		reason = cm.RejInvalidServiceID
+	case req.TransportServiceType != cm.TransportRC:
+		reason = cm.RejInvalidTransportServiceType
+	case herr != nil || aerr != nil:
+		reason = cm.RejConsumerReject // cma_req_handler fails on bad IP CM data; ib_cm rejects
+	}
+	if reason != 0 {
+		_ = s.mgr.Reject(id, reason, nil, nil)
+		return
+	}
+	r := &Request{req: *req, Local: netip.AddrPortFrom(h.DestinationIP, port),
+		Remote: netip.AddrPortFrom(h.SourceIP, h.SourcePort), RemoteQPN: req.LocalQPN,
+		Param: Param{PrivateData: append([]byte(nil), req.PrivateData[cm.IPCMHeaderLen:]...),
+			ResponderResources: req.InitiatorDepth, InitiatorDepth: req.ResponderResources,
+			FlowControl: req.EndToEndFlowControl, RetryCount: req.RetryCount, RNRRetryCount: req.RNRRetryCount, SRQ: req.SRQ}}
+	r.c = newConn(s, id, nil, r.Local, r.Remote)
+	r.c.sgid = sgid
+	r.c.peer = r.Param
+	select {
+	case l.reqs <- r:
+	default: // backlog full
+		r.c.closeLocked(now, fmt.Errorf("rdmacm: listener on port %d: backlog full", port))
+	}
+}
+
+// Accept answers the REQ, as rdma_accept does: qp (an RC QP in RESET or INIT)
+// goes through INIT, RTR and RTS with the REQ's path, QPN and PSN and a random
+// starting PSN of its own, with p's responder resources and initiator depth as
+// given (MaxResources: what the peer offers, at most the device's); then the REP
+// goes out, again until the RTU comes. The
+// connection is established when the RTU arrives (Conn.WaitEstablished); the QP
+// takes the peer's traffic from now on. An error rejects the REQ.
+func (r *Request) Accept(qp *transport.QueuePair, p Param) (*Conn, error) {
+	if err := p.check(MaxREPPrivateData); err != nil {
+		return nil, err
+	}
+	s, c := r.c.s, r.c
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.ended {
+		return nil, c.err
+	}
+	now := time.Now()
+	rep := cm.REP{LocalQPN: qp.QPN(), StartingPSN: psn(),
+		ResponderResources: resources(p.ResponderResources, r.req.InitiatorDepth),
+		InitiatorDepth:     resources(p.InitiatorDepth, r.req.ResponderResources),
+		TargetACKDelay:     CAACKDelay, EndToEndFlowControl: p.FlowControl, RNRRetryCount: cut7(p.RNRRetryCount), SRQ: p.SRQ}
+	copy(rep.PrivateData[:], p.PrivateData)
+	qpp := passiveParams(&r.req, &rep, c.sgid)
+	var err error
+	if qp.Type() != transport.QPT_RC {
+		err = fmt.Errorf("rdmacm: QP 0x%x is %v; RDMA_PS_TCP connects RC QPs: %w", qp.QPN(), qp.Type(), ErrParam)
+	} else {
+		err = qpp.bringUp(qp)
+	}
+	if err == nil {
+		c.qp = qp
+		err = s.mgr.Accept(now, c.id, rep)
+	}
+	if err != nil {
+		c.closeLocked(now, err)
+		s.settle(now)
+		return nil, err
+	}
+	s.settle(now)
+	s.kick()
+	return c, nil
+}
+
+// Reject refuses the REQ with a REJ of reason Consumer Reject carrying
+// privateData (rdma_reject), at most MaxREJPrivateData bytes.
+func (r *Request) Reject(privateData []byte) error {
+	if len(privateData) > MaxREJPrivateData {
+		return fmt.Errorf("rdmacm: %d bytes of REJ private data, at most %d: %w", len(privateData), MaxREJPrivateData, ErrParam)
+	}
+	s, c := r.c.s, r.c
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.ended {
+		return c.err
+	}
+	err := s.mgr.Reject(c.id, cm.RejConsumerReject, nil, privateData)
+	s.forget(c)
+	c.end(fmt.Errorf("rdmacm: request from %v rejected by this side: %w", c.remote, ErrClosed))
+	s.settle(time.Now())
+	return err
+}
