@@ -34,11 +34,11 @@ LIBXROCE ?= bin/lib/libxroce.so
 LIBXROCE_CFLAGS ?=
 CC       ?= gcc
 libverbs:
-	@test -e /usr/include/infiniband/verbs.h || { echo "make libverbs needs gcc and libibverbs-dev: apt-get install -y gcc libibverbs-dev"; exit 1; }
+	@test -e /usr/include/infiniband/verbs.h -a -e /usr/include/rdma/rdma_cma.h || { echo "make libverbs needs gcc, libibverbs-dev and librdmacm-dev: apt-get install -y gcc libibverbs-dev librdmacm-dev"; exit 1; }
 	@mkdir -p $(dir $(LIBXROCE))
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden \
 		-Wl,--version-script=cmd/libxroce/libxroce.map -Wl,-soname,libxroce.so -Wl,-z,defs \
-		$(LIBXROCE_CFLAGS) -o $(LIBXROCE) cmd/libxroce/libxroce.c cmd/libxroce/rings.c
+		$(LIBXROCE_CFLAGS) -o $(LIBXROCE) cmd/libxroce/libxroce.c cmd/libxroce/rings.c cmd/libxroce/cm.c
 
 # Two namespaces, a veth pair, xroce write_bw server and client over AF_XDP with
 # data verification; needs root.

@@ -205,7 +205,7 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 		 * A refused QP transition always says why (a path MTU or GID the link
 		 * cannot take): applications only print "Failed to modify QP". */
 		if ((status != ENODATA && status != EINVAL && status != EBUSY) || op == XROCE_OP_MODIFY_QP ||
-		    getenv("XROCE_DEBUG"))
+		    (op >= XROCE_OP_CM_CREATE_ID && op <= XROCE_OP_CM_DISCONNECT) || getenv("XROCE_DEBUG"))
 			warnx("%s: %.*s", path, (int)(n - sizeof(h) - 4), (const char *)msg + sizeof(h) + 4);
 		return status > 0 ? status : EPROTO;
 	}
@@ -247,7 +247,7 @@ static struct xdev *to_xdev(struct ibv_device *dev)
 }
 
 /* ctx_call is xcall on an open device's session. */
-static int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, void *out, size_t outlen)
+int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, void *out, size_t outlen)
 {
 	int ret;
 
@@ -259,7 +259,7 @@ static int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen
 
 /* ctx_call_fds is xcall_ex on an open device's session: the nsend descriptors
  * sendfds go with the request, nrecv descriptors come with a successful reply. */
-static int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, const int *sendfds, int nsend,
+int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, const int *sendfds, int nsend,
 			void *out, size_t outlen, int *recvfds, int nrecv)
 {
 	int ret;

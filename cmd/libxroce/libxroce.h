@@ -130,6 +130,9 @@ struct xqp {
 
 /* libxroce.c */
 struct xctx *ctx_of(struct ibv_context *c);
+int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, void *out, size_t outlen);
+int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, const int *sendfds, int nsend,
+		 void *out, size_t outlen, int *recvfds, int nrecv);
 void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int inline_op(enum ibv_wr_opcode op);
 size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n);

@@ -330,4 +330,78 @@ struct xroce_sge {
 	uint32_t lkey;
 } __attribute__((packed));
 
+/* The connection manager (librdmacm's functions; cmd/xroce/daemon/cmproto.go). */
+#define XROCE_OP_CM_CREATE_ID 24
+#define XROCE_OP_CM_DESTROY_ID 25
+#define XROCE_OP_CM_BIND 26
+#define XROCE_OP_CM_RESOLVE_ADDR 27
+#define XROCE_OP_CM_RESOLVE_ROUTE 28
+#define XROCE_OP_CM_LISTEN 29
+#define XROCE_OP_CM_CONNECT 30
+#define XROCE_OP_CM_ACCEPT 31
+#define XROCE_OP_CM_REJECT 32
+#define XROCE_OP_CM_DISCONNECT 33
+
+/* family AF_INET or AF_INET6; port in host order; addr from its first byte */
+struct xroce_cm_addr {
+	uint16_t family;
+	uint16_t port;
+	uint32_t scope_id;
+	uint8_t addr[16];
+} __attribute__((packed));
+
+struct xroce_cm_create_id {
+	uint32_t channel; /* a completion channel's handle: the event channel */
+	uint32_t ps;      /* enum rdma_port_space */
+	uint32_t qp_type; /* enum ibv_qp_type */
+	uint32_t reserved;
+	uint64_t cookie;  /* echoed in the id's events */
+} __attribute__((packed));
+
+struct xroce_cm_bind {
+	uint32_t handle, reserved;
+	struct xroce_cm_addr addr;
+} __attribute__((packed));
+
+struct xroce_cm_resolve {
+	uint32_t handle, timeout_ms;
+	struct xroce_cm_addr src, dst;
+} __attribute__((packed));
+
+struct xroce_cm_listen {
+	uint32_t handle;
+	int32_t backlog;
+} __attribute__((packed));
+
+/* struct rdma_conn_param, flattened; qp_num is the peer's in events */
+struct xroce_cm_param {
+	uint8_t responder_resources, initiator_depth;
+	uint8_t flow_control, retry_count, rnr_retry_count, srq;
+	uint8_t private_data_len, reserved;
+	uint32_t qp_num;
+	uint8_t private_data[196];
+} __attribute__((packed));
+
+struct xroce_cm_conn {
+	uint32_t handle, qp;
+	uint8_t tos, reserved[7];
+	struct xroce_cm_param param;
+} __attribute__((packed));
+
+struct xroce_cm_reject {
+	uint32_t handle, private_data_len;
+	uint8_t private_data[148];
+} __attribute__((packed));
+
+/* one rdma_cm event on the event channel: cookie is the id's, or for
+ * CONNECT_REQUEST the listening id's with handle the new id */
+struct xroce_cm_event {
+	uint64_t cookie;
+	uint32_t handle, event;
+	int32_t status;
+	uint32_t reserved;
+	struct xroce_cm_addr local, remote;
+	struct xroce_cm_param param;
+} __attribute__((packed));
+
 #endif

@@ -26,6 +26,7 @@ type Conn struct {
 	isEstab     bool
 	ended       bool
 	err         error // why it ended
+	reported    bool  // EventDisconnected (or a failure) went to OnEvent
 }
 
 func newConn(s *Service, id *ibcm.Conn, qp *transport.QueuePair, local, remote netip.AddrPort) *Conn {
@@ -130,6 +131,23 @@ func (c *Conn) setEstablished() {
 	}
 	c.isEstab = true
 	close(c.established)
+	c.s.emit(Event{Type: EventEstablished, Conn: c})
+}
+
+// report tells OnEvent how the connection ended, once (a failure, or
+// EventDisconnected: any end after establishment is one, as rdma_cm reports a REJ
+// then), and EventTimeWaitExit at the very end. s.mu is held.
+func (c *Conn) report(t EventType, err error) {
+	if t != EventTimeWaitExit {
+		if c.reported {
+			return
+		}
+		c.reported = true
+		if c.isEstab {
+			t, err = EventDisconnected, nil
+		}
+	}
+	c.s.emit(Event{Type: t, Conn: c, Err: err})
 }
 
 // end marks the connection ended with err (the first reason stays); s.mu is held.

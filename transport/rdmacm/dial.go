@@ -31,16 +31,7 @@ type DialOptions struct {
 // a minute and a half with rdma_cm's timeouts), a bad parameter (ErrParam) or ctx's
 // end (the REQ is then withdrawn with a REJ) return an error.
 func (s *Service) Dial(ctx context.Context, qp *transport.QueuePair, dst netip.AddrPort, p Param, o DialOptions) (*Conn, error) {
-	if err := p.check(MaxREQPrivateData); err != nil {
-		return nil, err
-	}
-	if qp.Type() != transport.QPT_RC {
-		return nil, fmt.Errorf("rdmacm: QP 0x%x is %v; RDMA_PS_TCP connects RC QPs: %w", qp.QPN(), qp.Type(), ErrParam)
-	}
-	if st := qp.State(); st != transport.QPS_RESET && st != transport.QPS_INIT {
-		return nil, fmt.Errorf("rdmacm: QP 0x%x is in %v; connect a QP in RESET or INIT: %w", qp.QPN(), st, transport.ErrQPState)
-	}
-	c, err := s.connect(qp, dst, p, o)
+	c, err := s.Connect(qp, dst, p, o)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +49,18 @@ func (s *Service) Dial(ctx context.Context, qp *transport.QueuePair, dst netip.A
 	return c, nil
 }
 
-// connect builds and sends the REQ.
-func (s *Service) connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, o DialOptions) (*Conn, error) {
+// Connect is Dial without waiting: it sends the REQ and returns the connection,
+// which Conn.WaitEstablished or Options.OnEvent follow (rdma_connect).
+func (s *Service) Connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, o DialOptions) (*Conn, error) {
+	if err := p.check(MaxREQPrivateData); err != nil {
+		return nil, err
+	}
+	if qp.Type() != transport.QPT_RC {
+		return nil, fmt.Errorf("rdmacm: QP 0x%x is %v; RDMA_PS_TCP connects RC QPs: %w", qp.QPN(), qp.Type(), ErrParam)
+	}
+	if st := qp.State(); st != transport.QPS_RESET && st != transport.QPS_INIT {
+		return nil, fmt.Errorf("rdmacm: QP 0x%x is in %v; connect a QP in RESET or INIT: %w", qp.QPN(), st, transport.ErrQPState)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -132,7 +133,9 @@ func (c *Conn) onREP(now time.Time, rep *cm.REP) {
 	if err := qpp.bringUp(c.qp); err != nil {
 		_ = c.s.mgr.Reject(c.id, cm.RejConsumerReject, nil, nil)
 		c.s.forget(c)
-		c.end(fmt.Errorf("rdmacm: the REP of %v did not fit QP 0x%x: %w", c.remote, c.qp.QPN(), err))
+		err = fmt.Errorf("rdmacm: the REP of %v did not fit QP 0x%x: %w", c.remote, c.qp.QPN(), err)
+		c.report(EventConnectError, err)
+		c.end(err)
 		return
 	}
 	c.peer = Param{PrivateData: append([]byte(nil), rep.PrivateData[:]...),
@@ -143,4 +146,24 @@ func (c *Conn) onREP(now time.Time, rep *cm.REP) {
 		return
 	}
 	c.setEstablished()
+}
+
+// ResolveAddr returns the local address a connection to dst leaves from (src when
+// valid, which must be this device's) after resolving the path to dst: its next
+// hop's link address, which may wait for ARP or neighbour discovery
+// (rdma_resolve_addr). An unreachable dst is an error wrapping ErrAddress.
+func (s *Service) ResolveAddr(src, dst netip.Addr) (netip.Addr, error) {
+	s.mu.Lock()
+	sgid, laddr, err := sgidFor(s.g.gids, src, dst)
+	pd := s.g.pd
+	s.mu.Unlock()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	// The address handle resolves the next hop now; the CM's own, made when the
+	// REQ goes out, finds it in the neighbour table.
+	if _, err := pd.CreateAH(transport.AddressHandle{DGID: roce.GIDFromAddr(dst), SGIDIndex: sgid, HopLimit: HopLimit}); err != nil {
+		return netip.Addr{}, fmt.Errorf("rdmacm: no route to %v from %v: %v: %w", dst, laddr, err, ErrAddress)
+	}
+	return laddr, nil
 }

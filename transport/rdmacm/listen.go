@@ -138,6 +138,10 @@ func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
 	r.c = newConn(s, id, nil, r.Local, r.Remote)
 	r.c.sgid = sgid
 	r.c.peer = r.Param
+	if s.opts.OnEvent != nil {
+		s.emit(Event{Type: EventConnectRequest, Conn: r.c, Listener: l, Request: r})
+		return
+	}
 	select {
 	case l.reqs <- r:
 	default: // backlog full

@@ -21,6 +21,11 @@ type Options struct {
 	CMResponseTimeout uint8
 	// MaxCMRetries is the REQ's Max CM Retries (4 bits); zero picks MaxCMRetries.
 	MaxCMRetries uint8
+	// OnEvent, when set, is told every connection event, and takes the listeners'
+	// connection requests instead of Listener.Accept, as an rdma_cm event channel
+	// does. It is called with the Service locked, from the Service's goroutine or
+	// the calling one: it must not block and must not call the Service.
+	OnEvent func(Event)
 }
 
 // Stats counts what the Service dropped, beside its Manager's counters.
@@ -189,13 +194,21 @@ func (s *Service) handle(now time.Time, e ibcm.Event) {
 	case ibcm.EventEstablished:
 		c.setEstablished()
 	case ibcm.EventRejected:
-		c.end(rejectError(c, e.REJ))
+		err := rejectError(c, e.REJ)
+		c.report(EventRejected, err)
+		c.end(err)
 	case ibcm.EventTimeout:
-		c.end(fmt.Errorf("rdmacm: %v did not answer our %s through %d retries: %w", c.remote, c.waitingFor(), s.opts.MaxCMRetries, ErrUnreachable))
+		err := fmt.Errorf("rdmacm: %v did not answer our %s through %d retries: %w", c.remote, c.waitingFor(), s.opts.MaxCMRetries, ErrUnreachable)
+		c.report(EventUnreachable, err)
+		c.end(err)
 	case ibcm.EventDREQ:
+		c.report(EventDisconnected, nil)
 		c.end(fmt.Errorf("rdmacm: %v disconnected: %w", c.remote, ErrDisconnected))
 	case ibcm.EventTimeWait:
+		c.report(EventDisconnected, nil)
 		c.end(fmt.Errorf("rdmacm: connection with %v ended: %w", c.remote, ErrDisconnected))
+	case ibcm.EventTimeWaitExit:
+		c.report(EventTimeWaitExit, nil)
 	}
 	if c.id.State() == ibcm.StateIdle { // a REJ, a timeout or the TimeWait's end
 		s.forget(c)

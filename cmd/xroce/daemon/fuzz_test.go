@@ -39,7 +39,7 @@ func FuzzSession(f *testing.F) {
 	f.Cleanup(sess.close)
 	seq := uint32(0)
 	f.Fuzz(func(t *testing.T, op uint16, body []byte) {
-		op = OpAllocPD + op%(opLastData-OpAllocPD+1)
+		op = OpAllocPD + op%(opLastCM-OpAllocPD+1)
 		seq++
 		r, fds := sess.handle(op, seq, body, nil)
 		closeAll(fds)

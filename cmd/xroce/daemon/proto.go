@@ -391,6 +391,15 @@ type SGEMsg struct {
 // Structs lists every fixed-size message body, by the name the C header gives its
 // struct, for the header cross-check.
 var Structs = map[string]any{
+	"xroce_cm_addr":         CMAddr{},
+	"xroce_cm_create_id":    CMCreateIDReq{},
+	"xroce_cm_bind":         CMBindReq{},
+	"xroce_cm_resolve":      CMResolveReq{},
+	"xroce_cm_listen":       CMListenReq{},
+	"xroce_cm_param":        CMParam{},
+	"xroce_cm_conn":         CMConnReq{},
+	"xroce_cm_reject":       CMRejectReq{},
+	"xroce_cm_event":        CMEventMsg{},
 	"xroce_hdr":             Header{},
 	"xroce_hello_req":       HelloReq{},
 	"xroce_hello_reply":     HelloReply{},

@@ -54,6 +54,11 @@ func TestProtoHeaderMatches(t *testing.T) {
 		{"XROCE_CQ_RING_HEADER", CQRingHeader}, {"XROCE_CQ_RING_PROD", CQRingProd},
 		{"XROCE_CQ_RING_CONS", CQRingCons}, {"XROCE_CQ_RING_OVERRUN", CQRingOverrun},
 		{"XROCE_CQE_RECV", CQERecv}, {"XROCE_CQE_WITH_IMM", CQEWithImm},
+		{"XROCE_OP_CM_CREATE_ID", int(OpCMCreateID)}, {"XROCE_OP_CM_DESTROY_ID", int(OpCMDestroyID)},
+		{"XROCE_OP_CM_BIND", int(OpCMBind)}, {"XROCE_OP_CM_RESOLVE_ADDR", int(OpCMResolveAddr)},
+		{"XROCE_OP_CM_RESOLVE_ROUTE", int(OpCMResolveRoute)}, {"XROCE_OP_CM_LISTEN", int(OpCMListen)},
+		{"XROCE_OP_CM_CONNECT", int(OpCMConnect)}, {"XROCE_OP_CM_ACCEPT", int(OpCMAccept)},
+		{"XROCE_OP_CM_REJECT", int(OpCMReject)}, {"XROCE_OP_CM_DISCONNECT", int(OpCMDisconnect)},
 	}
 	for _, c := range consts {
 		fmt.Fprintf(&src, "\tprintf(\"%s %%d\\n\", (int)%s);\n", c.c, c.c)

@@ -261,7 +261,10 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []
 			err = s.destroyQP(h.Handle)
 		}
 	default:
-		return errReply(op, seq, unix.EOPNOTSUPP, fmt.Sprintf("unknown op %d", op)), nil
+		if op < OpCMCreateID || op > opLastCM {
+			return errReply(op, seq, unix.EOPNOTSUPP, fmt.Sprintf("unknown op %d", op)), nil
+		}
+		body, err = s.handleCM(op, p)
 	}
 	if err != nil {
 		var e *errno
@@ -772,6 +775,7 @@ func (s *session) close() {
 	if s == nil {
 		return
 	}
+	s.closeCM()
 	for h, o := range s.qps {
 		o.destroy(s.poller)
 		delete(s.qps, h)

@@ -1,0 +1,830 @@
+/*
+ * librdmacm's connection manager functions on xroce devices (docs/verbs-library.md
+ * §7): the structures and semantics of rdma-core's <rdma/rdma_cma.h>, with the
+ * connection manager itself in the daemon (transport/rdmacm: REQ/REP/RTU, DREQ/DREP
+ * on the device's QP1). An rdma_cm_id lives in the session of the device it is
+ * bound to (rdma_bind_addr, rdma_resolve_addr); its id->verbs is that device's
+ * context, opened once per process as librdmacm opens every device once.
+ *
+ * An event channel is a SOCK_SEQPACKET socketpair: the application polls and reads
+ * our end; the other end is given to each daemon whose ids use the channel (a
+ * completion channel there) and the daemon writes struct xroce_cm_event on it.
+ */
+#include "libxroce.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+#define XCM_MAGIC 0x78636d69u /* "xcmi" */
+#define XCM_MAX_DEVS 8
+
+struct xcm_chan {
+	struct rdma_event_channel ch; /* first: the application's pointer */
+	int peer;                     /* the end the daemons write on */
+	int destroyed;                /* rdma_destroy_event_channel ran: the struct stays */
+	int n;
+	struct {
+		struct xctx *xc;
+		uint32_t h; /* the completion channel's handle in that session */
+	} reg[XCM_MAX_DEVS];
+};
+
+struct xcm_id {
+	struct rdma_cm_id id; /* first: the application's pointer */
+	uint32_t magic;
+	struct xctx *xc; /* the session the id is bound to; NULL before */
+	uint32_t h;      /* the daemon's handle */
+	uint8_t tos;
+	struct xcm_id *next;
+};
+
+struct xcm_event {
+	struct rdma_cm_event ev; /* first */
+	uint8_t private_data[196];
+};
+
+static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct xcm_id *cm_ids;                     /* every live id, for event lookups */
+static struct ibv_context *cm_ctxs[XCM_MAX_DEVS]; /* each device, opened once */
+static int cm_nctx = -1;
+
+/* cm_open_all opens every device once (librdmacm's ucma_init); cm_lock held. */
+static int cm_open_all(void)
+{
+	struct ibv_device **list;
+	int i, n;
+
+	if (cm_nctx >= 0)
+		return cm_nctx;
+	list = ibv_get_device_list(&n);
+	cm_nctx = 0;
+	for (i = 0; list && i < n && cm_nctx < XCM_MAX_DEVS; i++) {
+		struct ibv_context *c = ibv_open_device(list[i]);
+		if (c)
+			cm_ctxs[cm_nctx++] = c;
+	}
+	if (list)
+		ibv_free_device_list(list);
+	return cm_nctx;
+}
+
+/* ip_of returns the address of a sockaddr as an IPv4-mapped or IPv6 GID's bytes;
+ * 0 when the family is neither, *any set for the unspecified address. */
+static int ip_of(const struct sockaddr *sa, uint8_t gid[16], int *any)
+{
+	static const uint8_t zero[16];
+
+	memset(gid, 0, 16);
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		gid[10] = gid[11] = 0xff;
+		memcpy(gid + 12, &in->sin_addr, 4);
+		*any = in->sin_addr.s_addr == htonl(INADDR_ANY);
+		return 1;
+	}
+	if (sa->sa_family == AF_INET6) {
+		memcpy(gid, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+		*any = !memcmp(gid, zero, 16);
+		return 1;
+	}
+	return 0;
+}
+
+/* cm_ctx_for returns the device that owns address sa (want_own), or the first
+ * device with an address of sa's family (a destination); NULL when none. */
+static struct ibv_context *cm_ctx_for(const struct sockaddr *sa, int want_own)
+{
+	uint8_t want[16];
+	int any, i, g;
+
+	if (!ip_of(sa, want, &any))
+		return NULL;
+	pthread_mutex_lock(&cm_lock);
+	cm_open_all();
+	pthread_mutex_unlock(&cm_lock);
+	for (i = 0; i < cm_nctx; i++) {
+		for (g = 0; g < 16; g++) {
+			union ibv_gid gid;
+			int v4;
+
+			if (ibv_query_gid(cm_ctxs[i], 1, g, &gid))
+				break;
+			v4 = gid.raw[10] == 0xff && gid.raw[11] == 0xff && !memcmp(gid.raw, "\0\0\0\0\0\0\0\0\0\0", 10);
+			if (want_own && !any ? !memcmp(gid.raw, want, 16)
+					     : v4 == (sa->sa_family == AF_INET) && gid.raw[0] != 0xfe)
+				return cm_ctxs[i];
+		}
+	}
+	return NULL;
+}
+
+static struct xcm_id *to_id(struct rdma_cm_id *id)
+{
+	struct xcm_id *x = (struct xcm_id *)id;
+	return x && x->magic == XCM_MAGIC ? x : NULL;
+}
+
+static int fail(int e)
+{
+	errno = e;
+	return -1;
+}
+
+/* ---- event channels ------------------------------------------------------ */
+
+XROCE_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct xcm_chan *c = calloc(1, sizeof(*c));
+	int sv[2];
+
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		free(c);
+		return NULL;
+	}
+	c->ch.fd = sv[0];
+	c->peer = sv[1];
+	return &c->ch;
+}
+
+XROCE_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	struct xcm_chan *c = (struct xcm_chan *)channel;
+	int i;
+
+	if (!c)
+		return;
+	for (i = 0; i < c->n; i++) {
+		struct xroce_handle h = { .handle = c->reg[i].h };
+		ctx_call(c->reg[i].xc, XROCE_OP_DESTROY_CHANNEL, &h, sizeof(h), NULL, 0);
+	}
+	/* The struct is not freed: a thread may still block in rdma_get_cm_event on
+	 * it, and must keep blocking as on a destroyed kernel channel (rping's CM
+	 * thread does) instead of reading a reused descriptor. */
+	__atomic_store_n(&c->destroyed, 1, __ATOMIC_RELEASE);
+	close(c->ch.fd);
+	close(c->peer);
+}
+
+/* chan_in returns the channel's handle in session xc, giving it the channel's
+ * write end on first use; 0 on failure (errno set). */
+static uint32_t chan_in(struct xcm_chan *c, struct xctx *xc)
+{
+	struct xroce_handle r;
+	int i, ret;
+
+	for (i = 0; i < c->n; i++)
+		if (c->reg[i].xc == xc)
+			return c->reg[i].h;
+	if (c->n == XCM_MAX_DEVS) {
+		errno = ENOSPC;
+		return 0;
+	}
+	ret = ctx_call_fds(xc, XROCE_OP_CREATE_CHANNEL, NULL, 0, &c->peer, 1, &r, sizeof(r), NULL, 0);
+	if (ret) {
+		errno = ret;
+		return 0;
+	}
+	c->reg[c->n].xc = xc;
+	c->reg[c->n++].h = r.handle;
+	return r.handle;
+}
+
+/* ---- ids ----------------------------------------------------------------- */
+
+static struct xcm_id *new_id(struct rdma_event_channel *channel, void *context, enum rdma_port_space ps)
+{
+	struct xcm_id *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->magic = XCM_MAGIC;
+	x->id.channel = channel;
+	x->id.context = context;
+	x->id.ps = ps;
+	x->id.qp_type = IBV_QPT_RC;
+	x->id.port_num = 1;
+	pthread_mutex_lock(&cm_lock);
+	x->next = cm_ids;
+	cm_ids = x;
+	pthread_mutex_unlock(&cm_lock);
+	return x;
+}
+
+XROCE_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
+				enum rdma_port_space ps)
+{
+	struct xcm_id *x;
+
+	if (!id)
+		return fail(EINVAL);
+	if (!channel) {
+		warnx("rdma_create_id without an event channel (synchronous mode) is not supported by xroce yet: "
+		      "create one with rdma_create_event_channel");
+		return fail(ENOSYS);
+	}
+	if (ps != RDMA_PS_TCP) {
+		warnx("rdma_create_id: port space 0x%x is not supported by xroce yet (RDMA_PS_TCP is)", ps);
+		return fail(EPROTONOSUPPORT);
+	}
+	if (!(x = new_id(channel, context, ps)))
+		return fail(ENOMEM);
+	*id = &x->id;
+	return 0;
+}
+
+/* bind_dev binds x to device context c: the daemon makes the id there. */
+static int bind_dev(struct xcm_id *x, struct ibv_context *c)
+{
+	struct xroce_cm_create_id req = { .ps = x->id.ps, .qp_type = IBV_QPT_RC, .cookie = (uintptr_t)x };
+	struct xroce_handle r;
+	struct xctx *xc = ctx_of(c);
+	int ret;
+
+	if (x->xc)
+		return x->xc == xc ? 0 : fail(EINVAL);
+	if (!xc)
+		return fail(ENODEV);
+	if (!(req.channel = chan_in((struct xcm_chan *)x->id.channel, xc)))
+		return -1;
+	if ((ret = ctx_call(xc, XROCE_OP_CM_CREATE_ID, &req, sizeof(req), &r, sizeof(r))))
+		return fail(ret);
+	x->xc = xc;
+	x->h = r.handle;
+	x->id.verbs = c;
+	return 0;
+}
+
+static void to_cm_addr(struct xroce_cm_addr *a, const struct sockaddr *sa)
+{
+	memset(a, 0, sizeof(*a));
+	if (!sa)
+		return;
+	a->family = sa->sa_family;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		a->port = ntohs(in->sin_port);
+		memcpy(a->addr, &in->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		a->port = ntohs(in6->sin6_port);
+		a->scope_id = in6->sin6_scope_id;
+		memcpy(a->addr, &in6->sin6_addr, 16);
+	}
+}
+
+static void from_cm_addr(struct sockaddr_storage *ss, const struct xroce_cm_addr *a)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(a->port);
+		memcpy(&in->sin_addr, a->addr, 4);
+	} else if (a->family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (void *)ss;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(a->port);
+		in6->sin6_scope_id = a->scope_id;
+		memcpy(&in6->sin6_addr, a->addr, 16);
+	}
+}
+
+static socklen_t sa_len(const struct sockaddr *sa)
+{
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+XROCE_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+	struct xcm_id *x = to_id(id);
+	struct xroce_cm_bind req = { 0 };
+	struct xroce_cm_addr r;
+	struct ibv_context *c;
+	int ret;
+
+	if (!x || !addr)
+		return fail(EINVAL);
+	if (!(c = cm_ctx_for(addr, 1))) {
+		warnx("rdma_bind_addr: no xroce device has this address (is `xroce daemon` running on its interface?)");
+		return fail(EADDRNOTAVAIL);
+	}
+	if (bind_dev(x, c))
+		return -1;
+	req.handle = x->h;
+	to_cm_addr(&req.addr, addr);
+	if ((ret = ctx_call(x->xc, XROCE_OP_CM_BIND, &req, sizeof(req), &r, sizeof(r))))
+		return fail(ret);
+	from_cm_addr(&id->route.addr.src_storage, &r);
+	return 0;
+}
+
+XROCE_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct sockaddr *dst_addr,
+				   int timeout_ms)
+{
+	struct xcm_id *x = to_id(id);
+	struct xroce_cm_resolve req = { 0 };
+	struct xroce_cm_addr r;
+	struct ibv_context *c;
+	int ret;
+
+	if (!x || !dst_addr)
+		return fail(EINVAL);
+	c = x->xc ? id->verbs : src_addr ? cm_ctx_for(src_addr, 1) : cm_ctx_for(dst_addr, 0);
+	if (!c) {
+		warnx("rdma_resolve_addr: no xroce device can reach this address (is `xroce daemon` running, with an "
+		      "address of the same IP version?)");
+		return fail(EADDRNOTAVAIL);
+	}
+	if (bind_dev(x, c))
+		return -1;
+	req.handle = x->h;
+	req.timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
+	to_cm_addr(&req.src, src_addr);
+	to_cm_addr(&req.dst, dst_addr);
+	if ((ret = ctx_call(x->xc, XROCE_OP_CM_RESOLVE_ADDR, &req, sizeof(req), &r, sizeof(r))))
+		return fail(ret);
+	memcpy(&id->route.addr.dst_storage, dst_addr, sa_len(dst_addr));
+	return 0;
+}
+
+/* simple_op sends an op whose request is the id's handle. */
+static int simple_op(struct rdma_cm_id *id, uint16_t op)
+{
+	struct xcm_id *x = to_id(id);
+	struct xroce_handle req;
+	int ret;
+
+	if (!x || !x->xc)
+		return fail(EINVAL);
+	req.handle = x->h;
+	if ((ret = ctx_call(x->xc, op, &req, sizeof(req), NULL, 0)))
+		return fail(ret);
+	return 0;
+}
+
+XROCE_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
+{
+	(void)timeout_ms;
+	return simple_op(id, XROCE_OP_CM_RESOLVE_ROUTE);
+}
+
+XROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
+{
+	struct xcm_id *x = to_id(id);
+	struct xroce_cm_listen req;
+	struct xroce_cm_addr r;
+	int ret;
+
+	if (!x)
+		return fail(EINVAL);
+	if (!x->xc) { /* librdmacm binds an unbound id to any address, port 0 */
+		struct sockaddr_in any = { .sin_family = AF_INET };
+		if (rdma_bind_addr(id, (struct sockaddr *)&any))
+			return -1;
+	}
+	req.handle = x->h;
+	req.backlog = backlog;
+	if ((ret = ctx_call(x->xc, XROCE_OP_CM_LISTEN, &req, sizeof(req), &r, sizeof(r))))
+		return fail(ret);
+	from_cm_addr(&id->route.addr.src_storage, &r);
+	return 0;
+}
+
+/* conn_op is rdma_connect and rdma_accept: the id's QP and conn_param (NULL:
+ * librdmacm's defaults, as many READ resources as allowed, retries 7). */
+static int conn_op(struct rdma_cm_id *id, struct rdma_conn_param *p, uint16_t op, size_t max_private)
+{
+	struct xcm_id *x = to_id(id);
+	struct xroce_cm_conn req = { 0 };
+	int ret;
+
+	if (!x || !x->xc)
+		return fail(EINVAL);
+	if (!id->qp) {
+		warnx("%s without rdma_create_qp (an application-managed QP, e.g. rping -q) is not supported by xroce yet",
+		      op == XROCE_OP_CM_CONNECT ? "rdma_connect" : "rdma_accept");
+		return fail(ENOSYS);
+	}
+	req.handle = x->h;
+	req.qp = id->qp->handle;
+	req.tos = x->tos;
+	if (!p) {
+		req.param.responder_resources = RDMA_MAX_RESP_RES;
+		req.param.initiator_depth = RDMA_MAX_INIT_DEPTH;
+		req.param.retry_count = req.param.rnr_retry_count = 7;
+	} else {
+		if (p->private_data_len > max_private || (p->private_data_len && !p->private_data))
+			return fail(EINVAL);
+		req.param.responder_resources = p->responder_resources;
+		req.param.initiator_depth = p->initiator_depth;
+		req.param.flow_control = p->flow_control;
+		req.param.retry_count = p->retry_count;
+		req.param.rnr_retry_count = p->rnr_retry_count;
+		req.param.srq = p->srq;
+		req.param.private_data_len = p->private_data_len;
+		if (p->private_data_len)
+			memcpy(req.param.private_data, p->private_data, p->private_data_len);
+	}
+	if ((ret = ctx_call(x->xc, op, &req, sizeof(req), NULL, 0)))
+		return fail(ret);
+	return 0;
+}
+
+XROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
+{
+	return conn_op(id, conn_param, XROCE_OP_CM_CONNECT, 56);
+}
+
+XROCE_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
+{
+	return conn_op(id, conn_param, XROCE_OP_CM_ACCEPT, 196);
+}
+
+XROCE_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
+{
+	struct xcm_id *x = to_id(id);
+	struct xroce_cm_reject req = { 0 };
+	int ret;
+
+	if (!x || !x->xc || private_data_len > sizeof(req.private_data) || (private_data_len && !private_data))
+		return fail(EINVAL);
+	req.handle = x->h;
+	req.private_data_len = private_data_len;
+	if (private_data_len)
+		memcpy(req.private_data, private_data, private_data_len);
+	if ((ret = ctx_call(x->xc, XROCE_OP_CM_REJECT, &req, sizeof(req), NULL, 0)))
+		return fail(ret);
+	return 0;
+}
+
+XROCE_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
+{
+	if (simple_op(id, XROCE_OP_CM_DISCONNECT))
+		return -1;
+	if (id->qp) /* the daemon moved it to the error state, as librdmacm's ucma_shutdown */
+		id->qp->state = IBV_QPS_ERR;
+	return 0;
+}
+
+XROCE_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
+{
+	struct xcm_id *x = to_id(id), **p;
+
+	if (!x)
+		return fail(EINVAL);
+	if (x->xc)
+		simple_op(id, XROCE_OP_CM_DESTROY_ID);
+	pthread_mutex_lock(&cm_lock);
+	for (p = &cm_ids; *p; p = &(*p)->next)
+		if (*p == x) {
+			*p = x->next;
+			break;
+		}
+	pthread_mutex_unlock(&cm_lock);
+	x->magic = 0;
+	free(x);
+	return 0;
+}
+
+/* ---- QPs ----------------------------------------------------------------- */
+
+/* init_qp moves a new QP to INIT, as librdmacm's ucma_init_conn_qp does with the
+ * kernel's attributes (P_Key index 0, port 1, no remote access until connected). */
+static int init_qp(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+XROCE_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
+{
+	struct ibv_qp *qp;
+	int ret;
+
+	if (!to_id(id) || !id->verbs || !attr)
+		return fail(EINVAL);
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		if (!id->pd && !(id->pd = ibv_alloc_pd(id->verbs)))
+			return -1;
+		attr->pd = id->pd;
+		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+	}
+	if (!attr->send_cq || !attr->recv_cq) {
+		warnx("rdma_create_qp without send and receive CQs is not supported by xroce yet: create them with ibv_create_cq");
+		return fail(EINVAL);
+	}
+	if (!(qp = ibv_create_qp_ex(id->verbs, attr)))
+		return -1;
+	if ((ret = init_qp(qp))) {
+		ibv_destroy_qp(qp);
+		return fail(ret);
+	}
+	id->qp = qp;
+	id->send_cq = attr->send_cq;
+	id->recv_cq = attr->recv_cq;
+	return 0;
+}
+
+XROCE_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct ibv_qp_init_attr_ex a;
+
+	if (!qp_init_attr)
+		return fail(EINVAL);
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, qp_init_attr, sizeof(*qp_init_attr));
+	a.comp_mask = pd ? IBV_QP_INIT_ATTR_PD : 0;
+	a.pd = pd;
+	if (rdma_create_qp_ex(id, &a))
+		return -1;
+	qp_init_attr->cap = a.cap;
+	return 0;
+}
+
+XROCE_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
+{
+	if (id && id->qp) {
+		ibv_destroy_qp(id->qp);
+		id->qp = NULL;
+	}
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+/* find_id returns the live id an event names; cm_lock held. A CONNECT_REQUEST
+ * names its listener by cookie; the ids the daemon made for requests have cookie 0
+ * and are found by channel and handle. */
+static struct xcm_id *find_id(struct rdma_event_channel *ch, uint64_t cookie, uint32_t h)
+{
+	struct xcm_id *x;
+
+	for (x = cm_ids; x; x = x->next)
+		if (cookie ? (uintptr_t)x == cookie : x->id.channel == ch && x->h == h)
+			return x;
+	return NULL;
+}
+
+/* fill_event turns a daemon event into the application's; NULL when it names no
+ * live id (destroyed since). */
+static struct xcm_event *fill_event(struct rdma_event_channel *channel, const struct xroce_cm_event *m)
+{
+	struct xcm_event *e;
+	struct xcm_id *x, *child = NULL;
+
+	pthread_mutex_lock(&cm_lock);
+	x = find_id(channel, m->cookie, m->handle);
+	pthread_mutex_unlock(&cm_lock);
+	if (!x)
+		return NULL;
+	if (!(e = calloc(1, sizeof(*e))))
+		return NULL;
+	if (m->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		if (!(child = new_id(x->id.channel, x->id.context, x->id.ps))) {
+			free(e);
+			return NULL;
+		}
+		child->xc = x->xc;
+		child->h = m->handle;
+		child->id.verbs = x->id.verbs;
+		e->ev.listen_id = &x->id;
+		x = child;
+	}
+	e->ev.id = &x->id;
+	e->ev.event = m->event;
+	e->ev.status = m->status;
+	if (m->local.family)
+		from_cm_addr(&x->id.route.addr.src_storage, &m->local);
+	if (m->remote.family)
+		from_cm_addr(&x->id.route.addr.dst_storage, &m->remote);
+	memcpy(e->private_data, m->param.private_data, sizeof(e->private_data));
+	e->ev.param.conn.private_data = m->param.private_data_len ? e->private_data : NULL;
+	e->ev.param.conn.private_data_len = m->param.private_data_len;
+	e->ev.param.conn.responder_resources = m->param.responder_resources;
+	e->ev.param.conn.initiator_depth = m->param.initiator_depth;
+	e->ev.param.conn.flow_control = m->param.flow_control;
+	e->ev.param.conn.retry_count = m->param.retry_count;
+	e->ev.param.conn.rnr_retry_count = m->param.rnr_retry_count;
+	e->ev.param.conn.srq = m->param.srq;
+	e->ev.param.conn.qp_num = m->param.qp_num;
+	if (m->event == RDMA_CM_EVENT_ESTABLISHED && x->id.qp)
+		x->id.qp->state = IBV_QPS_RTS;
+	if (m->event == RDMA_CM_EVENT_ROUTE_RESOLVED)
+		x->id.route.num_paths = 1;
+	return e;
+}
+
+XROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+{
+	struct xroce_cm_event m;
+	struct xcm_event *e;
+	ssize_t n;
+
+	if (!channel || !event)
+		return fail(EINVAL);
+	for (;;) {
+		do
+			n = read(channel->fd, &m, sizeof(m));
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return -1; /* EAGAIN on a non-blocking channel */
+		if (n == 0 && __atomic_load_n(&((struct xcm_chan *)channel)->destroyed, __ATOMIC_ACQUIRE))
+			for (;;)
+				pause(); /* destroyed under us: no event ever comes */
+		if (n == 0) {
+			warnx("rdma_get_cm_event: the daemon closed the event channel: is it alive? (`xroce daemon status`)");
+			return fail(ENODEV);
+		}
+		if (n != sizeof(m)) {
+			warnx("rdma_get_cm_event: a %zd-byte event, want %zu: are the library and daemon from one build?", n,
+			      sizeof(m));
+			return fail(EPROTO);
+		}
+		if ((e = fill_event(channel, &m))) {
+			*event = &e->ev;
+			return 0;
+		}
+	}
+}
+
+XROCE_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	if (!event)
+		return fail(EINVAL);
+	free(event);
+	return 0;
+}
+
+XROCE_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	static const char *const names[] = {
+		"RDMA_CM_EVENT_ADDR_RESOLVED", "RDMA_CM_EVENT_ADDR_ERROR", "RDMA_CM_EVENT_ROUTE_RESOLVED",
+		"RDMA_CM_EVENT_ROUTE_ERROR", "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
+		"RDMA_CM_EVENT_CONNECT_ERROR", "RDMA_CM_EVENT_UNREACHABLE", "RDMA_CM_EVENT_REJECTED",
+		"RDMA_CM_EVENT_ESTABLISHED", "RDMA_CM_EVENT_DISCONNECTED", "RDMA_CM_EVENT_DEVICE_REMOVAL",
+		"RDMA_CM_EVENT_MULTICAST_JOIN", "RDMA_CM_EVENT_MULTICAST_ERROR", "RDMA_CM_EVENT_ADDR_CHANGE",
+		"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	};
+	return (unsigned)event < sizeof(names) / sizeof(names[0]) ? names[event] : "UNKNOWN EVENT";
+}
+
+/* ---- addresses and options ----------------------------------------------- */
+
+static __be16 port_of(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)(const void *)sa)->sin_port;
+	if (sa->sa_family == AF_INET6)
+		return ((const struct sockaddr_in6 *)(const void *)sa)->sin6_port;
+	return 0;
+}
+
+XROCE_EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *id)
+{
+	return id ? port_of(&id->route.addr.src_addr) : 0;
+}
+
+XROCE_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id)
+{
+	return id ? port_of(&id->route.addr.dst_addr) : 0;
+}
+
+XROCE_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
+{
+	struct xcm_id *x = to_id(id);
+
+	if (!x || !optval || level != RDMA_OPTION_ID)
+		return fail(!x || !optval ? EINVAL : ENOSYS);
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+		if (optlen != sizeof(uint8_t))
+			return fail(EINVAL);
+		x->tos = *(uint8_t *)optval;
+		return 0;
+	case RDMA_OPTION_ID_REUSEADDR:
+	case RDMA_OPTION_ID_AFONLY:
+	case RDMA_OPTION_ID_ACK_TIMEOUT:
+		return 0; /* ports free at TimeWait's end; one family per id; the ACK timeout is rdma_cm's */
+	}
+	return fail(ENOSYS);
+}
+
+XROCE_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
+{
+	(void)id;
+	(void)channel;
+	warnx("rdma_migrate_id is not supported by xroce yet");
+	return fail(ENOSYS);
+}
+
+XROCE_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
+{
+	(void)id;
+	(void)qp_attr;
+	(void)qp_attr_mask;
+	warnx("rdma_init_qp_attr (application-managed QPs) is not supported by xroce yet");
+	return fail(ENOSYS);
+}
+
+XROCE_EXPORT int rdma_establish(struct rdma_cm_id *id)
+{
+	(void)id;
+	return fail(ENOSYS);
+}
+
+XROCE_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
+{
+	(void)id;
+	(void)event;
+	return 0;
+}
+
+XROCE_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+{
+	struct ibv_context **list;
+	int n;
+
+	pthread_mutex_lock(&cm_lock);
+	n = cm_open_all();
+	pthread_mutex_unlock(&cm_lock);
+	if (!(list = calloc(n + 1, sizeof(*list))))
+		return NULL;
+	memcpy(list, cm_ctxs, n * sizeof(*list));
+	if (num_devices)
+		*num_devices = n;
+	return list;
+}
+
+XROCE_EXPORT void rdma_free_devices(struct ibv_context **list)
+{
+	free(list);
+}
+
+/* ---- rdma_getaddrinfo ---------------------------------------------------- */
+
+XROCE_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
+{
+	while (res) {
+		struct rdma_addrinfo *n = res->ai_next;
+		free(res->ai_src_addr);
+		free(res->ai_dst_addr);
+		free(res);
+		res = n;
+	}
+}
+
+/* rdma_getaddrinfo resolves node and service with getaddrinfo(3), as librdmacm
+ * does for IP addresses: a passive lookup fills ai_src_addr, another ai_dst_addr;
+ * the port space and QP type are the hints' (RDMA_PS_TCP and IBV_QPT_RC when
+ * none). */
+XROCE_EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
+				  struct rdma_addrinfo **res)
+{
+	struct addrinfo h = { .ai_socktype = SOCK_STREAM }, *ai;
+	struct rdma_addrinfo *r;
+	int passive = hints && (hints->ai_flags & RAI_PASSIVE);
+	int ret;
+
+	if (!res)
+		return fail(EINVAL);
+	if (hints) {
+		h.ai_family = hints->ai_family;
+		if (hints->ai_flags & RAI_NUMERICHOST)
+			h.ai_flags |= AI_NUMERICHOST;
+	}
+	if (passive)
+		h.ai_flags |= AI_PASSIVE;
+	if ((ret = getaddrinfo(node, service, &h, &ai)))
+		return fail(ret == EAI_SYSTEM ? errno : EADDRNOTAVAIL);
+	if (!(r = calloc(1, sizeof(*r)))) {
+		freeaddrinfo(ai);
+		return fail(ENOMEM);
+	}
+	r->ai_flags = hints ? hints->ai_flags : 0;
+	r->ai_family = ai->ai_family;
+	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
+	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+	if (passive) {
+		r->ai_src_len = ai->ai_addrlen;
+		r->ai_src_addr = malloc(ai->ai_addrlen);
+		if (r->ai_src_addr)
+			memcpy(r->ai_src_addr, ai->ai_addr, ai->ai_addrlen);
+	} else {
+		r->ai_dst_len = ai->ai_addrlen;
+		r->ai_dst_addr = malloc(ai->ai_addrlen);
+		if (r->ai_dst_addr)
+			memcpy(r->ai_dst_addr, ai->ai_addr, ai->ai_addrlen);
+	}
+	freeaddrinfo(ai);
+	if (!r->ai_src_addr && !r->ai_dst_addr) {
+		free(r);
+		return fail(ENOMEM);
+	}
+	*res = r;
+	return 0;
+}

@@ -1,0 +1,317 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xroce/xroce/transport/rdmacm"
+)
+
+// The connection manager's ops of a session (librdmacm's calls in the library).
+
+// rdmaPSTCP and qptRC are the port space and QP type an id may have.
+const rdmaPSTCP = 0x0106
+
+// handleCM answers one OpCM* request.
+func (s *session) handleCM(op uint16, p []byte) (any, error) {
+	c, err := cmFor(s.dev)
+	if err != nil {
+		return nil, fail(unix.ENODEV, "connection manager: %v", err)
+	}
+	switch op {
+	case OpCMCreateID:
+		var r CMCreateIDReq
+		if err := decode(p, &r); err != nil {
+			return nil, err
+		}
+		return s.cmCreateID(c, &r)
+	case OpCMBind:
+		var r CMBindReq
+		if err := decode(p, &r); err != nil {
+			return nil, err
+		}
+		return s.cmBind(c, &r)
+	case OpCMResolveAddr:
+		var r CMResolveReq
+		if err := decode(p, &r); err != nil {
+			return nil, err
+		}
+		return s.cmResolveAddr(c, &r)
+	case OpCMListen:
+		var r CMListenReq
+		if err := decode(p, &r); err != nil {
+			return nil, err
+		}
+		return s.cmListen(c, &r)
+	case OpCMConnect, OpCMAccept:
+		var r CMConnReq
+		if err := decode(p, &r); err != nil {
+			return nil, err
+		}
+		return nil, s.cmConnect(c, op, &r)
+	case OpCMReject:
+		var r CMRejectReq
+		if err := decode(p, &r); err != nil {
+			return nil, err
+		}
+		return nil, s.cmReject(c, &r)
+	}
+	var h Handle
+	if err := decode(p, &h); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, err := s.cmID(c, h.Handle)
+	if err != nil {
+		return nil, err
+	}
+	switch op {
+	case OpCMResolveRoute:
+		if !id.remote.IsValid() {
+			return nil, fail(unix.EINVAL, "rdma_resolve_route before rdma_resolve_addr")
+		}
+		id.event(cmEventRouteResolved, 0)
+	case OpCMDisconnect:
+		if id.conn == nil {
+			return nil, fail(unix.EINVAL, "rdma_disconnect on an id that is not connected")
+		}
+		_ = id.conn.Disconnect()
+	case OpCMDestroyID:
+		c.destroy(id)
+	}
+	return nil, nil
+}
+
+// cmID returns the session's id h; c.mu is held.
+func (s *session) cmID(c *cmDevice, h uint32) (*cmID, error) {
+	id := c.ids[h]
+	if id == nil || id.owner != s {
+		return nil, fail(unix.EINVAL, "no rdma_cm_id %d in this session", h)
+	}
+	return id, nil
+}
+
+func (s *session) cmCreateID(c *cmDevice, r *CMCreateIDReq) (*Handle, error) {
+	ch := s.chans[r.Channel]
+	switch {
+	case ch == nil:
+		return nil, fail(unix.EINVAL, "no event channel %d in this session", r.Channel)
+	case r.PS != rdmaPSTCP:
+		return nil, fail(unix.EPROTONOSUPPORT, "port space 0x%x: xroce's connection manager serves RDMA_PS_TCP (0x0106) only", r.PS)
+	case r.QPType != qptRC:
+		return nil, fail(unix.EPROTONOSUPPORT, "QP type %d: RDMA_PS_TCP connects RC QPs (IBV_QPT_RC, 2)", r.QPType)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := &cmID{handle: c.newHandle(), owner: s, ch: ch, cookie: r.Cookie}
+	c.ids[id.handle] = id
+	return &Handle{id.handle}, nil
+}
+
+// localAddr checks that a is unspecified or one of the device's addresses.
+func (s *session) localAddr(a netip.Addr) error {
+	if !a.IsValid() || a.IsUnspecified() {
+		return nil
+	}
+	for _, e := range s.dev.GIDTable() {
+		if e.GID.Addr() == a.Unmap() {
+			return nil
+		}
+	}
+	return fail(unix.EADDRNOTAVAIL, "%v is not an address of this device (see xroce gids)", a)
+}
+
+func (s *session) cmBind(c *cmDevice, r *CMBindReq) (*CMAddr, error) {
+	a, ok := r.Addr.addrPort()
+	if !ok || !a.IsValid() {
+		return nil, fail(unix.EAFNOSUPPORT, "address family %d: AF_INET or AF_INET6", r.Addr.Family)
+	}
+	if err := s.localAddr(a.Addr()); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, err := s.cmID(c, r.Handle)
+	if err != nil {
+		return nil, err
+	}
+	id.bound, id.local = a, a
+	return &r.Addr, nil
+}
+
+// cmResolveAddr picks the local address and resolves the next hop to Dst in the
+// background; ADDR_RESOLVED or ADDR_ERROR (status -EHOSTUNREACH) follows.
+func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
+	src, ok1 := r.Src.addrPort()
+	dst, ok2 := r.Dst.addrPort()
+	if !ok1 || !ok2 || !dst.IsValid() {
+		return nil, fail(unix.EAFNOSUPPORT, "rdma_resolve_addr needs an AF_INET or AF_INET6 destination")
+	}
+	if err := s.localAddr(src.Addr()); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	id, err := s.cmID(c, r.Handle)
+	if err == nil {
+		id.remote = dst
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	from := src.Addr()
+	if from.IsUnspecified() {
+		from = netip.Addr{}
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, resolveTimeout)
+		defer cancel()
+		local, err := resolveIn(ctx, c.svc, from, dst.Addr())
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.ids[id.handle] != id {
+			return
+		}
+		if err != nil {
+			s.logf("rdma_resolve_addr %v: %v", dst, err)
+			id.event(cmEventAddrError, -int32(unix.EHOSTUNREACH))
+			return
+		}
+		id.local = netip.AddrPortFrom(local, 0)
+		id.event(cmEventAddrResolved, 0)
+	}()
+	return &CMAddr{}, nil
+}
+
+// resolveIn is Service.ResolveAddr bounded by ctx.
+func resolveIn(ctx context.Context, svc *rdmacm.Service, src, dst netip.Addr) (netip.Addr, error) {
+	type res struct {
+		a   netip.Addr
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		a, err := svc.ResolveAddr(src, dst)
+		ch <- res{a, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.a, r.err
+	case <-ctx.Done():
+		return netip.Addr{}, fmt.Errorf("no answer from %v's neighbour within %v", dst, resolveTimeout)
+	}
+}
+
+func (s *session) cmListen(c *cmDevice, r *CMListenReq) (*CMAddr, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, err := s.cmID(c, r.Handle)
+	if err != nil {
+		return nil, err
+	}
+	if id.listener != nil || id.conn != nil {
+		return nil, fail(unix.EINVAL, "rdma_listen on an id that listens or connects already")
+	}
+	l, err := c.svc.Listen(id.bound.Port(), int(r.Backlog))
+	if errors.Is(err, rdmacm.ErrPortInUse) {
+		return nil, fail(unix.EADDRINUSE, "%v", err)
+	} else if err != nil {
+		return nil, err
+	}
+	id.listener = l
+	id.bound = netip.AddrPortFrom(id.bound.Addr(), l.Port())
+	id.local = id.bound
+	c.byListener[l] = id
+	a := cmAddr(id.bound)
+	return &a, nil
+}
+
+// cmConnect is rdma_connect (a new connection on the id's QP) or rdma_accept (the
+// id's connection request answered).
+func (s *session) cmConnect(c *cmDevice, op uint16, r *CMConnReq) error {
+	o := s.qps[r.QP]
+	if o == nil {
+		return fail(unix.EINVAL, "no QP %d in this session", r.QP)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, err := s.cmID(c, r.Handle)
+	if err != nil {
+		return err
+	}
+	var conn *rdmacm.Conn
+	if op == OpCMAccept {
+		if id.req == nil {
+			return fail(unix.EINVAL, "rdma_accept on an id without a connection request")
+		}
+		conn, err = id.req.Accept(o.qp, r.Param.param())
+		id.req = nil
+	} else {
+		if id.conn != nil || !id.remote.IsValid() {
+			return fail(unix.EINVAL, "rdma_connect needs a resolved, unconnected id")
+		}
+		conn, err = c.svc.Connect(o.qp, id.remote, r.Param.param(), rdmacm.DialOptions{Src: id.local.Addr(), TrafficClass: r.TOS})
+	}
+	if err != nil {
+		return fail(unix.EINVAL, "%v", err)
+	}
+	id.conn = conn
+	c.byConn[conn] = id
+	return nil
+}
+
+func (s *session) cmReject(c *cmDevice, r *CMRejectReq) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, err := s.cmID(c, r.Handle)
+	if err != nil {
+		return err
+	}
+	if id.req == nil {
+		return fail(unix.EINVAL, "rdma_reject on an id without a connection request")
+	}
+	n := min(int(r.PrivateDataLen), len(r.PrivateData))
+	err = id.req.Reject(r.PrivateData[:n])
+	id.req = nil
+	return err
+}
+
+// destroy ends an id: its listener closes, its connection request is rejected,
+// its connection closes (a DREQ, or the DREP), as rdma_destroy_id; c.mu is held.
+func (c *cmDevice) destroy(id *cmID) {
+	if id.listener != nil {
+		delete(c.byListener, id.listener)
+		id.listener.Close()
+	}
+	if id.req != nil {
+		_ = id.req.Reject(nil)
+	}
+	if id.conn != nil {
+		delete(c.byConn, id.conn)
+		id.conn.Close()
+	}
+	delete(c.ids, id.handle)
+}
+
+// closeCM destroys the session's ids (the application exited).
+func (s *session) closeCM() {
+	v, ok := cmDevices.Load(s.dev)
+	if !ok {
+		return
+	}
+	c := v.(*cmDevice)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range c.ids {
+		if id.owner == s {
+			c.destroy(id)
+		}
+	}
+}

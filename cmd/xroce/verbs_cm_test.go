@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"github.com/xroce/xroce/test/testnet"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The RDMA CM through the library: unmodified librdmacm applications (rdmacm-utils'
+// rping and ucmatose, perftest -R, qperf -cm1) between two xroce daemons, their
+// rdma_* calls answered by libxroce and the daemons' connection managers.
+
+func needTool(t *testing.T, path, pkg string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no %s: apt-get install %s (.ci/run installs it)", path, pkg)
+	}
+}
+
+// cmServer starts a server that listens with rdma_listen (no TCP port to watch)
+// and waits until it has opened its device: its session shows in the daemon's
+// status.
+func cmServer(t *testing.T, p *verbsPair, args ...string) (*testnet.Output, <-chan error) {
+	t.Helper()
+	_, out, done := app(t, p.n.NsA, p.dirA, args...)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if !strings.Contains(status(t, p.dirA), "clients: 0\n") {
+			time.Sleep(300 * time.Millisecond) // from opening the device to rdma_listen
+			return out, done
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not open its device within 15 s:\n%s", args[0], out.String())
+		}
+	}
+}
+
+// rpingData is what rping -v prints for ping i of size n (librdmacm/examples/
+// rping.c rping_test_client: "rdma-ping-%d: ", then letters from 'A' + i, wrapping
+// after 'z', NUL-terminated at n - 1).
+func rpingData(i, n int) string {
+	b := []byte(fmt.Sprintf("rdma-ping-%d: ", i))
+	c := 65 + i%58
+	for len(b) < n-1 {
+		b = append(b, byte(c))
+		if c++; c > 122 {
+			c = 65
+		}
+	}
+	return string(b[:n-1])
+}
+
+// TestVerbsRping: rdmacm-utils' rping, server and client, 10 pings of 100 bytes
+// with -v and -V (the client checks what came back): every ping's data printed by
+// both sides, both exit 0, and nothing left in the daemons.
+func TestVerbsRping(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	sout, sdone := cmServer(t, p, "rping", "-s", "-a", p.n.IPA.String(), "-p", "7174", "-v", "-C", "10", "-S", "100")
+	_, cout, cdone := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", p.n.IPA.String(), "-p", "7174", "-v", "-V", "-C", "10", "-S", "100")
+	cerr := wait(t, "rping client", cdone, cout, 30*time.Second)
+	serr := wait(t, "rping server", sdone, sout, 10*time.Second)
+	if cerr != nil || serr != nil {
+		t.Fatalf("client: %v\n%s\nserver: %v\n%s", cerr, cout.String(), serr, sout.String())
+	}
+	for i := range 10 {
+		d := rpingData(i, 100)
+		if !strings.Contains(cout.String(), "ping data: "+d+"\n") || !strings.Contains(sout.String(), "server ping data: "+d+"\n") {
+			t.Errorf("ping %d (%q) missing:\nclient:\n%s\nserver:\n%s", i, d, cout.String(), sout.String())
+		}
+	}
+	for _, dir := range []string{p.dirA, p.dirB} {
+		if st := status(t, dir); !strings.Contains(st, "clients: 0\n") {
+			t.Errorf("status after the runs:\n%s", st)
+		}
+	}
+}
