@@ -77,3 +77,33 @@ func TestVerbsRping(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsQperfCM: qperf's RC tests over the RDMA CM (-cm1: on RoCE qperf's own
+// exchange sets no GRH, so this is how qperf runs on rdma_rxe too): rc_bw and
+// rc_lat against a qperf server, each printing its measurement.
+func TestVerbsQperfCM(t *testing.T) {
+	needTool(t, "/usr/bin/qperf", "qperf")
+	p := newVerbsPair(t)
+	_, sout, sdone := app(t, p.n.NsA, p.dirA, "qperf")
+	for deadline := time.Now().Add(15 * time.Second); !listening(p.n.NsA, 19765); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the qperf server did not listen within 15 s:\n%s", sout.String())
+		}
+	}
+	for _, test := range []string{"rc_bw", "rc_lat"} {
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, "qperf", "-cm1", "-t", "2", p.n.IPA.String(), test)
+		if err := wait(t, "qperf "+test, cdone, cout, 60*time.Second); err != nil {
+			t.Fatalf("qperf %s: %v\n%s\nserver:\n%s", test, err, cout.String(), sout.String())
+		}
+		want := map[string]string{"rc_bw": `(?m)^    bw  =  [0-9.]+ [KMG]B/sec$`, "rc_lat": `(?m)^    latency  =  [0-9.]+ (us|ms)$`}[test]
+		if !regexpMatch(`(?m)^`+test+`:$`, cout.String()) || !regexpMatch(want, cout.String()) {
+			t.Errorf("qperf %s output:\n%s", test, cout.String())
+		}
+		t.Logf("qperf -cm1 %s:\n%s", test, cout.String())
+	}
+	select {
+	case err := <-sdone:
+		t.Errorf("the qperf server ended: %v\n%s", err, sout.String())
+	default:
+	}
+}

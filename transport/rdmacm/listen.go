@@ -38,6 +38,8 @@ func (s *Service) Listen(port uint16, backlog int) (*Listener, error) {
 			return nil, err
 		}
 		port = p
+	} else if s.reserved[port] {
+		delete(s.reserved, port) // Reserve's caller listens on it now
 	} else if s.ports[port] {
 		return nil, fmt.Errorf("rdmacm: port %d is already bound on this device: %w", port, ErrPortInUse)
 	}
@@ -49,6 +51,29 @@ func (s *Service) Listen(port uint16, backlog int) (*Listener, error) {
 	s.listeners[port] = l
 	s.mgr.Listen(cm.IPServiceID(cm.PortSpaceTCP, port))
 	return l, nil
+}
+
+// Reserve binds a free ephemeral port for a later Listen (rdma_bind_addr with port
+// 0, whose port the application reads before rdma_listen: qperf does). Release
+// frees it when no Listen comes.
+func (s *Service) Reserve() (uint16, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.allocPort()
+	if err == nil {
+		s.reserved[p] = true
+	}
+	return p, err
+}
+
+// Release frees a port Reserve returned that no Listener took.
+func (s *Service) Release(port uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reserved[port] {
+		delete(s.reserved, port)
+		delete(s.ports, port)
+	}
 }
 
 // Port returns the port the Listener takes REQs for.

@@ -46,7 +46,8 @@ type Service struct {
 	mgr       *ibcm.Manager
 	listeners map[uint16]*Listener
 	conns     map[*ibcm.Conn]*Conn
-	ports     map[uint16]bool // RDMA_PS_TCP ports bound: listeners and active connections
+	ports     map[uint16]bool // RDMA_PS_TCP ports bound: listeners, active connections, reservations
+	reserved  map[uint16]bool // ports Reserve bound for a Listen to come
 	wake      context.CancelFunc
 	closed    bool
 	stats     Stats
@@ -74,7 +75,7 @@ func Start(dev *transport.Device, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{dev: dev, opts: opts, g: g, listeners: map[uint16]*Listener{}, conns: map[*ibcm.Conn]*Conn{},
-		ports: map[uint16]bool{}, done: make(chan struct{})}
+		ports: map[uint16]bool{}, reserved: map[uint16]bool{}, done: make(chan struct{})}
 	s.mgr = ibcm.New(ibcm.Config{LocalCAGUID: caGUID(dev.GIDTable()), HiTID: rand.Uint32(),
 		FirstCommID: rand.Uint32(), PacketLifeTime: opts.PacketLifeTime})
 	ctx, cancel := context.WithCancel(context.Background())

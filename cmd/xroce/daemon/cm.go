@@ -38,6 +38,7 @@ type cmID struct {
 	ch            *chanObj // the library's event channel
 	cookie        uint64
 	bound         netip.AddrPort // rdma_bind_addr's; the port listened on
+	reserved      uint16         // a port bound as 0, reserved until rdma_listen
 	local, remote netip.AddrPort
 	passive       bool // made for a connection request
 	listener      *rdmacm.Listener

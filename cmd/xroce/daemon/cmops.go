@@ -140,8 +140,17 @@ func (s *session) cmBind(c *cmDevice, r *CMBindReq) (*CMAddr, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.Port() == 0 { // the port is chosen now: applications read it before rdma_listen
+		port, err := c.svc.Reserve()
+		if err != nil {
+			return nil, fail(unix.EADDRINUSE, "%v", err)
+		}
+		a = netip.AddrPortFrom(a.Addr(), port)
+		id.reserved = port
+	}
 	id.bound, id.local = a, a
-	return &r.Addr, nil
+	out := cmAddr(a)
+	return &out, nil
 }
 
 // cmResolveAddr picks the local address and resolves the next hop to Dst in the
@@ -225,7 +234,7 @@ func (s *session) cmListen(c *cmDevice, r *CMListenReq) (*CMAddr, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	id.listener = l
+	id.listener, id.reserved = l, 0
 	id.bound = netip.AddrPortFrom(id.bound.Addr(), l.Port())
 	id.local = id.bound
 	c.byListener[l] = id
@@ -296,6 +305,9 @@ func (c *cmDevice) destroy(id *cmID) {
 	if id.conn != nil {
 		delete(c.byConn, id.conn)
 		id.conn.Close()
+	}
+	if id.reserved != 0 {
+		c.svc.Release(id.reserved)
 	}
 	delete(c.ids, id.handle)
 }
