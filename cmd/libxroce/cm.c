@@ -442,7 +442,10 @@ XROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *con
 
 XROCE_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
-	return conn_op(id, conn_param, XROCE_OP_CM_ACCEPT, 196);
+	if (conn_op(id, conn_param, XROCE_OP_CM_ACCEPT, 196))
+		return -1;
+	id->qp->state = IBV_QPS_RTS; /* brought up before the REP went, as librdmacm's rdma_accept */
+	return 0;
 }
 
 XROCE_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)

@@ -107,3 +107,45 @@ func TestVerbsQperfCM(t *testing.T) {
 	default:
 	}
 }
+
+// TestVerbsPerftestRDMACM: perftest's -R (both the out-of-band exchange and the
+// test QP connected by the RDMA CM: two connections per run, docs/rdmacm-peers.md
+// §1) for WRITE, READ and SEND bandwidth and WRITE latency.
+func TestVerbsPerftestRDMACM(t *testing.T) {
+	p := newVerbsPair(t)
+	for i, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat"} {
+		needTool(t, "/usr/bin/"+tool, "perftest")
+		args := []string{tool, "-R", "-p", fmt.Sprint(18700 + i), "-n", "200", "-s", "4096"}
+		sout, sdone := cmServer(t, p, args...)
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
+		cerr := wait(t, tool+" client", cdone, cout, 60*time.Second)
+		serr := wait(t, tool+" server", sdone, sout, 20*time.Second)
+		if cerr != nil || serr != nil {
+			t.Errorf("%s -R: client %v\n%s\nserver %v\n%s", tool, cerr, cout.String(), serr, sout.String())
+			continue
+		}
+		res := `(?m)^ 4096[ \t]+200[ \t]+[0-9.]+[ \t]+[0-9.]+[ \t]+[0-9.]+`
+		if !regexpMatch(res, cout.String()) || !strings.Contains(cout.String(), "Data ex. method : rdma_cm") {
+			t.Errorf("%s -R client output:\n%s", tool, cout.String())
+		}
+	}
+}
+
+// TestVerbsUcmatose: rdmacm-utils' ucmatose, 4 connections each sending 10
+// messages both ways, then disconnecting.
+func TestVerbsUcmatose(t *testing.T) {
+	needTool(t, "/usr/bin/ucmatose", "rdmacm-utils")
+	p := newVerbsPair(t)
+	sout, sdone := cmServer(t, p, "ucmatose", "-c", "4", "-b", p.n.IPA.String())
+	_, cout, cdone := app(t, p.n.NsB, p.dirB, "ucmatose", "-c", "4", "-s", p.n.IPA.String())
+	cerr := wait(t, "ucmatose client", cdone, cout, 60*time.Second)
+	serr := wait(t, "ucmatose server", sdone, sout, 20*time.Second)
+	for side, r := range map[string]struct {
+		err error
+		out string
+	}{"client": {cerr, cout.String()}, "server": {serr, sout.String()}} {
+		if r.err != nil || !strings.Contains(r.out, "test complete\nreturn status 0\n") {
+			t.Errorf("%s: %v\n%s", side, r.err, r.out)
+		}
+	}
+}
