@@ -46,9 +46,13 @@ func libMatrix(full bool) []cell {
 	}
 	add(cell{tool: "pingpong", size: 4096})
 	add(cell{tool: "write_bw", size: 65536})
+	add(cell{tool: "write_bw", size: 65536, flags: "-R"}) // both connections by the RDMA CM
 	if !full {
 		return cells
 	}
+	add(cell{tool: "read_bw", size: 65536, flags: "-R"})
+	add(cell{tool: "send_bw", size: 65536, flags: "-R"})
+	add(cell{tool: "write_lat", size: 64, flags: "-R"})
 	add(cell{tool: "pingpong", size: 4096, flags: "-e -N"})
 	add(cell{tool: "read_bw", size: 65536})
 	add(cell{tool: "send_bw", size: 65536})
@@ -285,7 +289,7 @@ func runLibSides(lab *Lab, bin string, c cell) (r libRun) {
 	}
 	if c.xroceClient {
 		wait := lab.Guest(c.rxeCommand(true, lab.XIP.String()))
-		lab.Guest(guestListening)(40 * time.Second)
+		lab.Guest(c.guestListening())(40 * time.Second)
 		app, err := startHost(env, append(host, lab.GuestIP.String())...)
 		if err != nil {
 			r.setup = err
@@ -300,7 +304,7 @@ func runLibSides(lab *Lab, bin string, c cell) (r libRun) {
 			r.setup = err
 			return r
 		}
-		for deadline := time.Now().Add(30 * time.Second); !app.exited() && time.Now().Before(deadline) && !hostListening(lab.NS); {
+		for deadline := time.Now().Add(30 * time.Second); !app.exited() && time.Now().Before(deadline) && !c.hostListening(lab.NS, d, bin); {
 			time.Sleep(100 * time.Millisecond)
 		}
 		r.gout, r.grc, r.gerr = lab.Guest(c.rxeCommand(false, lab.XIP.String()))(limit)
@@ -321,10 +325,34 @@ func runLibSides(lab *Lab, bin string, c cell) (r libRun) {
 	return r
 }
 
-// hostListening says whether a process in the namespace listens on port 18515.
-func hostListening(ns string) bool {
-	out, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :18515").Output()
-	return strings.TrimSpace(string(out)) != ""
+// hostListening says whether the host's server is ready: a process in the
+// namespace listens on TCP port 18515, or with -R (no TCP) the application has
+// opened the device (a client in the daemon's status) and a moment passed for its
+// rdma_listen.
+func (c cell) hostListening(ns string, d *libDaemon, bin string) bool {
+	if !c.rdmaCM() {
+		out, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :18515").Output()
+		return strings.TrimSpace(string(out)) != ""
+	}
+	st, err := d.status(bin)
+	if err != nil || strings.Contains(st, "  clients: 0\n") {
+		return false
+	}
+	time.Sleep(500 * time.Millisecond)
+	return true
+}
+
+// rdmaCM says whether the cell connects with the RDMA CM (perftest's -R).
+func (c cell) rdmaCM() bool { return slices.Contains(strings.Fields(c.flags), "-R") }
+
+// guestListening is the guest's shell loop that waits (up to 30 s) until its
+// server listens: on TCP port 18515, or with -R on an rdma_cm id of that port
+// (`rdma resource show cm_id`).
+func (c cell) guestListening() string {
+	if c.rdmaCM() {
+		return "i=0; while ! rdma resource show cm_id | grep -q 'src-addr.*:18515' && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"
+	}
+	return guestListening
 }
 
 // udpNoPorts is the namespace's UDP NoPorts counter (/proc/net/snmp): datagrams
