@@ -141,9 +141,9 @@ func (qp *QueuePair) newSendWQE() *sendWQE {
 	if k := len(qp.sqPool); k > 0 {
 		w := qp.sqPool[k-1]
 		qp.sqPool = qp.sqPool[:k-1]
-		segs, inl := w.sg.segs[:0], w.inline[:0]
+		segs, inl, rsegs := w.sg.segs[:0], w.inline[:0], w.segs[:0]
 		*w = sendWQE{}
-		w.sg.segs, w.inline = segs, inl
+		w.sg.segs, w.inline, w.segs = segs, inl, rsegs
 		return w
 	}
 	return &sendWQE{}

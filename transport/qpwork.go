@@ -66,11 +66,12 @@ type sendWQE struct {
 	signaled bool
 	status   WCStatus // a local error found at post time, else WC_SUCCESS
 
-	assigned bool   // PSNs assigned (first transmission happened)
-	firstPSN uint32 // PSN of the first request packet (READ: of the first response)
-	npkts    int    // PSNs the message uses
-	sent     int    // request packets sent in the current pass (READ, atomic: 0 or 1)
-	rcvd     int    // READ response packets received
+	assigned bool      // PSNs assigned (first transmission happened)
+	firstPSN uint32    // PSN of the first request packet (READ: of the first response)
+	npkts    int       // PSNs the message uses
+	sent     int       // request packets sent in the current pass (atomic: 0 or 1; READ: segments looked at, readseg.go)
+	rcvd     int       // READ response packets received in order from the first
+	segs     []readSeg // READ: the requests it is split into (readseg.go)
 	done     bool
 	result   uint64 // atomic original value
 }

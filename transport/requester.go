@@ -18,7 +18,8 @@ type requester struct {
 	psn        uint32    // PSN of the next WQE's first packet
 	compPSN    uint32    // oldest PSN not yet acknowledged
 	next       int       // index in the SQ of the WQE being sent
-	rdInflight int       // READ/atomic requests sent and not complete
+	rdInflight int       // READ requests (segments, readseg.go) and atomics sent and not complete
+	reqSeq     uint32    // READ requests sent so far: their order (readseg.go)
 	noack      int       // packets sent since the last AckReq
 	timer      time.Time // earlier of rtoAt and ackBy: the QP's retransmit deadline in the timer heap
 	rtoAt      time.Time // adaptive retransmission deadline (rtt.go); zero when not running
@@ -32,7 +33,8 @@ type requester struct {
 	probeSent  bool      // the RNR probe is out
 	readGap    bool      // retrying after an implied NAK: the responder still streams older responses
 	staleLast  uint32    // the last PSN of that stream
-	staleDone  bool      // it has arrived: the adaptive timer may run again
+	staleHigh  uint32    // the highest PSN of that stream seen so far
+	staleDone  bool      // it has ended: the adaptive timer may run again
 	lossAt     time.Time // the last loss signal (NAK sequence error, implied NAK, timeout)
 	win        window
 	rtt        rttEstimator
@@ -106,11 +108,21 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 			w.firstPSN = r.psn
 			w.npkts = packets(w, qp.pmtu)
 			r.psn = roce.PSNAdd(r.psn, w.npkts)
-		} else if rdAt && r.win.full(roce.PSNAdd(w.firstPSN, w.rcvd), r.compPSN) {
-			break // a READ or atomic asked again waits for room like a new one
+		} else if w.wr.Opcode.isAtomic() && r.win.full(w.firstPSN, r.compPSN) {
+			break // an atomic asked again waits for room like a new one
+		}
+		if w.wr.Opcode == WR_RDMA_READ {
+			n, all := r.stepRead(qp, w, budget, maxRd)
+			budget -= n
+			did = did || n > 0
+			if !all {
+				break // out of budget, window or max_rd_atomic: an answer schedules the QP
+			}
+			r.next++
+			continue
 		}
 		if rdAt {
-			r.sendReadAtomic(qp, w)
+			r.sendAtomic(qp, w)
 			r.sentUpTo(roce.PSNAdd(w.firstPSN, w.npkts))
 			r.rdInflight++
 			w.sent = 1
@@ -197,19 +209,9 @@ func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
 	r.emit(qp, roce.PSNAdd(w.firstPSN, i))
 }
 
-// sendReadAtomic builds the request of an RDMA READ (for the part not yet received)
-// or an atomic.
-func (r *requester) sendReadAtomic(qp *QueuePair, w *sendWQE) {
+// sendAtomic builds the request of an atomic (READ requests: askSeg).
+func (r *requester) sendAtomic(qp *QueuePair, w *sendWQE) {
 	d := qp.dev
-	if w.wr.Opcode == WR_RDMA_READ {
-		done := w.rcvd * qp.pmtu
-		p := d.start(qp, roce.RC_RDMA_READ_REQUEST, roce.PSNAdd(w.firstPSN, w.rcvd))
-		p.RETH = roce.RETH{VA: w.wr.RemoteAddr + uint64(done), RKey: w.wr.RKey, DMALen: uint32(w.length - done)}
-		p.BTH.AckReq = true
-		qp.count(CntRdmaSends)
-		r.emit(qp, p.BTH.PSN)
-		return
-	}
 	op := roce.RC_FETCH_ADD
 	at := roce.AtomicETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAdd: w.wr.CompareAdd}
 	if w.wr.Opcode == WR_ATOMIC_CMP_AND_SWP {
@@ -249,7 +251,9 @@ func (r *requester) rewind(qp *QueuePair, psn uint32) {
 		if !w.assigned {
 			break
 		}
-		if w.wr.Opcode.isReadOrAtomic() && w.sent == 1 && !w.done {
+		if w.wr.Opcode == WR_RDMA_READ {
+			r.unask(w)
+		} else if w.wr.Opcode.isAtomic() && w.sent == 1 && !w.done {
 			r.rdInflight--
 		}
 		w.sent = 0
@@ -300,7 +304,8 @@ func (r *requester) ackUpTo(qp *QueuePair, psn uint32) (rewound bool) {
 		}
 		last := roce.PSNAdd(w.firstPSN, w.npkts-1)
 		if w.wr.Opcode.isReadOrAtomic() && !w.done {
-			if roce.PSNDiff(psn, w.firstPSN) >= 0 {
+			// Acknowledging a PSN not yet received, the responder has sent it.
+			if roce.PSNDiff(psn, roce.PSNAdd(w.firstPSN, w.rcvd)) >= 0 {
 				r.impliedNak(qp, roce.PSNAdd(w.firstPSN, w.rcvd))
 				rewound = true
 			}
@@ -309,7 +314,7 @@ func (r *requester) ackUpTo(qp *QueuePair, psn uint32) (rewound bool) {
 		if roce.PSNDiff(last, psn) > 0 {
 			break // partly acknowledged
 		}
-		if w.wr.Opcode.isReadOrAtomic() {
+		if w.wr.Opcode.isAtomic() { // a READ's segments left max_rd_atomic as they completed
 			r.rdInflight--
 		}
 		qp.completeHead(WC_SUCCESS)
@@ -336,8 +341,11 @@ func (r *requester) complete(qp *QueuePair, p *roce.Packet) {
 		qp.count(CntGhostAck)
 		return
 	}
-	if r.readGap && !r.staleDone && roce.PSNDiff(psn, r.staleLast) >= 0 {
-		r.staleDone = true // the stream asked before the implied NAK has ended
+	if r.readGap && !r.staleDone && (roce.PSNDiff(psn, r.staleLast) >= 0 || roce.PSNDiff(psn, r.staleHigh) <= 0) {
+		// The stream asked before the implied NAK has ended: its last PSN came, or
+		// an answer began again below what it had reached (its PSNs only grow; its
+		// tail may have been lost).
+		r.staleDone = true
 	}
 	if !r.timer.IsZero() {
 		// Any response restarts the running retransmit timers, as rxe_comp.c does
@@ -363,6 +371,9 @@ func (r *requester) complete(qp *QueuePair, p *roce.Packet) {
 	}
 	if r.readGap && roce.PSNDiff(psn, r.staleLast) >= 0 {
 		r.staleDone = true // the response that showed the gap ended the stream
+	}
+	if r.readGap && roce.PSNDiff(psn, r.staleHigh) > 0 {
+		r.staleHigh = psn
 	}
 }
 
@@ -437,7 +448,7 @@ func (r *requester) before(qp *QueuePair, i int) bool {
 			r.impliedNak(qp, roce.PSNAdd(w.firstPSN, w.rcvd))
 			return false
 		}
-		if w.wr.Opcode.isReadOrAtomic() {
+		if w.wr.Opcode.isAtomic() {
 			r.rdInflight--
 		}
 		r.compPSN = roce.PSNAdd(w.firstPSN, w.npkts)
@@ -466,8 +477,9 @@ func (r *requester) atomicAck(qp *QueuePair, psn uint32, orig uint64) {
 	r.ackUpTo(qp, psn)
 }
 
-// readResponse handles RDMA READ response packets, in PSN order; a gap makes the
-// requester ask again from the first missing PSN (IBTA Vol 1 §9.7.5.2.7 implied NAK).
+// readResponse handles RDMA READ response packets, in PSN order within each READ
+// request; a gap makes the requester ask again from the first missing PSN (IBTA Vol 1
+// §9.7.5.2.7 implied NAK): to the end of that segment in a split WR (readseg.go).
 func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
 	psn := p.BTH.PSN
 	i := r.find(qp, psn)
@@ -476,38 +488,35 @@ func (r *requester) readResponse(qp *QueuePair, p *roce.Packet) {
 		return
 	}
 	w := *qp.sq.at(i)
-	want := roce.PSNAdd(w.firstPSN, w.rcvd)
-	switch diff := roce.PSNDiff(psn, want); {
-	case diff < 0:
+	off := int(roce.PSNDiff(psn, w.firstPSN))
+	j := w.segAt(off)
+	if j < 0 || off < w.segs[j].start+w.segs[j].got {
 		qp.count(CntStaleAck)
-		return
-	case diff > 0:
-		if r.before(qp, i) {
-			r.impliedNak(qp, want)
-		}
 		return
 	}
 	if !r.before(qp, i) {
 		return
 	}
-	// PSN and length decide where the bytes go. The packet must end the message
-	// exactly when it is the last one; whether a non-last packet says FIRST or MIDDLE
-	// depends on whether it answers the original request or one asked again from the
-	// middle, and reordering can deliver either, so both are accepted.
-	pos := p.BTH.Opcode.Info().Position
-	lastPkt := w.rcvd == w.npkts-1
-	endsMsg := pos == roce.PosLast || pos == roce.PosOnly
-	off := w.rcvd * qp.pmtu
-	if endsMsg != lastPkt || len(p.Payload) != min(qp.pmtu, w.length-off) {
-		qp.fail(WC_BAD_RESP_ERR)
+	s := &w.segs[j]
+	if off > s.start+s.got {
+		r.segGap(qp, w, j, psn)
 		return
 	}
-	w.sg.copyIn(p.Payload, off)
-	w.rcvd++
-	r.compPSN = roce.PSNNext(psn)
+	first := s.asked && s.got == s.from
+	if !r.placeRead(qp, w, s, p) {
+		return
+	}
+	if first {
+		r.answered(qp, w, s.seq)
+	}
+	if !w.advance() {
+		qp.retryLeft, qp.rnrRetryLeft = qp.attr.RetryCnt, qp.attr.RNRRetry // progress, out of order
+		return
+	}
+	r.compPSN = roce.PSNAdd(w.firstPSN, w.rcvd)
 	if w.rcvd == w.npkts {
 		w.done = true
-		r.ackUpTo(qp, psn)
+		r.ackUpTo(qp, roce.PSNAdd(w.firstPSN, w.npkts-1))
 		return
 	}
 	r.progress(qp)
@@ -526,7 +535,14 @@ func (r *requester) impliedNak(qp *QueuePair, psn uint32) {
 	r.rewind(qp, psn)
 	// The responder still sends what was asked before (up to the highest PSN sent)
 	// before it answers the request asked again: the adaptive timer waits for it.
-	r.readGap, r.staleLast, r.staleDone = true, roce.PSNAdd(r.sentPSN, -1), false
+	r.staleGap(psn)
+}
+
+// staleGap notes that the responder is still sending the responses asked before an
+// implied NAK for psn, up to the highest PSN sent: the adaptive timer waits for
+// them.
+func (r *requester) staleGap(psn uint32) {
+	r.readGap, r.staleLast, r.staleHigh, r.staleDone = true, roce.PSNAdd(r.sentPSN, -1), psn, false
 }
 
 // timers runs the QP's retransmit timers (rtt.go). When the local ACK timeout

@@ -311,11 +311,15 @@ func (r *responder) duplicate(qp *QueuePair, p *roce.Packet) {
 		if !ok || rec == nil || rec.atomic {
 			return // nothing we can answer; the requester's timer will notice
 		}
-		// The requester asks again from psn: drop queued READ responses at or after
-		// it (it will ask for those again too), then answer.
+		// The requester asks again from psn: drop what is queued of the READ that
+		// holds psn (the rest of its answer), then answer after the READs queued
+		// behind it, as rdma_rxe does (it answers requests in the order they
+		// arrive). A go-back-N requester asks for those again too, each dropping
+		// its queued answer in turn; one that splits a READ (readseg.go) keeps
+		// them.
 		for k := r.out.len() - 1; k >= 0; k-- {
 			s := r.out.at(k)
-			if s.npkts > 0 && roce.PSNDiff(roce.PSNAdd(s.psn, s.npkts-1), psn) >= 0 {
+			if d := roce.PSNDiff(psn, s.psn); s.npkts > 0 && d >= 0 && int(d) < s.npkts {
 				r.dropOut(k)
 			}
 		}
