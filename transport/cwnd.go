@@ -11,9 +11,8 @@ import (
 // the oldest unacknowledged PSN it may send (snd_una + cwnd, RFC 5681's FlightSize
 // in PSNs), and how often it asks for an acknowledgement. READ responses count as
 // outstanding PSNs like request packets, so a READ request goes out only while the
-// PSNs already outstanding leave room in the window (one READ larger than the window
-// still goes out on its own: bounding a READ needs the requester to split it, which
-// is not done yet).
+// PSNs already outstanding leave room in the window; a large READ goes out as
+// segments of half the window (readseg.go), each admitted like a READ request.
 //
 // The window is AIMD in packets (RFC 5681's structure, with other constants):
 //   - it starts at MaxUnackedPSN, the fixed window the requester always had, so a QP

@@ -128,6 +128,16 @@ func (r *raw) wcs() []transport.WorkCompletion {
 	return buf[:n]
 }
 
+// wantWCs polls the completions, which must be n.
+func (r *raw) wantWCs(n int) []transport.WorkCompletion {
+	r.t.Helper()
+	wcs := r.wcs()
+	if len(wcs) != n {
+		r.t.Fatalf("completions %+v, want %d; counters %v", wcs, n, r.e.counters())
+	}
+	return wcs
+}
+
 // expect checks the opcodes and PSNs of packets.
 func expect(t *testing.T, what string, got []roce.Packet, want ...any) {
 	t.Helper()
@@ -186,11 +196,7 @@ func TestGhostAndStaleACKs(t *testing.T) {
 	}
 	r.send(ack(102, roce.SyndromeACK, 1))
 	r.step()
-	wcs := r.wcs()
-	if len(wcs) != 1 {
-		t.Fatalf("completions %+v", wcs)
-	}
-	checkWC(t, wcs[0], 1, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, -1)
+	checkWC(t, r.wantWCs(1)[0], 1, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, -1)
 	r.send(ack(102, roce.SyndromeACK, 1)) // duplicate
 	r.send(ack(99, roce.SyndromeACK, 0))  // stale
 	if out := r.step(); len(out) != 0 || len(r.wcs()) != 0 {

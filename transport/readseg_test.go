@@ -46,6 +46,23 @@ func (s *readSeg) answer(from, end, k, to int) {
 	}
 }
 
+// lose sends the answer to a request for packets [from, end) but packet k.
+func (s *readSeg) lose(from, end, k int) {
+	s.answer(from, end, from, k)
+	s.answer(from, end, k+1, end)
+}
+
+// startRead posts READ wrid of n bytes (more than two segments' worth) from an
+// engine whose requester starts at psn, and checks that its first two segments of
+// 64 packets go out.
+func startRead(t *testing.T, psn uint32, wrid uint64, n int) (*raw, *readSeg) {
+	t.Helper()
+	r := newRaw(t, psn, 500, pairConfig{bufSize: 1 << 20})
+	s := r.postRead(wrid, n, psn)
+	s.expectAsks("two segments", r.step(), 0, 64, 64, 128)
+	return r, s
+}
+
 // expectAsks checks that out is exactly the READ requests asking for packets
 // [from, end) of the WR, in pairs.
 func (s *readSeg) expectAsks(what string, out []roce.Packet, ranges ...int) {
@@ -68,12 +85,21 @@ func (s *readSeg) expectAsks(what string, out []roce.Packet, ranges ...int) {
 func (s *readSeg) done(wrid uint64) {
 	t := s.r.t
 	t.Helper()
-	wcs := s.r.wcs()
-	if len(wcs) != 1 {
-		t.Fatalf("completions %+v, want one; counters %v", wcs, s.r.e.counters())
-	}
-	checkWC(t, wcs[0], wrid, transport.WC_SUCCESS, transport.WC_RDMA_READ, len(s.src))
+	checkWC(t, s.r.wantWCs(1)[0], wrid, transport.WC_SUCCESS, transport.WC_RDMA_READ, len(s.src))
 	checkBytes(t, "read data", s.r.e.buf[:len(s.src)], s.src)
+}
+
+// finish steps the engine, checks the completion and the bytes, and that the
+// segments were asked again naks times in all, never by going back (no go-back-N,
+// no timeout).
+func (s *readSeg) finish(wrid uint64, naks int) {
+	s.r.t.Helper()
+	s.r.step()
+	s.done(wrid)
+	c := s.r.e.qp.Counters()
+	if c.Get(transport.CntImpliedNak) != uint64(naks) || c.Get(transport.CntCompleterRetryErr) != 0 || c.Get(transport.CntLocalAckTimeoutErr) != 0 {
+		s.r.t.Errorf("counters %v, want implied_nak %d", s.r.e.counters(), naks)
+	}
 }
 
 // TestReadSegmentsOnWire: a READ WR larger than a segment (half the window of 128
@@ -133,11 +159,8 @@ func TestReadSmallUnsplit(t *testing.T) {
 // the answer to segment 1, already on its way, is kept; the window, cut to 89, admits
 // the rest once segment 0 is complete, in segments of half the window.
 func TestReadSegmentGap(t *testing.T) {
-	r := newRaw(t, 1000, 500, pairConfig{bufSize: 1 << 20})
-	s := r.postRead(5, 192*1024, 1000)
-	s.expectAsks("two segments", r.step(), 0, 64, 64, 128)
-	s.answer(0, 64, 0, 10)
-	s.answer(0, 64, 11, 64) // 10 is lost
+	r, s := startRead(t, 1000, 5, 192*1024)
+	s.lose(0, 64, 10)
 	s.expectAsks("segment 0 again from the gap", r.step(), 10, 64)
 	s.answer(64, 128, 64, 128) // segment 1's answer, sent before the request asked again
 	if out := r.step(); len(out) != 0 {
@@ -154,11 +177,7 @@ func TestReadSegmentGap(t *testing.T) {
 	s.expectAsks("segment 2 (45 packets, half the window) and the rest", out, 128, 173, 173, 192)
 	s.answer(128, 173, 128, 173)
 	s.answer(173, 192, 173, 192)
-	r.step()
-	s.done(5)
-	if c := r.e.qp.Counters(); c.Get(transport.CntImpliedNak) != 1 || c.Get(transport.CntCompleterRetryErr) != 0 {
-		t.Errorf("counters %v", r.e.counters())
-	}
+	s.finish(5, 1)
 }
 
 // TestReadSegmentTailLost: the last response of segment 0 is lost; no later packet
@@ -166,16 +185,13 @@ func TestReadSegmentGap(t *testing.T) {
 // (the responder answers READ requests in order, §9.7.5.1.2): segment 0 is asked
 // again for its last packet only.
 func TestReadSegmentTailLost(t *testing.T) {
-	r := newRaw(t, 7, 500, pairConfig{bufSize: 1 << 20})
-	s := r.postRead(2, 128*1024, 7)
-	s.expectAsks("two segments", r.step(), 0, 64, 64, 128)
+	r, s := startRead(t, 7, 2, 128*1024)
 	s.answer(0, 64, 0, 63)
 	s.answer(64, 128, 64, 70)
 	s.expectAsks("segment 0's last packet", r.step(), 63, 64)
 	s.answer(64, 128, 70, 128)
 	s.answer(63, 64, 63, 64)
-	r.step()
-	s.done(2)
+	s.finish(2, 1)
 }
 
 // TestReadSegmentMaxRdAtomicOne: with max_rd_atomic 1 a segment is the whole window
@@ -187,14 +203,12 @@ func TestReadSegmentMaxRdAtomicOne(t *testing.T) {
 	s.expectAsks("segment 0", r.step(), 0, 128)
 	s.answer(0, 128, 0, 128)
 	s.expectAsks("segment 1", r.step(), 128, 256)
-	s.answer(128, 256, 128, 200)
-	s.answer(128, 256, 201, 256) // 200 is lost
+	s.lose(128, 256, 200)
 	s.expectAsks("segment 1 from the gap", r.step(), 200, 256)
 	s.answer(200, 256, 200, 256)
 	s.expectAsks("the last byte", r.step(), 256, 257)
 	s.answer(256, 257, 256, 257)
-	r.step()
-	s.done(4)
+	s.finish(4, 1)
 }
 
 // TestReadSegmentAccessError: the responder NAKs segment 1's request with a remote
@@ -212,10 +226,7 @@ func TestReadSegmentAccessError(t *testing.T) {
 	expect(t, "then the WRITE", out[1:], roce.RC_RDMA_WRITE_ONLY, 450)
 	r.send(ack(364, roce.SyndromeNAKRemoteAccessError, 1))
 	r.step()
-	wcs := r.wcs()
-	if len(wcs) != 2 {
-		t.Fatalf("completions %+v", wcs)
-	}
+	wcs := r.wantWCs(2)
 	checkWC(t, wcs[0], 6, transport.WC_REM_ACCESS_ERR, transport.WC_RDMA_READ, -1)
 	checkWC(t, wcs[1], 7, transport.WC_WR_FLUSH_ERR, transport.WC_RDMA_WRITE, -1)
 	if st := r.e.qp.State(); st != transport.QPS_ERR {
@@ -228,26 +239,19 @@ func TestReadSegmentAccessError(t *testing.T) {
 // the new answer: segment 0 is asked again from the new gap at once (§9.7.5.2.7),
 // not after a retransmission timeout.
 func TestReadSegmentReplayLoses(t *testing.T) {
-	r := newRaw(t, 50, 500, pairConfig{bufSize: 1 << 20})
-	s := r.postRead(8, 128*1024, 50)
-	s.expectAsks("two segments", r.step(), 0, 64, 64, 128)
-	s.answer(0, 64, 0, 5)
-	s.answer(0, 64, 6, 64) // 5 is lost
+	r, s := startRead(t, 50, 8, 128*1024)
+	s.lose(0, 64, 5)
 	s.expectAsks("segment 0 from 5", r.step(), 5, 64)
 	s.answer(64, 128, 64, 128)
 	s.answer(5, 64, 5, 20)
-	s.answer(5, 64, 21, 30) // 20 is lost in the new answer
+	s.answer(5, 64, 21, 30) // 20 is lost in the new answer, whose rest comes later
 	s.expectAsks("segment 0 from 20", r.step(), 20, 64)
 	s.answer(5, 64, 30, 64) // the rest of the first answer asked again
 	if out := r.step(); len(out) != 0 {
 		t.Fatalf("its rest caused %v", summary(out))
 	}
 	s.answer(20, 64, 20, 64)
-	r.step()
-	s.done(8)
-	if c := r.e.qp.Counters(); c.Get(transport.CntImpliedNak) != 2 || c.Get(transport.CntLocalAckTimeoutErr) != 0 {
-		t.Errorf("counters %v", r.e.counters())
-	}
+	s.finish(8, 2)
 }
 
 // TestDuplicateReadKeepsLaterReads: a READ asked again from its middle (a duplicate,
