@@ -149,3 +149,25 @@ func TestVerbsUcmatose(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsRpingErrors: what a user gets wrong ends within seconds with rdma_cm's
+// own report: nobody listening on the port (REJECTED, reason 8: Invalid Service
+// ID) and an address nobody answers ARP for (ADDR_ERROR).
+func TestVerbsRpingErrors(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	for _, c := range []struct{ addr, want string }{
+		{p.n.IPA.String(), "RDMA_CM_EVENT_REJECTED, error 8"},
+		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "RDMA_CM_EVENT_ADDR_ERROR"},
+	} {
+		start := time.Now()
+		_, out, done := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", c.addr, "-C", "1")
+		err := wait(t, "rping client", done, out, 20*time.Second)
+		if err == nil || !strings.Contains(out.String(), c.want) {
+			t.Errorf("rping -c -a %s: %v\n%s", c.addr, err, out.String())
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("rping -c -a %s took %v", c.addr, d)
+		}
+	}
+}

@@ -104,37 +104,37 @@ func newPair(t *testing.T, pc pairConfig) (a, b *node, endA, endB *transport.Pip
 	endA, endB = transport.NewPipe(
 		transport.PipeConfig{MAC: [6]byte{2, 0, 0, 0, 9, 1}, Addrs: []netip.Addr{ipA}, Faults: pc.faultsA, MTU: pc.mtuA},
 		transport.PipeConfig{MAC: [6]byte{2, 0, 0, 0, 9, 2}, Addrs: []netip.Addr{ipB}, Faults: pc.toB, MTU: pc.mtuB})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	open := func(end *transport.PipeEnd) *node {
-		n := &node{tap: &tap{PipeEnd: end}, buf: make([]byte, 1<<16)}
-		dev, err := transport.Open(n.tap, transport.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.dev = dev
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = dev.Run(ctx) }()
-		if n.svc, err = rdmacm.Start(dev, pc.opts); err != nil {
-			t.Fatal(err)
-		}
-		n.pd = dev.AllocPD()
-		n.cq = dev.CreateCQ(256)
-		if n.mr, err = n.pd.RegMR(n.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead); err != nil {
-			t.Fatal(err)
-		}
-		return n
+	return openNode(t, endA, pc.opts), openNode(t, endB, pc.opts), endA, endB
+}
+
+// openNode runs an engine on end with a Service, a PD, a CQ and a registered
+// buffer, all stopped when the test ends.
+func openNode(t *testing.T, end *transport.PipeEnd, opts rdmacm.Options) *node {
+	t.Helper()
+	n := &node{tap: &tap{PipeEnd: end}, buf: make([]byte, 1<<16)}
+	dev, err := transport.Open(n.tap, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	a, b = open(endA), open(endB)
+	n.dev = dev
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = dev.Run(ctx) }()
+	if n.svc, err = rdmacm.Start(dev, opts); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		a.svc.Close()
-		b.svc.Close()
+		n.svc.Close()
 		cancel()
-		wg.Wait()
-		a.dev.Close()
-		b.dev.Close()
+		<-done
+		dev.Close()
 	})
-	return a, b, endA, endB
+	n.pd = dev.AllocPD()
+	n.cq = dev.CreateCQ(256)
+	if n.mr, err = n.pd.RegMR(n.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func (n *node) newQP(t *testing.T) *transport.QueuePair {

@@ -68,6 +68,14 @@ func cmFor(dev *transport.Device) (*cmDevice, error) {
 	return c, nil
 }
 
+// closeCM ends dev's connection manager: its connections are told (DREQ, REJ) and
+// QP1 goes.
+func closeCM(dev *transport.Device) {
+	if v, ok := cmDevices.LoadAndDelete(dev); ok {
+		v.(*cmDevice).svc.Close()
+	}
+}
+
 // enqueue takes an event from the Service (its lock held: no blocking here).
 func (c *cmDevice) enqueue(e rdmacm.Event) {
 	c.qmu.Lock()

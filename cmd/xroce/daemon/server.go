@@ -147,6 +147,14 @@ func (s *Server) Path() string { return s.path }
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
+	if es, ok := s.src.(engineSource); ok {
+		// The connection manager answers peers from the start: a REQ for a port
+		// nobody listens on gets its REJ, not silence.
+		if _, err := cmFor(es.Engine()); err != nil {
+			s.log.Printf("no connection manager (librdmacm applications cannot connect): %v", err)
+		}
+		defer closeCM(es.Engine())
+	}
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
