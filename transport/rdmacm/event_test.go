@@ -90,13 +90,13 @@ func TestEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca.Disconnect()
-	gb := eb.wait(3)
+	eb.wait(3) // the server's DISCONNECTED: the DREQ came
 	cb.Disconnect()
 	ga := ea.wait(3)
 	if !sameTypes(types(ga), rdmacm.EventEstablished, rdmacm.EventDisconnected, rdmacm.EventTimeWaitExit) || ga[0].Conn != ca {
 		t.Errorf("client events %v", types(ga))
 	}
-	gb = eb.wait(4)
+	gb := eb.wait(4)
 	if !sameTypes(types(gb), rdmacm.EventConnectRequest, rdmacm.EventEstablished, rdmacm.EventDisconnected, rdmacm.EventTimeWaitExit) || gb[1].Conn != cb {
 		t.Errorf("server events %v", types(gb))
 	}
