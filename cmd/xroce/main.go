@@ -30,6 +30,7 @@ var commands = map[string]command{
 	"read_lat":   {"RDMA READ latency (perftest ib_read_lat)", runPerf},
 	"send_lat":   {"SEND latency (perftest ib_send_lat)", runPerf},
 	"pingpong":   {"SEND ping-pong (ibv_rc_pingpong)", runPingpong},
+	"rping":      {"RDMA CM ping: READ and WRITE of a buffer per ping (rdmacm-utils rping)", runRping},
 	"crosscheck": {"the cross-check workload: seeded WRITE, READ, SEND and atomics, checked against a model", runCrosscheck},
 	"gids":       {"GID table of an interface (show_gids)", runGids},
 	"devinfo":    {"device attributes of an interface (ibv_devinfo)", runDevinfo},

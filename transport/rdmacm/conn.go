@@ -23,15 +23,17 @@ type Conn struct {
 
 	established chan struct{} // closed once established, or when the connection ends first
 	done        chan struct{} // closed when the connection ends
+	disc        chan struct{} // closed when the disconnect exchange is over (Disconnected)
 	isEstab     bool
 	ended       bool
+	isDisc      bool
 	err         error // why it ended
 	reported    bool  // EventDisconnected (or a failure) went to OnEvent
 }
 
 func newConn(s *Service, id *ibcm.Conn, qp *transport.QueuePair, local, remote netip.AddrPort) *Conn {
 	c := &Conn{s: s, id: id, qp: qp, local: local, remote: remote,
-		established: make(chan struct{}), done: make(chan struct{})}
+		established: make(chan struct{}), done: make(chan struct{}), disc: make(chan struct{})}
 	s.conns[id] = c
 	return c
 }
@@ -58,6 +60,13 @@ func (c *Conn) Established() <-chan struct{} { return c.established }
 // Done is closed when the connection ends: the peer disconnected or rejected,
 // Disconnect or Close was called, or a timeout. Err then says why.
 func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Disconnected is closed when the connection's CM exchange is over: the peer's
+// DREP to our DREQ came (or our DREQ went unanswered through every retry, or the
+// DREQs crossed), our DREP answered the peer's DREQ, or the connection ended
+// without one (a REJ, a timeout, Service.Close). It is when librdmacm reports
+// RDMA_CM_EVENT_DISCONNECTED to the side that called rdma_disconnect first.
+func (c *Conn) Disconnected() <-chan struct{} { return c.disc }
 
 // Err returns nil while the connection lives, then why it ended.
 func (c *Conn) Err() error {
@@ -160,6 +169,14 @@ func (c *Conn) end(err error) {
 		close(c.established)
 	}
 	close(c.done)
+}
+
+// setDisconnected closes Disconnected; s.mu is held.
+func (c *Conn) setDisconnected() {
+	if !c.isDisc {
+		c.isDisc = true
+		close(c.disc)
+	}
 }
 
 // waitingFor names the message this side waits an answer to.

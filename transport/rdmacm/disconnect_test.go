@@ -45,8 +45,22 @@ func TestDisconnect(t *testing.T) {
 			if !errors.Is(peer.Err(), rdmacm.ErrDisconnected) || peer.QP().State() != transport.QPS_RTS {
 				t.Errorf("peer: %v, QP %v", peer.Err(), peer.QP().State())
 			}
+			select {
+			case <-us.Disconnected():
+				t.Fatal("Disconnected closed before the peer's DREP")
+			default:
+			}
 			if err := peer.Disconnect(); err != nil {
 				t.Fatal(err)
+			}
+			// The DREP went out: the peer's exchange is over at once, ours when
+			// the DREP arrives (RDMA_CM_EVENT_DISCONNECTED).
+			for who, c := range map[string]*rdmacm.Conn{"peer": peer, "us": us} {
+				select {
+				case <-c.Disconnected():
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s: Disconnected not closed after the DREP", who)
+				}
 			}
 			nu, np := 3, 2 // client: REQ, RTU, DREQ; server: REP, DREP
 			if first == "server" {

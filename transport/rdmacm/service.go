@@ -110,6 +110,9 @@ func (s *Service) Close() error {
 		c.closeLocked(now, ErrClosed)
 	}
 	s.settle(now)
+	for _, c := range s.conns { // in TimeWait, or waiting for a DREP that will not come now
+		c.setDisconnected()
+	}
 	s.mu.Unlock()
 	s.stop()
 	<-s.done
@@ -208,6 +211,7 @@ func (s *Service) handle(now time.Time, e ibcm.Event) {
 	case ibcm.EventTimeWait:
 		c.report(EventDisconnected, nil)
 		c.end(fmt.Errorf("rdmacm: connection with %v ended: %w", c.remote, ErrDisconnected))
+		c.setDisconnected()
 	case ibcm.EventTimeWaitExit:
 		c.report(EventTimeWaitExit, nil)
 	}
@@ -218,6 +222,7 @@ func (s *Service) handle(now time.Time, e ibcm.Event) {
 
 // forget drops c and frees its port; s.mu is held.
 func (s *Service) forget(c *Conn) {
+	c.setDisconnected()
 	delete(s.conns, c.id)
 	if !c.id.Passive() {
 		delete(s.ports, c.local.Port())
