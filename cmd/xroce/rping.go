@@ -116,9 +116,9 @@ func (o *rpingOptions) check(nargs int) error {
 	case nargs > 0:
 		return fmt.Errorf("unexpected arguments: rping takes the server's address with -a")
 	case o.size < rpingMinSize || o.size > rpingBufSize-1:
-		return fmt.Errorf("Invalid size %d (valid range is %d to %d)", o.size, rpingMinSize, rpingBufSize-1)
+		return fmt.Errorf("invalid size %d (valid range is %d to %d)", o.size, rpingMinSize, rpingBufSize-1)
 	case o.count < 0:
-		return fmt.Errorf("Invalid count %d", o.count)
+		return fmt.Errorf("invalid count %d", o.count)
 	case o.port <= 0 || o.port > 65535:
 		return fmt.Errorf("-p %d: ports are 1 to 65535", o.port)
 	case o.server == o.client:

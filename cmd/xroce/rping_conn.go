@@ -192,7 +192,7 @@ func (x *rpingConn) take(wc transport.WorkCompletion, what string) error {
 	case transport.WC_RECV:
 		x.o.dbg("recv completion\n")
 		if wc.ByteLen != rpingInfoLen {
-			return fmt.Errorf("Received bogus data, size %d, while waiting for %s: an rping peer sends %d bytes (struct rping_rdma_info)", wc.ByteLen, what, rpingInfoLen)
+			return fmt.Errorf("received bogus data, size %d, while waiting for %s: an rping peer sends %d bytes (struct rping_rdma_info)", wc.ByteLen, what, rpingInfoLen)
 		}
 		copy(ev.info[:], x.recv.Buf())
 		if err := x.postRecv(); err != nil {
@@ -211,7 +211,7 @@ func (x *rpingConn) wcError(wc transport.WorkCompletion, what string) error {
 		hint = ": the peer refused the access (the rkey, address or length it advertised is outside its registered buffer)"
 	case transport.WC_LOC_LEN_ERR:
 		if wc.Opcode == transport.WC_RECV {
-			hint = fmt.Sprintf(": the peer sent more than %d bytes, not a struct rping_rdma_info (Received bogus data)", rpingInfoLen)
+			hint = fmt.Sprintf(": the peer sent more than %d bytes, not a struct rping_rdma_info (received bogus data)", rpingInfoLen)
 		}
 	case transport.WC_RETRY_EXC_ERR:
 		hint = ": the peer stopped answering (it exited, or its link went down)"

@@ -185,9 +185,9 @@ func TestRpingErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-s", "-S", "25"}, "Invalid size 25 (valid range is 26 to 65535)"},
-		{[]string{"-c", "-a", n.IPB.String(), "-S", "65536"}, "Invalid size 65536 (valid range is 26 to 65535)"},
-		{[]string{"-c", "-a", n.IPB.String(), "-C", "-1"}, "Invalid count -1"},
+		{[]string{"-s", "-S", "25"}, "invalid size 25 (valid range is 26 to 65535)"},
+		{[]string{"-c", "-a", n.IPB.String(), "-S", "65536"}, "invalid size 65536 (valid range is 26 to 65535)"},
+		{[]string{"-c", "-a", n.IPB.String(), "-C", "-1"}, "invalid count -1"},
 		{[]string{"-c"}, "the client needs the server's address: -a ADDR"},
 		{[]string{"-a", n.IPB.String()}, "give -s (server) or -c (client)"},
 		{[]string{"-s", "-a", "10.79.0.77"}, "10.79.0.77 is not an address of this host"},
@@ -219,5 +219,28 @@ func TestRpingErrors(t *testing.T) {
 	wantErr(t, "client of that server", cli.out.String(), cerr, "the server disconnected in ping 0 of 1")
 	if m := regexp.MustCompile(`(?m)^xroce rping: `).FindAllString(srv.out.String(), -1); len(m) != 1 {
 		t.Errorf("server output:\n%s", srv.out.String())
+	}
+}
+
+// TestRpingPersistent: a server with -P serves one client after another, each
+// connection its own QP, and keeps listening. (Two clients at once would need two
+// interfaces on the client's side: one xroce per interface.)
+func TestRpingPersistent(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	srv := startRpingServer(t, n, "-P", "-v", "-S", "40")
+	client := func() *bgProc {
+		return startIn(t, n.NsA, 60*time.Second, "rping", "-c", "-a", n.IPB.String(), "-v", "-V", "-C", "3", "-S", "40")
+	}
+	for round := range 4 {
+		c := client()
+		if err := c.wait(time.Minute); err != nil || len(pingLines(c.out.String(), "ping data: ")) != 3 {
+			t.Fatalf("round %d: client: %v\n%s\nserver:\n%s", round, err, c.out.String(), srv.out.String())
+		}
+	}
+	if err := srv.wait(0); err != errRunning {
+		t.Fatalf("the -P server exited: %v\n%s", err, srv.out.String())
+	}
+	if got := len(pingLines(srv.out.String(), "server ping data: ")); got != 12 {
+		t.Errorf("the server printed %d data lines, want 12:\n%s", got, srv.out.String())
 	}
 }

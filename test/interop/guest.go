@@ -19,17 +19,20 @@ import (
 )
 
 // Packages the guest is built from (Debian 12).
-var debPackages = []string{"rdma-core", "ibverbs-providers", "ibverbs-utils", "perftest", "iproute2", "busybox-static",
+var debPackages = []string{"rdma-core", "ibverbs-providers", "ibverbs-utils", "perftest", "rdmacm-utils", "iproute2", "busybox-static",
 	"libibverbs1", "librdmacm1", "libibumad3", "libnl-3-200", "libnl-route-3-200", "libmnl0", "libpci3"}
 
 // Modules the guest loads, with their dependencies resolved from .modinfo; rdma_ucm
 // (with rdma_cm) is for perftest's -R (connection setup by RDMA CM).
 var guestModules = []string{"virtio_pci", "virtio_net", "9pnet_virtio", "9p", "crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm"}
 
-// Binaries the guest runs.
+// Binaries the guest runs (rping: rdmacm-utils, for the rping cells).
 var guestBinaries = []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw", "/usr/bin/ib_send_bw", "/usr/bin/ib_atomic_bw",
 	"/usr/bin/ib_write_lat", "/usr/bin/ib_read_lat", "/usr/bin/ib_send_lat", "/usr/bin/ibv_rc_pingpong",
-	"/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/rdma"}
+	"/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/rdma", "/usr/bin/rping"}
+
+// libgccS is the host's libgcc_s (Debian 12, as the guest), copied into the guest.
+const libgccS = "/lib/x86_64-linux-gnu/libgcc_s.so.1"
 
 // Image is a bootable guest: kernel and initramfs.
 type Image struct {
@@ -100,7 +103,7 @@ func Prepare(downloadTimeout time.Duration) (*Image, error) {
 	root := filepath.Join(dir, "root-"+img.Version)
 	img.Kernel = filepath.Join(root, "boot", "vmlinuz-"+img.Version)
 	stamp := filepath.Join(dir, "initrd.stamp")
-	want := img.Version + " " + strings.Join(pkgs, " ") + " v5"
+	want := img.Version + " " + strings.Join(pkgs, " ") + " v6"
 	if b, err := os.ReadFile(stamp); err == nil && string(b) == want {
 		if _, err := os.Stat(img.Initrd); err == nil {
 			img.Prepared = time.Since(start)
@@ -287,6 +290,9 @@ func buildInitrd(root string, img *Image) error {
 			}
 		}
 	}
+	// glibc dlopens libgcc_s for pthread_exit and pthread_cancel (rping's threads
+	// end so), which ldd does not list: without it rping aborts at its end.
+	files[libgccS] = libgccS
 	var names []string
 	for dst := range files {
 		names = append(names, dst)

@@ -23,7 +23,7 @@ import (
 
 // cell is one run of the interop matrix.
 type cell struct {
-	tool        string // write_bw, read_bw, send_bw, atomic_bw, write_lat, pingpong
+	tool        string // write_bw, read_bw, send_bw, atomic_bw, write_lat, pingpong, rping
 	size        int
 	xroceClient bool // xroce client → rxe server; else rxe client → xroce server
 	mtu         int  // netdev MTU of every interface
@@ -137,6 +137,10 @@ func figure(tool, out string) (string, bool) {
 		if m := xcRe.FindStringSubmatch(out); m != nil {
 			return m[1] + " WCs as modelled", true
 		}
+	case tool == "rping":
+		if n := len(rpingDataRe.FindAllString(out, -1)); n > 0 {
+			return fmt.Sprintf("%d data lines", n), true
+		}
 	case tool == "pingpong":
 		if m := ppRe.FindStringSubmatch(out); m != nil {
 			return m[1] + " usec/iter", true
@@ -178,6 +182,9 @@ func lastTable(c cell, out string) string {
 
 // rxeCommand is the guest side's command line.
 func (c cell) rxeCommand(server bool, xroceIP string) string {
+	if c.tool == "rping" {
+		return c.rpingRxeCommand(server, xroceIP)
+	}
 	var cmd string
 	if c.verbs {
 		cmd = "/tmp/xroce-verbs " + strings.Join(c.toolArgs(), " ") + " --provider verbs -d rxe0 -x 1"
@@ -234,6 +241,9 @@ func (c cell) toolArgs() []string {
 
 // xroceArgs is xroce's command line.
 func (c cell) xroceArgs(lab *Lab, server bool) []string {
+	if c.tool == "rping" {
+		return c.rpingXroceArgs(lab, server)
+	}
 	args := append(c.toolArgs(), "-d", lab.XIf, "--link", c.link)
 	if !server {
 		args = append(args, lab.GuestIP.String())
@@ -297,7 +307,7 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		xout, gout, xerr, gerr, grc = lr.xout, lr.gout, lr.xerr, lr.gerr, lr.grc
 	} else if c.xroceClient {
 		wait := lab.Guest(c.rxeCommand(true, lab.XIP.String()))
-		lab.Guest(guestListening)(40 * time.Second)
+		lab.Guest(c.guestListening())(40 * time.Second)
 		b, err := exec.Command("ip", append([]string{"netns", "exec", lab.NS, "timeout", "90", bin}, c.xroceArgs(lab, false)...)...).CombinedOutput()
 		xout, xerr = string(b), err
 		gout, grc, gerr = wait(90 * time.Second)
@@ -311,7 +321,8 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 			_ = dump.Wait()
 			return r
 		}
-		for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(sb.String(), "xroce"); i++ {
+		for i := 0; i < 500 && !strings.Contains(sb.String(), "Waiting for client") && !strings.Contains(sb.String(), "xroce") &&
+			!strings.Contains(sb.String(), "rdma_listen"); i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -354,6 +365,8 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 		r.err = fmt.Sprintf("the guest's cross-check did not match the model:\n%s", tail(gout, 600))
 	case libErr != nil:
 		r.err = libErr.Error()
+	case c.tool == "rping" && c.checkRping(xout, gout) != nil:
+		r.err = c.checkRping(xout, gout).Error()
 	case c.flags != "" && !c.lib && c.checkFlags(xout, gout) != nil:
 		r.err = c.checkFlags(xout, gout).Error()
 	default:
@@ -531,6 +544,7 @@ func matrix(full bool) []cell {
 		add(cell{tool: "write_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
 		add(cell{tool: "read_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
 		add(cell{tool: "crosscheck", mtu: 1500, link: "xdp", verbs: true})
+		add(cell{tool: "rping", size: 64, mtu: 1500, link: "xdp"})
 		return append(cells, libMatrix(false)...)
 	}
 	// The cross-check and data verification against rdma_rxe through libibverbs.
@@ -551,6 +565,9 @@ func matrix(full bool) []cell {
 		add(cell{tool: "write_lat", size: 64, mtu: mtu, link: "xdp"})
 		add(cell{tool: "atomic_bw", size: 8, mtu: mtu, link: "xdp"})
 		add(cell{tool: "pingpong", size: 4096, mtu: mtu, link: "xdp"})
+		for _, size := range []int{64, 4000} { // rping's default, and more than a path MTU
+			add(cell{tool: "rping", size: size, mtu: mtu, link: "xdp"})
+		}
 	}
 	// Path MTU 4096: netdev MTU 9000 on both sides, rdma_rxe's active_mtu 4096,
 	// multi-buffer AF_XDP on xroce's side (a frame spans two UMEM chunks).
@@ -701,7 +718,7 @@ func TestMatrix(t *testing.T) {
 		// A failed cell can leave its guest side running (ibv_rc_pingpong with
 		// retry_cnt 7 retransmits forever on rdma_rxe) and slowing the TCG guest
 		// for the next cells: stop it.
-		lab.Guest("killall -9 ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ibv_rc_pingpong xroce-verbs 2>/dev/null; true")(10 * time.Second)
+		lab.Guest("killall -9 ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ibv_rc_pingpong rping xroce-verbs 2>/dev/null; true")(10 * time.Second)
 		// A guest whose network stopped (it answers neither ping nor ARP while
 		// its 9p command channel still works; see README) or whose kernel died
 		// is replaced, so one failure does not fail every later cell.
