@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,30 +14,30 @@ import (
 	"github.com/xroce/xroce/test/testnet"
 )
 
-// rpingLine is what rping -v prints for ping i of size n (after the prefix):
-// "rdma-ping-i: " and letters from 'A'+i (mod 58, 'A'..'z'), n-1 characters in all.
+// rpingLine is what xroce rping -v prints for ping i of size n (after the
+// prefix): its start buffer up to the NUL.
 func rpingLine(i, n int) string {
-	b := []byte(fmt.Sprintf("rdma-ping-%d: ", i))
-	for c := 65 + i%58; len(b) < n-1; c++ {
-		if c > 122 {
-			c = 65
-		}
-		b = append(b, byte(c))
-	}
-	return string(b)
+	b := make([]byte, n)
+	rpingFill(b, i, byte(65+i%58))
+	return string(cstr(b))
 }
 
-// TestRpingLine: the expected line of ping 0, 64 bytes, as docs/rdmacm-peers.md
-// quotes rping's.
+// TestRpingLine: the start buffer as rping forms it: ping 0 of 64 bytes as
+// docs/rdmacm-peers.md quotes rping's line, ping 1 one letter later, ping 57
+// starting at 'z' and wrapping to 'A', the last byte NUL. (The interop cells compare
+// 100 pings with real rping's output.)
 func TestRpingLine(t *testing.T) {
-	if got, want := rpingLine(0, 64), "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr"; got != want {
-		t.Fatalf("%q\nwant %q", got, want)
-	}
-	b := make([]byte, 64)
-	for i := range 130 {
-		rpingFill(b, i, byte(65+i%58))
-		if string(cstr(b)) != rpingLine(i, 64) || b[63] != 0 {
-			t.Fatalf("ping %d: %q", i, b)
+	for _, c := range []struct {
+		i, n int
+		want string
+	}{
+		{0, 64, "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr"},
+		{1, 64, "rdma-ping-1: BCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrs"},
+		{57, 30, "rdma-ping-57: zABCDEFGHIJKLMN"},
+		{58, 26, "rdma-ping-58: ABCDEFGHIJK"},
+	} {
+		if got := rpingLine(c.i, c.n); got != c.want || len(got) != c.n-1 {
+			t.Errorf("ping %d, %d bytes: %q\nwant %q", c.i, c.n, got, c.want)
 		}
 	}
 }
