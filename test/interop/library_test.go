@@ -346,11 +346,11 @@ func (c cell) hostListening(ns string, d *libDaemon, bin string) bool {
 func (c cell) rdmaCM() bool { return slices.Contains(strings.Fields(c.flags), "-R") }
 
 // guestListening is the guest's shell loop that waits (up to 30 s) until its
-// server listens: on TCP port 18515, or with -R on an rdma_cm id of that port
-// (`rdma resource show cm_id`).
+// server listens: on TCP port 18515, or, for rping and with -R, on an RDMA CM ID
+// in state LISTEN (`rdma resource show cm_id`).
 func (c cell) guestListening() string {
-	if c.rdmaCM() {
-		return "i=0; while ! rdma resource show cm_id | grep -q 'src-addr.*:18515' && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"
+	if c.rdmaCM() || c.tool == "rping" {
+		return "i=0; while ! rdma resource show cm_id | grep -q LISTEN && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; sleep 0.2"
 	}
 	return guestListening
 }

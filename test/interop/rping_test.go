@@ -37,16 +37,6 @@ func (c cell) rpingXroceArgs(lab *Lab, server bool) []string {
 	return append(args, "-c", "-a", lab.GuestIP.String())
 }
 
-// guestListening is the guest command that waits (up to 30 s) for the guest's
-// server to listen: perftest's and ibv_rc_pingpong's TCP port, or for rping an
-// RDMA CM ID in state LISTEN.
-func (c cell) guestListening() string {
-	if c.tool == "rping" {
-		return "i=0; while ! rdma res show cm_id | grep -q LISTEN && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; sleep 0.2"
-	}
-	return guestListening
-}
-
 // checkRping checks both sides' data lines, exactly: the client's "ping data: "
 // and the server's "server ping data: " for pings 0 to rpingCount-1.
 func (c cell) checkRping(xout, gout string) error {
