@@ -622,6 +622,20 @@ static struct xcm_event *fill_event(struct rdma_event_channel *channel, const st
 	return e;
 }
 
+/* chan_destroyed says whether rdma_destroy_event_channel ran on channel. */
+static int chan_destroyed(struct rdma_event_channel *channel)
+{
+	return __atomic_load_n(&((struct xcm_chan *)channel)->destroyed, __ATOMIC_ACQUIRE);
+}
+
+/* hang blocks for good, as a read of a destroyed kernel event channel does: rping's
+ * CM thread reads while its main thread destroys the channel and exits. */
+static void hang(void)
+{
+	for (;;)
+		pause();
+}
+
 XROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct xroce_cm_event m;
@@ -631,14 +645,15 @@ XROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rd
 	if (!channel || !event)
 		return fail(EINVAL);
 	for (;;) {
+		if (chan_destroyed(channel))
+			hang(); /* a thread reading a channel another destroyed */
 		do
 			n = read(channel->fd, &m, sizeof(m));
 		while (n < 0 && errno == EINTR);
+		if ((n == 0 || (n < 0 && errno == EBADF)) && chan_destroyed(channel))
+			hang(); /* destroyed under us: no event ever comes */
 		if (n < 0)
 			return -1; /* EAGAIN on a non-blocking channel */
-		if (n == 0 && __atomic_load_n(&((struct xcm_chan *)channel)->destroyed, __ATOMIC_ACQUIRE))
-			for (;;)
-				pause(); /* destroyed under us: no event ever comes */
 		if (n == 0) {
 			warnx("rdma_get_cm_event: the daemon closed the event channel: is it alive? (`xroce daemon status`)");
 			return fail(ENODEV);

@@ -50,6 +50,7 @@ func libMatrix(full bool) []cell {
 	if !full {
 		return cells
 	}
+	add(cell{tool: "rping", size: 64})
 	add(cell{tool: "read_bw", size: 65536, flags: "-R"})
 	add(cell{tool: "send_bw", size: 65536, flags: "-R"})
 	add(cell{tool: "write_lat", size: 64, flags: "-R"})
@@ -282,7 +283,7 @@ func runLibSides(lab *Lab, bin string, c cell) (r libRun) {
 	defer func() { r.daemonLog, r.daemonErr = d.stop() }()
 	before, noPortsErr := udpNoPorts(lab.NS)
 	env := []string{"XROCE_RUN_DIR=" + d.dir, "XROCE_LIB=" + libPath(bin)}
-	host := append([]string{"ip", "netns", "exec", lab.NS, bin, "run", "--"}, c.perftestArgs("xroce0")...)
+	host := append([]string{"ip", "netns", "exec", lab.NS, bin, "run", "--"}, c.libHostArgs()...)
 	limit := 2 * time.Minute
 	if c.all() {
 		limit = 5 * time.Minute
@@ -325,12 +326,26 @@ func runLibSides(lab *Lab, bin string, c cell) (r libRun) {
 	return r
 }
 
+// libHostArgs is the host program of a lib cell: perftest or ibv_rc_pingpong, or
+// rdmacm-utils' rping (its stdout line-buffered, so that its DISCONNECT EVENT line
+// on stderr cannot land inside a data line); a client adds the guest's address.
+func (c cell) libHostArgs() []string {
+	if c.tool != "rping" {
+		return c.perftestArgs("xroce0")
+	}
+	args := []string{"stdbuf", "-oL", "rping", "-v", "-S", fmt.Sprint(c.size), "-C", fmt.Sprint(rpingCount)}
+	if c.xroceClient {
+		return append(args, "-c", "-V", "-a")
+	}
+	return append(args, "-s")
+}
+
 // hostListening says whether the host's server is ready: a process in the
 // namespace listens on TCP port 18515, or with -R (no TCP) the application has
 // opened the device (a client in the daemon's status) and a moment passed for its
 // rdma_listen.
 func (c cell) hostListening(ns string, d *libDaemon, bin string) bool {
-	if !c.rdmaCM() {
+	if !c.rdmaCM() && c.tool != "rping" {
 		out, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :18515").Output()
 		return strings.TrimSpace(string(out)) != ""
 	}
@@ -411,8 +426,12 @@ func (c cell) checkLib(lab *Lab, r libRun) error {
 	if m := libMsgRe.FindString(r.xout); m != "" {
 		errs = append(errs, fmt.Errorf("the library on the host: %q", m))
 	}
-	if err := c.checkLibTables(lab, r.xout, r.gout); err != nil {
-		errs = append(errs, err)
+	check := c.checkLibTables(lab, r.xout, r.gout)
+	if c.tool == "rping" {
+		check = c.checkRping(r.xout, r.gout)
+	}
+	if check != nil {
+		errs = append(errs, check)
 	}
 	switch {
 	case r.statusErr != nil:
