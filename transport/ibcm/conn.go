@@ -17,10 +17,11 @@ type Conn struct {
 
 	localID, remoteID uint32
 	remoteGUID        uint64
-	tid               uint64 // the establishment's transaction (the REQ's)
-	dreqTID           uint64 // the peer's DREQ's transaction, for our DREP
-	req               cm.REQ // as sent (active) or received (passive)
-	rep               cm.REP // as received (active) or sent (passive)
+	tid               uint64     // the establishment's transaction (the REQ's)
+	dreqTID           uint64     // the peer's DREQ's transaction, for our DREP
+	req               cm.REQ     // as sent (active) or received (passive)
+	rep               cm.REP     // as received (active) or sent (passive)
+	sidr              cm.SIDRREQ // a SIDR exchange's request, as sent or received
 
 	// The message being retransmitted until answered, and its timer.
 	pending  []byte

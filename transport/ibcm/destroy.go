@@ -16,6 +16,7 @@ import (
 //   - Established: a DREQ, sent once, then TimeWait;
 //   - DREQ Rcvd: the DREP, then TimeWait;
 //   - DREQ Sent: TimeWait at once;
+//   - SIDR REQ Sent: dropped; SIDR REQ Rcvd: a SIDR_REP with status Rejected;
 //   - TimeWait and Idle: nothing (a TimeWait runs to its end).
 //
 // A connection that leaves without TimeWait is dropped at once (no event); one in
@@ -44,5 +45,9 @@ func (m *Manager) Destroy(now time.Time, c *Conn) {
 		m.enterTimeWait(now, c)
 	case StateDREQSent:
 		m.enterTimeWait(now, c)
+	case StateSIDRReqSent:
+		m.drop(c)
+	case StateSIDRReqRcvd: // cm_reject_sidr_req
+		_ = m.SIDRReply(c, cm.SIDRREP{Status: cm.SIDRRejected})
 	}
 }

@@ -32,9 +32,15 @@ const (
 	EventTimeWait
 	// EventTimeWaitExit: TimeWait is over; the connection and its IDs are gone.
 	EventTimeWaitExit
+	// EventSIDRREQ: a SIDR_REQ for a listened Service ID (Event.SIDRREQ): call
+	// SIDRReply.
+	EventSIDRREQ
+	// EventSIDRREP: the SIDR_REP to our SIDR_REQ (Event.SIDRREP); the exchange is over.
+	EventSIDRREP
 )
 
-var eventNames = [...]string{"?", "REQ", "REP", "Established", "Rejected", "Timeout", "DREQ", "TimeWait", "TimeWaitExit"}
+var eventNames = [...]string{"?", "REQ", "REP", "Established", "Rejected", "Timeout", "DREQ", "TimeWait", "TimeWaitExit",
+	"SIDR_REQ", "SIDR_REP"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) {
@@ -52,6 +58,9 @@ type Event struct {
 	REP  *cm.REP
 	REJ  *cm.REJ
 	DREQ *cm.DREQ
+	// SIDR_REQ and SIDR_REP of a Service ID Resolution.
+	SIDRREQ *cm.SIDRREQ
+	SIDRREP *cm.SIDRREP
 }
 
 // Send is a MAD to send from QP1 to QP1 of To (with cm.SetGSIDatagram).

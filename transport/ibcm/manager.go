@@ -47,6 +47,7 @@ type Manager struct {
 	conns     map[uint32]*Conn    // by local comm ID
 	byRemote  map[remoteKey]*Conn // by (remote comm ID, remote CA GUID), passive side
 	listening map[uint64]bool     // Service IDs
+	sidrIn    map[sidrKey]*Conn   // peers' SIDR_REQs not yet answered
 	sends     []Send
 	events    []Event
 	stats     Stats
@@ -66,7 +67,8 @@ func New(cfg Config) *Manager {
 		cfg.FirstCommID = 1
 	}
 	return &Manager{cfg: cfg, nextID: bits.ReverseBytes32(cfg.FirstCommID),
-		conns: map[uint32]*Conn{}, byRemote: map[remoteKey]*Conn{}, listening: map[uint64]bool{}}
+		conns: map[uint32]*Conn{}, byRemote: map[remoteKey]*Conn{}, listening: map[uint64]bool{},
+		sidrIn: map[sidrKey]*Conn{}}
 }
 
 // ErrState is returned (wrapped) by a call made in a state that does not allow it.
@@ -141,6 +143,7 @@ func (m *Manager) drop(c *Conn) {
 	delete(m.conns, c.localID)
 	if c.passive {
 		delete(m.byRemote, remoteKey{c.remoteID, c.remoteGUID})
+		delete(m.sidrIn, sidrKey{c.peer, c.remoteID})
 	}
 }
 

@@ -32,6 +32,10 @@ func (m *Manager) Receive(now time.Time, from netip.Addr, mad []byte) {
 		m.onDREQ(now, from, h, msg)
 	case *cm.DREP:
 		m.onDREP(now, msg)
+	case *cm.SIDRREQ:
+		m.onSIDRREQ(from, h, msg)
+	case *cm.SIDRREP:
+		m.onSIDRREP(msg)
 	default:
 		m.stats.Dropped++
 	}

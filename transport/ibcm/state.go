@@ -19,10 +19,13 @@ const (
 	StateDREQSent                 // DREQ sent, waiting for DREP
 	StateDREQRcvd                 // DREQ delivered as EventDREQ, waiting for DREP
 	StateTimeWait                 // disconnected; IDs held until the TimeWait ends
+	StateSIDRReqSent              // our SIDR_REQ sent, waiting for the SIDR_REP
+	StateSIDRReqRcvd              // a peer's SIDR_REQ delivered as EventSIDRREQ, waiting for SIDRReply
 )
 
 var stateNames = [...]string{"Idle", "REQ Sent", "MRA REQ Rcvd", "REQ Rcvd", "MRA REQ Sent", "REP Sent",
-	"MRA REP Rcvd", "REP Rcvd", "MRA REP Sent", "Established", "DREQ Sent", "DREQ Rcvd", "TimeWait"}
+	"MRA REP Rcvd", "REP Rcvd", "MRA REP Sent", "Established", "DREQ Sent", "DREQ Rcvd", "TimeWait",
+	"SIDR REQ Sent", "SIDR REQ Rcvd"}
 
 func (s State) String() string {
 	if int(s) < len(stateNames) {

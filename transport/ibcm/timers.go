@@ -68,6 +68,10 @@ func (m *Manager) giveUp(now time.Time, c *Conn) {
 		which = cm.RefREQ
 	case StateREPSent, StateMRAREPRcvd:
 		which = cm.RefREP
+	case StateSIDRReqSent: // no REJ in SIDR: the requester just stops
+		m.event(Event{Type: EventTimeout, Conn: c})
+		m.drop(c)
+		return
 	default: // StateDREQSent
 		m.enterTimeWait(now, c)
 		return

@@ -18,8 +18,10 @@ type Conn struct {
 	id            *ibcm.Conn
 	qp            *transport.QueuePair
 	local, remote netip.AddrPort
-	sgid          int   // the local address's GID index
-	peer          Param // the peer's REQ or REP, from this side (Param)
+	sgid          int // the local address's GID index
+	ps            cm.PortSpace
+	ud            UDInfo // RDMA_PS_UDP: the peer's QP, from its SIDR_REP
+	peer          Param  // the peer's REQ or REP, from this side (Param)
 
 	established chan struct{} // closed once established, or when the connection ends first
 	done        chan struct{} // closed when the connection ends
@@ -32,7 +34,7 @@ type Conn struct {
 }
 
 func newConn(s *Service, id *ibcm.Conn, qp *transport.QueuePair, local, remote netip.AddrPort) *Conn {
-	c := &Conn{s: s, id: id, qp: qp, local: local, remote: remote,
+	c := &Conn{s: s, id: id, qp: qp, local: local, remote: remote, ps: cm.PortSpaceTCP,
 		established: make(chan struct{}), done: make(chan struct{}), disc: make(chan struct{})}
 	s.conns[id] = c
 	return c
@@ -181,7 +183,10 @@ func (c *Conn) setDisconnected() {
 
 // waitingFor names the message this side waits an answer to.
 func (c *Conn) waitingFor() string {
-	if c.id.Passive() {
+	switch {
+	case c.ps == cm.PortSpaceUDP:
+		return "SIDR_REQ"
+	case c.id.Passive():
 		return "REP"
 	}
 	return "REQ"

@@ -70,7 +70,7 @@ func (s *Service) Connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, 
 	if err != nil {
 		return nil, err
 	}
-	sport, err := s.allocPort()
+	sport, err := s.allocPort(cm.PortSpaceTCP)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s *Service) Connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, 
 	now := time.Now()
 	id, err := s.mgr.Connect(now, dst.Addr(), req)
 	if err != nil {
-		delete(s.ports, sport)
+		delete(s.ports, cm.IPServiceID(cm.PortSpaceTCP, sport))
 		return nil, err
 	}
 	c := newConn(s, id, qp, local, dst)

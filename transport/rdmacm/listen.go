@@ -12,9 +12,10 @@ import (
 )
 
 // Listener takes the REQs for one port (rdma_bind_addr and rdma_listen on
-// RDMA_PS_TCP, any local address).
+// RDMA_PS_TCP, any local address), or the SIDR_REQs for one port of RDMA_PS_UDP.
 type Listener struct {
 	s      *Service
+	ps     cm.PortSpace
 	port   uint16
 	reqs   chan *Request
 	closed chan struct{}
@@ -27,52 +28,62 @@ const DefaultBacklog = 64
 // free ephemeral port (Port tells which). Up to backlog REQs wait for Accept; more
 // are rejected (Consumer Reject). A port already listened on is ErrPortInUse.
 func (s *Service) Listen(port uint16, backlog int) (*Listener, error) {
+	return s.ListenPS(cm.PortSpaceTCP, port, backlog)
+}
+
+// ListenPS is Listen in port space ps: cm.PortSpaceTCP (REQs, RC connections) or
+// cm.PortSpaceUDP (SIDR_REQs: a UD QP's QPN and Q_Key asked for, Request.AcceptUD).
+func (s *Service) ListenPS(ps cm.PortSpace, port uint16, backlog int) (*Listener, error) {
+	if ps != cm.PortSpaceTCP && ps != cm.PortSpaceUDP {
+		return nil, fmt.Errorf("rdmacm: port space 0x%04x: RDMA_PS_TCP and RDMA_PS_UDP are served: %w", uint16(ps), ErrParam)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrClosed
 	}
+	id := cm.IPServiceID(ps, port)
 	if port == 0 {
-		p, err := s.allocPort()
+		p, err := s.allocPort(ps)
 		if err != nil {
 			return nil, err
 		}
-		port = p
-	} else if s.reserved[port] {
-		delete(s.reserved, port) // Reserve's caller listens on it now
-	} else if s.ports[port] {
+		port, id = p, cm.IPServiceID(ps, p)
+	} else if s.reserved[id] {
+		delete(s.reserved, id) // Reserve's caller listens on it now
+	} else if s.ports[id] {
 		return nil, fmt.Errorf("rdmacm: port %d is already bound on this device: %w", port, ErrPortInUse)
 	}
 	if backlog <= 0 {
 		backlog = DefaultBacklog
 	}
-	s.ports[port] = true
-	l := &Listener{s: s, port: port, reqs: make(chan *Request, backlog), closed: make(chan struct{})}
-	s.listeners[port] = l
-	s.mgr.Listen(cm.IPServiceID(cm.PortSpaceTCP, port))
+	s.ports[id] = true
+	l := &Listener{s: s, ps: ps, port: port, reqs: make(chan *Request, backlog), closed: make(chan struct{})}
+	s.listeners[id] = l
+	s.mgr.Listen(id)
 	return l, nil
 }
 
 // Reserve binds a free ephemeral port for a later Listen (rdma_bind_addr with port
 // 0, whose port the application reads before rdma_listen: qperf does). Release
 // frees it when no Listen comes.
-func (s *Service) Reserve() (uint16, error) {
+func (s *Service) Reserve(ps cm.PortSpace) (uint16, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, err := s.allocPort()
+	p, err := s.allocPort(ps)
 	if err == nil {
-		s.reserved[p] = true
+		s.reserved[cm.IPServiceID(ps, p)] = true
 	}
 	return p, err
 }
 
 // Release frees a port Reserve returned that no Listener took.
-func (s *Service) Release(port uint16) {
+func (s *Service) Release(ps cm.PortSpace, port uint16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.reserved[port] {
-		delete(s.reserved, port)
-		delete(s.ports, port)
+	if id := cm.IPServiceID(ps, port); s.reserved[id] {
+		delete(s.reserved, id)
+		delete(s.ports, id)
 	}
 }
 
@@ -104,12 +115,13 @@ func (l *Listener) Close() error {
 
 // closeLocked closes l; s.mu is held.
 func (l *Listener) closeLocked(now time.Time) {
-	if l.s.listeners[l.port] != l {
+	id := cm.IPServiceID(l.ps, l.port)
+	if l.s.listeners[id] != l {
 		return
 	}
-	delete(l.s.listeners, l.port)
-	delete(l.s.ports, l.port)
-	l.s.mgr.Unlisten(cm.IPServiceID(cm.PortSpaceTCP, l.port))
+	delete(l.s.listeners, id)
+	delete(l.s.ports, id)
+	l.s.mgr.Unlisten(id)
 	close(l.closed)
 	for {
 		select {
@@ -125,6 +137,7 @@ func (l *Listener) closeLocked(now time.Time) {
 type Request struct {
 	c   *Conn
 	req cm.REQ
+	ud  bool // a SIDR_REQ (RDMA_PS_UDP): AcceptUD answers it
 	// Local and Remote are the addresses of the IP CM header: this device's and
 	// the active side's, with its port.
 	Local, Remote netip.AddrPort
@@ -139,7 +152,7 @@ type Request struct {
 // onREQ makes a Request of a REQ for a listened port, or rejects it; s.mu is held.
 func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
 	_, port, _ := cm.ParseIPServiceID(req.ServiceID)
-	l := s.listeners[port]
+	l := s.listeners[req.ServiceID]
 	reason := cm.RejectReason(0)
 	h, herr := req.IPCM()
 	sgid, _, aerr := sgidFor(s.g.gids, h.DestinationIP, h.DestinationIP)
@@ -163,14 +176,20 @@ func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
 	r.c = newConn(s, id, nil, r.Local, r.Remote)
 	r.c.sgid = sgid
 	r.c.peer = r.Param
+	s.deliver(l, r)
+}
+
+// deliver hands a request to OnEvent, or to the listener's backlog (a full one
+// rejects it); s.mu is held.
+func (s *Service) deliver(l *Listener, r *Request) {
 	if s.opts.OnEvent != nil {
 		s.emit(Event{Type: EventConnectRequest, Conn: r.c, Listener: l, Request: r})
 		return
 	}
 	select {
 	case l.reqs <- r:
-	default: // backlog full
-		r.c.closeLocked(now, fmt.Errorf("rdmacm: listener on port %d: backlog full", port))
+	default:
+		r.c.closeLocked(time.Now(), fmt.Errorf("rdmacm: listener on port %d: backlog full", l.port))
 	}
 }
 
@@ -184,6 +203,9 @@ func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
 func (r *Request) Accept(qp *transport.QueuePair, p Param) (*Conn, error) {
 	if err := p.check(MaxREPPrivateData); err != nil {
 		return nil, err
+	}
+	if r.ud {
+		return nil, fmt.Errorf("rdmacm: Accept on a SIDR_REQ (RDMA_PS_UDP: use AcceptUD): %w", ErrParam)
 	}
 	s, c := r.c.s, r.c
 	s.mu.Lock()
@@ -221,6 +243,14 @@ func (r *Request) Accept(qp *transport.QueuePair, p Param) (*Conn, error) {
 // Reject refuses the REQ with a REJ of reason Consumer Reject carrying
 // privateData (rdma_reject), at most MaxREJPrivateData bytes.
 func (r *Request) Reject(privateData []byte) error {
+	if r.ud { // a SIDR_REP with status Rejected carries it (cma_send_sidr_rep)
+		rep := cm.SIDRREP{Status: cm.SIDRRejected}
+		if len(privateData) > len(rep.PrivateData) {
+			return fmt.Errorf("rdmacm: %d bytes of private data, at most %d: %w", len(privateData), len(rep.PrivateData), ErrParam)
+		}
+		copy(rep.PrivateData[:], privateData)
+		return r.answerSIDR(rep, fmt.Errorf("rdmacm: request from %v rejected by this side: %w", r.c.remote, ErrClosed))
+	}
 	if len(privateData) > MaxREJPrivateData {
 		return fmt.Errorf("rdmacm: %d bytes of REJ private data, at most %d: %w", len(privateData), MaxREJPrivateData, ErrParam)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xroce/xroce/roce/cm"
 	"github.com/xroce/xroce/transport"
 	"github.com/xroce/xroce/transport/ibcm"
 )
@@ -44,10 +45,10 @@ type Service struct {
 	mu        sync.Mutex
 	g         *gsi
 	mgr       *ibcm.Manager
-	listeners map[uint16]*Listener
+	listeners map[uint64]*Listener // by Service ID
 	conns     map[*ibcm.Conn]*Conn
-	ports     map[uint16]bool // RDMA_PS_TCP ports bound: listeners, active connections, reservations
-	reserved  map[uint16]bool // ports Reserve bound for a Listen to come
+	ports     map[uint64]bool // ports bound, as Service IDs (port space and port): listeners, active connections, reservations
+	reserved  map[uint64]bool // ports Reserve bound for a Listen to come
 	wake      context.CancelFunc
 	closed    bool
 	stats     Stats
@@ -74,8 +75,8 @@ func Start(dev *transport.Device, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{dev: dev, opts: opts, g: g, listeners: map[uint16]*Listener{}, conns: map[*ibcm.Conn]*Conn{},
-		ports: map[uint16]bool{}, reserved: map[uint16]bool{}, done: make(chan struct{})}
+	s := &Service{dev: dev, opts: opts, g: g, listeners: map[uint64]*Listener{}, conns: map[*ibcm.Conn]*Conn{},
+		ports: map[uint64]bool{}, reserved: map[uint64]bool{}, done: make(chan struct{})}
 	s.mgr = ibcm.New(ibcm.Config{LocalCAGUID: caGUID(dev.GIDTable()), HiTID: rand.Uint32(),
 		FirstCommID: rand.Uint32(), PacketLifeTime: opts.PacketLifeTime})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -184,8 +185,12 @@ func (s *Service) settle(now time.Time) {
 
 // handle acts on one Manager event; s.mu is held.
 func (s *Service) handle(now time.Time, e ibcm.Event) {
-	if e.Type == ibcm.EventREQ {
+	switch e.Type {
+	case ibcm.EventREQ:
 		s.onREQ(now, e.Conn, e.REQ)
+		return
+	case ibcm.EventSIDRREQ:
+		s.onSIDRREQ(e.Conn, e.SIDRREQ)
 		return
 	}
 	c := s.conns[e.Conn]
@@ -195,6 +200,8 @@ func (s *Service) handle(now time.Time, e ibcm.Event) {
 	switch e.Type {
 	case ibcm.EventREP:
 		c.onREP(now, e.REP)
+	case ibcm.EventSIDRREP:
+		c.onSIDRREP(e.SIDRREP)
 	case ibcm.EventEstablished:
 		c.setEstablished()
 	case ibcm.EventRejected:
@@ -225,7 +232,7 @@ func (s *Service) forget(c *Conn) {
 	c.setDisconnected()
 	delete(s.conns, c.id)
 	if !c.id.Passive() {
-		delete(s.ports, c.local.Port())
+		delete(s.ports, cm.IPServiceID(c.ps, c.local.Port()))
 	}
 }
 
@@ -235,13 +242,13 @@ const (
 	ephemeralHigh = 60999
 )
 
-// allocPort returns a free RDMA_PS_TCP port for an active connection; s.mu is held.
-func (s *Service) allocPort() (uint16, error) {
+// allocPort returns a free port of port space ps and binds it; s.mu is held.
+func (s *Service) allocPort(ps cm.PortSpace) (uint16, error) {
 	start := ephemeralLow + rand.IntN(ephemeralHigh-ephemeralLow+1)
 	for i := range ephemeralHigh - ephemeralLow + 1 {
 		p := uint16(ephemeralLow + (start-ephemeralLow+i)%(ephemeralHigh-ephemeralLow+1))
-		if !s.ports[p] {
-			s.ports[p] = true
+		if id := cm.IPServiceID(ps, p); !s.ports[id] {
+			s.ports[id] = true
 			return p, nil
 		}
 	}
@@ -253,7 +260,7 @@ func (s *Service) allocPort() (uint16, error) {
 func psn() uint32 { return rand.Uint32() & 0xFFFFFF }
 
 // Conns returns how many connections the Service holds (those in TimeWait
-// included) and how many RDMA_PS_TCP ports are bound.
+// included) and how many ports are bound.
 func (s *Service) Conns() (conns, ports int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xroce/xroce/roce/cm"
 	"github.com/xroce/xroce/transport"
 	"github.com/xroce/xroce/transport/rdmacm"
 )
@@ -39,6 +40,7 @@ type cmID struct {
 	cookie        uint64
 	bound         netip.AddrPort // rdma_bind_addr's; the port listened on
 	reserved      uint16         // a port bound as 0, reserved until rdma_listen
+	ps            cm.PortSpace   // RDMA_PS_TCP or RDMA_PS_UDP
 	local, remote netip.AddrPort
 	passive       bool // made for a connection request
 	listener      *rdmacm.Listener

@@ -141,7 +141,7 @@ func (s *session) cmBind(c *cmDevice, r *CMBindReq) (*CMAddr, error) {
 		return nil, err
 	}
 	if a.Port() == 0 { // the port is chosen now: applications read it before rdma_listen
-		port, err := c.svc.Reserve()
+		port, err := c.svc.Reserve(id.ps)
 		if err != nil {
 			return nil, fail(unix.EADDRINUSE, "%v", err)
 		}
@@ -307,7 +307,7 @@ func (c *cmDevice) destroy(id *cmID) {
 		id.conn.Close()
 	}
 	if id.reserved != 0 {
-		c.svc.Release(id.reserved)
+		c.svc.Release(id.ps, id.reserved)
 	}
 	delete(c.ids, id.handle)
 }
