@@ -399,7 +399,7 @@ struct xroce_cm_event {
 	uint64_t cookie;
 	uint32_t handle, event;
 	int32_t status;
-	uint32_t reserved;
+	uint32_t qkey; /* RDMA_PS_UDP's ESTABLISHED: the peer QP's (param.qp_num its QPN) */
 	struct xroce_cm_addr local, remote;
 	struct xroce_cm_param param;
 } __attribute__((packed));

@@ -72,13 +72,31 @@ func (s *Service) ConnectUD(dst netip.AddrPort, privateData []byte, o DialOption
 	return c, nil
 }
 
+// SIDRError is a SIDR_REP that refused (RDMA_CM_EVENT_UNREACHABLE with the
+// status, as cma_sidr_rep_handler reports it).
+type SIDRError struct {
+	Peer   netip.AddrPort
+	Status cm.SIDRStatus
+}
+
+func (e *SIDRError) Error() string {
+	hint := ""
+	if e.Status == cm.SIDRServiceIDNotSupported {
+		hint = fmt.Sprintf(" (nothing listens on UDP port space port %d there: start the server first)", e.Peer.Port())
+	}
+	return fmt.Sprintf("rdmacm: %v answered the SIDR_REQ with status %d (%v)%s", e.Peer, uint8(e.Status), e.Status, hint)
+}
+
+// Unwrap makes errors.Is(err, ErrUnreachable) hold.
+func (e *SIDRError) Unwrap() error { return ErrUnreachable }
+
 // UD returns what the SIDR_REP said of the peer's UD QP, once established.
 func (c *Conn) UD() UDInfo { return c.ud }
 
 // onSIDRREP ends the client's resolution; s.mu is held.
 func (c *Conn) onSIDRREP(rep *cm.SIDRREP) {
 	if rep.Status != cm.SIDRValid {
-		err := fmt.Errorf("rdmacm: %v answered the SIDR_REQ with status %d (%v): %w", c.remote, uint8(rep.Status), rep.Status, ErrUnreachable)
+		err := &SIDRError{Peer: c.remote, Status: rep.Status}
 		c.report(EventUnreachable, err)
 		c.end(err)
 		return

@@ -117,8 +117,9 @@ func (c *cmDevice) deliverOne(e rdmacm.Event) {
 	m := CMEventMsg{Cookie: id.cookie, Handle: id.handle, Event: uint32(e.Type), Local: cmAddr(id.local), Remote: cmAddr(id.remote)}
 	switch e.Type {
 	case rdmacm.EventEstablished:
-		if !id.passive { // the REP's private data; a passive side gets none
-			putParam(&m.Param, e.Conn.PeerParam(), 0)
+		if !id.passive { // the REP's (or SIDR_REP's) private data; a passive side gets none
+			putParam(&m.Param, e.Conn.PeerParam(), e.Conn.UD().QPN)
+			m.QKey = e.Conn.UD().QKey
 		}
 		m.Local = cmAddr(e.Conn.LocalAddr())
 	case rdmacm.EventRejected:
@@ -129,6 +130,10 @@ func (c *cmDevice) deliverOne(e rdmacm.Event) {
 		}
 	case rdmacm.EventUnreachable:
 		m.Status = -int32(unix.ETIMEDOUT)
+		var se *rdmacm.SIDRError
+		if errors.As(e.Err, &se) { // a SIDR_REP's status, as cma_sidr_rep_handler reports it
+			m.Status = int32(se.Status)
+		}
 	case rdmacm.EventConnectError:
 		m.Status = -int32(unix.EINVAL)
 	case rdmacm.EventTimeWaitExit:
@@ -147,7 +152,7 @@ func (c *cmDevice) onRequest(e rdmacm.Event) {
 		return
 	}
 	r := e.Request
-	id := &cmID{handle: c.newHandle(), owner: lid.owner, ch: lid.ch, local: r.Local, remote: r.Remote, req: r, conn: e.Conn, passive: true}
+	id := &cmID{handle: c.newHandle(), owner: lid.owner, ch: lid.ch, local: r.Local, remote: r.Remote, req: r, conn: e.Conn, passive: true, ps: lid.ps}
 	c.ids[id.handle] = id
 	c.byConn[e.Conn] = id
 	m := CMEventMsg{Cookie: lid.cookie, Handle: id.handle, Event: uint32(e.Type), Local: cmAddr(r.Local), Remote: cmAddr(r.Remote)}

@@ -8,13 +8,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xroce/xroce/roce/cm"
 	"github.com/xroce/xroce/transport/rdmacm"
 )
 
 // The connection manager's ops of a session (librdmacm's calls in the library).
 
-// rdmaPSTCP and qptRC are the port space and QP type an id may have.
-const rdmaPSTCP = 0x0106
+// The port spaces an id may have, each with its QP type (enum ibv_qp_type).
+const (
+	rdmaPSTCP = 0x0106
+	rdmaPSUDP = 0x0111
+	qptUD     = 4
+)
 
 // handleCM answers one OpCM* request.
 func (s *session) handleCM(op uint16, p []byte) (any, error) {
@@ -101,14 +106,14 @@ func (s *session) cmCreateID(c *cmDevice, r *CMCreateIDReq) (*Handle, error) {
 	switch {
 	case ch == nil:
 		return nil, fail(unix.EINVAL, "no event channel %d in this session", r.Channel)
-	case r.PS != rdmaPSTCP:
-		return nil, fail(unix.EPROTONOSUPPORT, "port space 0x%x: xroce's connection manager serves RDMA_PS_TCP (0x0106) only", r.PS)
-	case r.QPType != qptRC:
-		return nil, fail(unix.EPROTONOSUPPORT, "QP type %d: RDMA_PS_TCP connects RC QPs (IBV_QPT_RC, 2)", r.QPType)
+	case r.PS != rdmaPSTCP && r.PS != rdmaPSUDP:
+		return nil, fail(unix.EPROTONOSUPPORT, "port space 0x%x: xroce's connection manager serves RDMA_PS_TCP (0x0106) and RDMA_PS_UDP (0x0111)", r.PS)
+	case r.PS == rdmaPSTCP && r.QPType != qptRC, r.PS == rdmaPSUDP && r.QPType != qptUD:
+		return nil, fail(unix.EPROTONOSUPPORT, "QP type %d: RDMA_PS_TCP connects RC QPs (2), RDMA_PS_UDP resolves UD QPs (4)", r.QPType)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id := &cmID{handle: c.newHandle(), owner: s, ch: ch, cookie: r.Cookie}
+	id := &cmID{handle: c.newHandle(), owner: s, ch: ch, cookie: r.Cookie, ps: cm.PortSpace(r.PS)}
 	c.ids[id.handle] = id
 	return &Handle{id.handle}, nil
 }
@@ -228,7 +233,7 @@ func (s *session) cmListen(c *cmDevice, r *CMListenReq) (*CMAddr, error) {
 	if id.listener != nil || id.conn != nil {
 		return nil, fail(unix.EINVAL, "rdma_listen on an id that listens or connects already")
 	}
-	l, err := c.svc.Listen(id.bound.Port(), int(r.Backlog))
+	l, err := c.svc.ListenPS(id.ps, id.bound.Port(), int(r.Backlog))
 	if errors.Is(err, rdmacm.ErrPortInUse) {
 		return nil, fail(unix.EADDRINUSE, "%v", err)
 	} else if err != nil {
@@ -255,6 +260,9 @@ func (s *session) cmConnect(c *cmDevice, op uint16, r *CMConnReq) error {
 	if err != nil {
 		return err
 	}
+	if id.ps == rdmaPSUDP {
+		return c.resolveUD(id, op, o.qp.QPN(), &r.Param)
+	}
 	var conn *rdmacm.Conn
 	if op == OpCMAccept {
 		if id.req == nil {
@@ -268,6 +276,30 @@ func (s *session) cmConnect(c *cmDevice, op uint16, r *CMConnReq) error {
 		}
 		conn, err = c.svc.Connect(o.qp, id.remote, r.Param.param(), rdmacm.DialOptions{Src: id.local.Addr(), TrafficClass: r.TOS})
 	}
+	if err != nil {
+		return fail(unix.EINVAL, "%v", err)
+	}
+	id.conn = conn
+	c.byConn[conn] = id
+	return nil
+}
+
+// resolveUD is rdma_connect (a SIDR_REQ) and rdma_accept (the SIDR_REP naming
+// qpn) on an RDMA_PS_UDP id; c.mu is held.
+func (c *cmDevice) resolveUD(id *cmID, op uint16, qpn uint32, p *CMParam) error {
+	pd := p.param().PrivateData
+	if op == OpCMAccept {
+		if id.req == nil {
+			return fail(unix.EINVAL, "rdma_accept on an id without a connection request")
+		}
+		err := id.req.AcceptUD(qpn, rdmacm.UDPQKey, pd)
+		id.req = nil
+		return err
+	}
+	if id.conn != nil || !id.remote.IsValid() {
+		return fail(unix.EINVAL, "rdma_connect needs a resolved, unconnected id")
+	}
+	conn, err := c.svc.ConnectUD(id.remote, pd, rdmacm.DialOptions{Src: id.local.Addr()})
 	if err != nil {
 		return fail(unix.EINVAL, "%v", err)
 	}

@@ -31,7 +31,8 @@ type CMAddr struct {
 
 // CMCreateIDReq creates an rdma_cm_id: its events go to Channel (a completion
 // channel of the session) tagged with Cookie; PS is enum rdma_port_space (only
-// RDMA_PS_TCP, 0x0106), QPType enum ibv_qp_type (IBV_QPT_RC).
+// RDMA_PS_TCP, 0x0106, with IBV_QPT_RC; RDMA_PS_UDP, 0x0111, with IBV_QPT_UD), QPType
+// enum ibv_qp_type.
 type CMCreateIDReq struct {
 	Channel uint32
 	PS      uint32
@@ -76,7 +77,8 @@ type CMParam struct {
 }
 
 // CMConnReq connects (rdma_connect) or accepts (rdma_accept) with a QP of the
-// session; TOS is the id's RDMA_OPTION_ID_TOS.
+// session (RDMA_PS_UDP: a SIDR_REQ, or the SIDR_REP naming the QP); TOS is the
+// id's RDMA_OPTION_ID_TOS.
 type CMConnReq struct {
 	Handle uint32
 	QP     uint32
@@ -102,7 +104,7 @@ type CMEventMsg struct {
 	Handle uint32
 	Event  uint32
 	Status int32
-	_      uint32
+	QKey   uint32 // RDMA_PS_UDP's ESTABLISHED: the peer QP's Q_Key (Param.QPNum its QPN)
 	Local  CMAddr
 	Remote CMAddr
 	Param  CMParam
