@@ -206,7 +206,7 @@ static struct xcm_id *new_id(struct rdma_event_channel *channel, void *context, 
 	x->id.channel = channel;
 	x->id.context = context;
 	x->id.ps = ps;
-	x->id.qp_type = IBV_QPT_RC;
+	x->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	x->id.port_num = 1;
 	pthread_mutex_lock(&cm_lock);
 	x->next = cm_ids;
@@ -227,8 +227,8 @@ XROCE_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_
 		      "create one with rdma_create_event_channel");
 		return fail(ENOSYS);
 	}
-	if (ps != RDMA_PS_TCP) {
-		warnx("rdma_create_id: port space 0x%x is not supported by xroce yet (RDMA_PS_TCP is)", ps);
+	if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP) {
+		warnx("rdma_create_id: port space 0x%x is not supported by xroce yet (RDMA_PS_TCP and RDMA_PS_UDP are)", ps);
 		return fail(EPROTONOSUPPORT);
 	}
 	if (!(x = new_id(channel, context, ps)))
@@ -240,7 +240,7 @@ XROCE_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_
 /* bind_dev binds x to device context c: the daemon makes the id there. */
 static int bind_dev(struct xcm_id *x, struct ibv_context *c)
 {
-	struct xroce_cm_create_id req = { .ps = x->id.ps, .qp_type = IBV_QPT_RC, .cookie = (uintptr_t)x };
+	struct xroce_cm_create_id req = { .ps = x->id.ps, .qp_type = x->id.qp_type, .cookie = (uintptr_t)x };
 	struct xroce_handle r;
 	struct xctx *xc = ctx_of(c);
 	int ret;
@@ -435,16 +435,21 @@ static int conn_op(struct rdma_cm_id *id, struct rdma_conn_param *p, uint16_t op
 	return 0;
 }
 
+/* Private data limits: REQ 92 − the 36-byte IP CM header, REP 196; SIDR_REQ 216 − 36,
+ * SIDR_REP 136. */
 XROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
-	return conn_op(id, conn_param, XROCE_OP_CM_CONNECT, 56);
+	return conn_op(id, conn_param, XROCE_OP_CM_CONNECT, id && id->ps == RDMA_PS_UDP ? 180 : 56);
 }
 
 XROCE_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
-	if (conn_op(id, conn_param, XROCE_OP_CM_ACCEPT, 196))
+	int ud = id && id->ps == RDMA_PS_UDP;
+
+	if (conn_op(id, conn_param, XROCE_OP_CM_ACCEPT, ud ? 136 : 196))
 		return -1;
-	id->qp->state = IBV_QPS_RTS; /* brought up before the REP went, as librdmacm's rdma_accept */
+	if (!ud)
+		id->qp->state = IBV_QPS_RTS; /* brought up before the REP went, as librdmacm's rdma_accept */
 	return 0;
 }
 
@@ -497,12 +502,24 @@ XROCE_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 /* ---- QPs ----------------------------------------------------------------- */
 
 /* init_qp moves a new QP to INIT, as librdmacm's ucma_init_conn_qp does with the
- * kernel's attributes (P_Key index 0, port 1, no remote access until connected). */
+ * kernel's attributes (P_Key index 0, port 1, no remote access until connected); a
+ * UD QP goes on to RTS with rdma_cm's Q_Key, as ucma_init_ud_qp does. */
 static int init_qp(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	int ret;
 
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (qp->qp_type != IBV_QPT_UD)
+		return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	a.qkey = RDMA_UDP_QKEY;
+	if ((ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)))
+		return ret;
+	a.qp_state = IBV_QPS_RTR;
+	if ((ret = ibv_modify_qp(qp, &a, IBV_QP_STATE)))
+		return ret;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
 XROCE_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
@@ -573,6 +590,47 @@ static struct xcm_id *find_id(struct rdma_event_channel *ch, uint64_t cookie, ui
 	return NULL;
 }
 
+/* gid_index returns the index of an address's GID on context c (0 when absent). */
+static uint8_t gid_index(struct ibv_context *c, const struct sockaddr *sa)
+{
+	uint8_t want[16];
+	int any, g;
+
+	if (!c || !ip_of(sa, want, &any))
+		return 0;
+	for (g = 0; g < 16; g++) {
+		union ibv_gid gid;
+		if (ibv_query_gid(c, 1, g, &gid))
+			break;
+		if (!memcmp(gid.raw, want, 16))
+			return g;
+	}
+	return 0;
+}
+
+/* fill_ud fills an RDMA_PS_UDP event's param.ud: the private data, the address
+ * vector to the peer (its GID from the peer's address, ours by index, hop limit
+ * 64, as rdma_cm's route on RoCE), and for ESTABLISHED the peer's QPN and Q_Key
+ * from its SIDR_REP. */
+static void fill_ud(struct xcm_event *e, struct xcm_id *x, const struct xroce_cm_event *m)
+{
+	struct rdma_ud_param *u = &e->ev.param.ud;
+	uint8_t dgid[16];
+	int any;
+
+	u->private_data = m->param.private_data_len ? e->private_data : NULL;
+	u->private_data_len = m->param.private_data_len;
+	u->qp_num = m->param.qp_num;
+	u->qkey = m->qkey;
+	if (ip_of(&x->id.route.addr.dst_addr, dgid, &any)) {
+		memcpy(u->ah_attr.grh.dgid.raw, dgid, 16);
+		u->ah_attr.grh.sgid_index = gid_index(x->id.verbs, &x->id.route.addr.src_addr);
+		u->ah_attr.grh.hop_limit = 64;
+		u->ah_attr.is_global = 1;
+		u->ah_attr.port_num = 1;
+	}
+}
+
 /* fill_event turns a daemon event into the application's; NULL when it names no
  * live id (destroyed since). */
 static struct xcm_event *fill_event(struct rdma_event_channel *channel, const struct xroce_cm_event *m)
@@ -606,6 +664,10 @@ static struct xcm_event *fill_event(struct rdma_event_channel *channel, const st
 	if (m->remote.family)
 		from_cm_addr(&x->id.route.addr.dst_storage, &m->remote);
 	memcpy(e->private_data, m->param.private_data, sizeof(e->private_data));
+	if (x->id.ps == RDMA_PS_UDP) {
+		fill_ud(e, x, m);
+		return e;
+	}
 	e->ev.param.conn.private_data = m->param.private_data_len ? e->private_data : NULL;
 	e->ev.param.conn.private_data_len = m->param.private_data_len;
 	e->ev.param.conn.responder_resources = m->param.responder_resources;
