@@ -63,23 +63,15 @@ func (s *Service) Connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	sgid, laddr, err := sgidFor(s.g.gids, o.Src, dst.Addr())
+	sgid, local, err := s.localEnd(cm.PortSpaceTCP, o.Src, dst.Addr())
 	if err != nil {
 		return nil, err
 	}
-	sport, err := s.allocPort(cm.PortSpaceTCP)
-	if err != nil {
-		return nil, err
-	}
-	local := netip.AddrPortFrom(laddr, sport)
 	req := s.buildREQ(qp, local, dst, &p, o.TrafficClass)
 	now := time.Now()
 	id, err := s.mgr.Connect(now, dst.Addr(), req)
 	if err != nil {
-		delete(s.ports, cm.IPServiceID(cm.PortSpaceTCP, sport))
+		delete(s.ports, cm.IPServiceID(cm.PortSpaceTCP, local.Port()))
 		return nil, err
 	}
 	c := newConn(s, id, qp, local, dst)
@@ -87,6 +79,24 @@ func (s *Service) Connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, 
 	s.settle(now)
 	s.kick()
 	return c, nil
+}
+
+// localEnd picks an active connection's local address (src, or the device's
+// first of dst's IP version) with its GID index, and binds it a free port of ps;
+// s.mu is held.
+func (s *Service) localEnd(ps cm.PortSpace, src, dst netip.Addr) (int, netip.AddrPort, error) {
+	if s.closed {
+		return 0, netip.AddrPort{}, ErrClosed
+	}
+	sgid, laddr, err := sgidFor(s.g.gids, src, dst)
+	if err != nil {
+		return 0, netip.AddrPort{}, err
+	}
+	sport, err := s.allocPort(ps)
+	if err != nil {
+		return 0, netip.AddrPort{}, err
+	}
+	return sgid, netip.AddrPortFrom(laddr, sport), nil
 }
 
 // buildREQ fills a REQ as Linux's cma_connect_ib and cm_format_req do on RoCEv2

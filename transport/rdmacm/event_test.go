@@ -2,6 +2,7 @@ package rdmacm_test
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,17 +46,7 @@ func types(evs []rdmacm.Event) []rdmacm.EventType {
 	return t
 }
 
-func sameTypes(a []rdmacm.EventType, b ...rdmacm.EventType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func sameTypes(a []rdmacm.EventType, b ...rdmacm.EventType) bool { return slices.Equal(a, b) }
 
 // TestEvents: with OnEvent, a connection's life is told as rdma_cm tells it: the
 // server gets CONNECT_REQUEST (no Listener.Accept), both sides ESTABLISHED, one

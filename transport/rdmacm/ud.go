@@ -43,18 +43,10 @@ func (s *Service) ConnectUD(dst netip.AddrPort, privateData []byte, o DialOption
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	sgid, laddr, err := sgidFor(s.g.gids, o.Src, dst.Addr())
+	sgid, local, err := s.localEnd(cm.PortSpaceUDP, o.Src, dst.Addr())
 	if err != nil {
 		return nil, err
 	}
-	sport, err := s.allocPort(cm.PortSpaceUDP)
-	if err != nil {
-		return nil, err
-	}
-	local := netip.AddrPortFrom(laddr, sport)
 	req := cm.SIDRREQ{PKey: 0xFFFF, ServiceID: cm.IPServiceID(cm.PortSpaceUDP, dst.Port())}
 	h := cm.NewIPCMHeader(local, dst.Addr())
 	h.Put(req.PrivateData[:])
@@ -62,7 +54,7 @@ func (s *Service) ConnectUD(dst netip.AddrPort, privateData []byte, o DialOption
 	now := time.Now()
 	id, err := s.mgr.ResolveSIDR(now, dst.Addr(), req, sidrTimeout, s.opts.MaxCMRetries)
 	if err != nil {
-		delete(s.ports, cm.IPServiceID(cm.PortSpaceUDP, sport))
+		delete(s.ports, cm.IPServiceID(cm.PortSpaceUDP, local.Port()))
 		return nil, err
 	}
 	c := newConn(s, id, nil, local, dst)
