@@ -204,7 +204,7 @@ static int xcall_ex(int fd, uint32_t *seqp, const char *path, uint16_t op, const
 		 * the caller's to report; XROCE_DEBUG prints the daemon's reason for them.
 		 * A refused QP transition always says why (a path MTU or GID the link
 		 * cannot take): applications only print "Failed to modify QP". */
-		if ((status != ENODATA && status != EINVAL && status != EBUSY) || op == XROCE_OP_MODIFY_QP ||
+		if ((status != ENODATA && status != EINVAL && status != EBUSY) || op == XROCE_OP_MODIFY_QP || op == XROCE_OP_CREATE_AH ||
 		    (op >= XROCE_OP_CM_CREATE_ID && op <= XROCE_OP_CM_DISCONNECT) || getenv("XROCE_DEBUG"))
 			warnx("%s: %.*s", path, (int)(n - sizeof(h) - 4), (const char *)msg + sizeof(h) + 4);
 		return status > 0 ? status : EPROTO;
@@ -1456,7 +1456,8 @@ static int x_req_notify_cq(struct ibv_cq *cq, int solicited)
 	return ctx_call(xc, XROCE_OP_REQ_NOTIFY_CQ, &req, sizeof(req), NULL, 0);
 }
 
-/* new_qp creates an RC QP in the daemon; ibv_create_qp and x_create_qp_ex call it. */
+/* new_qp creates an RC, UC or UD QP in the daemon (which refuses other types
+ * with EOPNOTSUPP and its reason); ibv_create_qp and x_create_qp_ex call it. */
 static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
 	struct xroce_create_qp_req req = {};
@@ -1469,7 +1470,8 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->srq || attr->qp_type != IBV_QPT_RC) {
+	if (attr->srq) {
+		warnx("ibv_create_qp with an SRQ: SRQs are not supported");
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -1510,6 +1512,7 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	q->cap.max_send_sge = r.max_send_sge;
 	q->cap.max_recv_sge = r.max_recv_sge;
 	q->cap.max_inline_data = r.max_inline;
+	q->max_ud_msg = r.max_ud_msg;
 	q->sq_sig_all = attr->sq_sig_all;
 	attr->cap = q->cap; /* as providers do: the capabilities granted */
 	q->qp.context = pd->context;
@@ -1520,7 +1523,7 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	q->qp.handle = r.handle;
 	q->qp.qp_num = r.qpn;
 	q->qp.state = IBV_QPS_RESET;
-	q->qp.qp_type = IBV_QPT_RC;
+	q->qp.qp_type = attr->qp_type;
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 	q->wcur = WR_NONE;
@@ -1566,6 +1569,7 @@ XROCE_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int 
 	m.rnr_retry = attr->rnr_retry;
 	m.port_num = attr->port_num;
 	m.pkey_index = attr->pkey_index;
+	m.qkey = attr->qkey;
 	ret = ctx_call(xc, XROCE_OP_MODIFY_QP, &m, sizeof(m), NULL, 0);
 	if (ret)
 		return ret;
@@ -1614,6 +1618,7 @@ XROCE_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
 	attr->timeout = m.timeout;
 	attr->retry_cnt = m.retry_cnt;
 	attr->rnr_retry = m.rnr_retry;
+	attr->qkey = m.qkey;
 	attr->port_num = 1;
 	qp->state = attr->qp_state;
 	memset(init, 0, sizeof(*init));
@@ -1621,7 +1626,7 @@ XROCE_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
 	init->send_cq = qp->send_cq;
 	init->recv_cq = qp->recv_cq;
 	init->cap = q->cap;
-	init->qp_type = IBV_QPT_RC;
+	init->qp_type = qp->qp_type;
 	init->sq_sig_all = q->sq_sig_all;
 	return 0;
 }
@@ -1930,9 +1935,18 @@ static void x_wr_send_tso(struct ibv_qp_ex *qx, void *hdr, uint16_t hdr_sz, uint
 {
 	wr_fail(wq(qx), EOPNOTSUPP);
 }
+/* x_wr_set_ud_addr: the open WR's wr.ud (UD QPs; an address handle of the QP's PD). */
 static void x_wr_set_ud_addr(struct ibv_qp_ex *qx, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
 {
-	wr_fail(wq(qx), EOPNOTSUPP);
+	struct xqp *q = wq(qx);
+
+	if (q->wcur == WR_NONE || q->qp.qp_type != IBV_QPT_UD || !ud_ah_ok(q, ah)) {
+		wr_fail(q, EINVAL);
+		return;
+	}
+	q->wm.ah = ah->handle;
+	q->wm.remote_qpn = qpn;
+	q->wm.remote_qkey = qkey;
 }
 static void x_wr_set_xrc_srqn(struct ibv_qp_ex *qx, uint32_t srqn)
 {
@@ -2012,7 +2026,63 @@ XROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	return &q->qpx;
 }
 
-/* ---- not supported: SRQs, AHs (UD), imports, multicast ---------- */
+/* ---- address handles, for UD QPs ---- */
+
+/* ibv_create_ah: the daemon resolves the path (GID entry and next hop) once, as
+ * ibv_create_ah does on an HCA; RoCE needs the GRH (is_global), port 1. */
+XROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct xroce_create_ah_req req = {};
+	struct xroce_handle r;
+	struct ibv_ah *ah;
+	struct xctx *xc;
+	int ret;
+
+	if (!pd || !attr || !(xc = ctx_of(pd->context))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	req.pd = pd->handle;
+	req.flow_label = attr->grh.flow_label;
+	memcpy(req.dgid, attr->grh.dgid.raw, 16);
+	req.sgid_index = attr->grh.sgid_index;
+	req.hop_limit = attr->grh.hop_limit;
+	req.traffic_class = attr->grh.traffic_class;
+	req.is_global = attr->is_global;
+	req.port_num = attr->port_num;
+	req.sl = attr->sl;
+	if (!(ah = calloc(1, sizeof(*ah)))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if ((ret = ctx_call(xc, XROCE_OP_CREATE_AH, &req, sizeof(req), &r, sizeof(r)))) {
+		free(ah);
+		errno = ret;
+		return NULL;
+	}
+	ah->context = pd->context;
+	ah->pd = pd;
+	ah->handle = r.handle;
+	return ah;
+}
+
+XROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	struct xroce_handle req;
+	struct xctx *xc;
+	int ret;
+
+	if (!ah || !(xc = ctx_of(ah->context)))
+		return EINVAL;
+	req.handle = ah->handle;
+	ret = ctx_call(xc, XROCE_OP_DESTROY_AH, &req, sizeof(req), NULL, 0);
+	if (ret && ret != ENODEV)
+		return ret;
+	free(ah);
+	return 0;
+}
+
+/* ---- not supported: SRQs, AHs from completions, imports, multicast ---------- */
 
 #define FAIL_PTR(ret, name, ...)                        \
 	XROCE_EXPORT ret name(__VA_ARGS__)              \
@@ -2044,8 +2114,6 @@ FAIL_INT(ibv_destroy_srq, struct ibv_srq *srq)
 FAIL_INT(ibv_query_qp_data_in_order, struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 FAIL_INT(ibv_query_ece, struct ibv_qp *qp, struct ibv_ece *ece)
 FAIL_INT(ibv_set_ece, struct ibv_qp *qp, struct ibv_ece *ece)
-FAIL_PTR(struct ibv_ah *, ibv_create_ah, struct ibv_pd *pd, struct ibv_ah_attr *attr)
-FAIL_INT(ibv_destroy_ah, struct ibv_ah *ah)
 FAIL_PTR(struct ibv_ah *, ibv_create_ah_from_wc, struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh, uint8_t port_num)
 FAIL_NEG(ibv_init_ah_from_wc, struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc, struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
 FAIL_INT(ibv_attach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)

@@ -101,6 +101,7 @@ struct xqp {
 	};
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
+	uint32_t max_ud_msg; /* UD: the largest message the daemon's engine sends */
 	int ex;             /* qpx is valid: ibv_qp_to_qp_ex returns it */
 	uint64_t send_ops;  /* IBV_QP_EX_WITH_* the QP was created with */
 	/* The ibv_wr_* batch between wr_start and wr_complete: records of
@@ -147,6 +148,7 @@ int map_ring(int fd, uint64_t size, uint64_t need, uint32_t entries, unsigned ch
 int qp_rings(struct xqp *q, const struct xroce_create_qp_reply *r, int fd);
 void qp_rings_free(struct xqp *q);
 void rings_reset(struct xqp *q);
+int ud_ah_ok(const struct xqp *q, const struct ibv_ah *ah);
 void qp_table_add(struct xctx *xc, struct xqp *q);
 void qp_table_del(struct xctx *xc, struct xqp *q);
 

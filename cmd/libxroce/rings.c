@@ -129,14 +129,37 @@ static int is_atomic(uint32_t op)
 	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
+/* service_ok: what the QP's service carries (IBTA Vol 1 Table 38; the engine's
+ * checkUnreliable): UC no RDMA READ or atomics; UD SEND and SEND with immediate
+ * only, one packet each (at most max_ud_msg bytes). */
+static int service_ok(const struct xqp *q, uint32_t opcode, uint64_t total)
+{
+	switch (q->qp.qp_type) {
+	case IBV_QPT_UC:
+		return opcode != IBV_WR_RDMA_READ && !is_atomic(opcode);
+	case IBV_QPT_UD:
+		return (opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM) && total <= q->max_ud_msg;
+	default:
+		return 1;
+	}
+}
+
 /* check_send: the checks of the engine's PostSend (transport/post.go), made here
  * so a WR the daemon would refuse fails at post time: 0 or EINVAL. */
 static int check_send(const struct xqp *q, uint32_t opcode, uint32_t num_sge, uint64_t total, int inl)
 {
 	if (!send_state_ok(q->qp.state) || num_sge > q->cap.max_send_sge || opcode > IBV_WR_ATOMIC_FETCH_AND_ADD ||
-	    total > (1ull << 31) || (is_atomic(opcode) && total != 8) || (inl && total > q->cap.max_inline_data))
+	    total > (1ull << 31) || (is_atomic(opcode) && total != 8) || (inl && total > q->cap.max_inline_data) ||
+	    !service_ok(q, opcode, total))
 		return EINVAL;
 	return 0;
+}
+
+/* ud_ah_ok: a UD send's address handle is one of the QP's PD (the daemon
+ * would stop the ring otherwise). */
+int ud_ah_ok(const struct xqp *q, const struct ibv_ah *ah)
+{
+	return ah && ah->context == q->qp.context && ah->pd == q->qp.pd;
 }
 
 static uint32_t sq_free(struct xqp *q)
@@ -161,9 +184,18 @@ static int put_send(struct xqp *q, const struct ibv_send_wr *w)
 		total += w->sg_list[i].length;
 	if ((ret = check_send(q, w->opcode, (uint32_t)w->num_sge, total, inl)))
 		return ret;
+	if (q->qp.qp_type == IBV_QPT_UD) {
+		if (!ud_ah_ok(q, w->wr.ud.ah))
+			return EINVAL;
+		m.ah = w->wr.ud.ah->handle;
+		m.remote_qpn = w->wr.ud.remote_qpn;
+		m.remote_qkey = w->wr.ud.remote_qkey;
+	}
 	if (!sq_free(q))
 		return ENOMEM;
-	if (is_atomic(w->opcode)) {
+	if (q->qp.qp_type == IBV_QPT_UD) {
+		/* wr.ud shares wr's union with rdma and atomic */
+	} else if (is_atomic(w->opcode)) {
 		m.remote_addr = w->wr.atomic.remote_addr;
 		m.rkey = w->wr.atomic.rkey;
 		m.compare_add = w->wr.atomic.compare_add;
@@ -248,6 +280,8 @@ int sq_post_records(struct xqp *q, const unsigned char *recs, uint32_t n)
 	for (i = 0; i < n && !ret; i++) {
 		memcpy(&m, r, sizeof(m));
 		ret = check_send(q, m.opcode, m.num_sge, record_total(&m, r), m.inline_len != 0);
+		if (!ret && q->qp.qp_type == IBV_QPT_UD && !m.ah)
+			ret = EINVAL; /* no ibv_wr_set_ud_addr */
 		r += record_len(&m);
 	}
 	if (!ret && sq_free(q) < n)
@@ -368,6 +402,12 @@ static void fill_wc(struct xqp *q, const struct xroce_cqe *e, struct ibv_wc *wc)
 	if (e->flags & XROCE_CQE_WITH_IMM) {
 		wc->imm_data = htobe32(e->imm_data);
 		wc->wc_flags = IBV_WC_WITH_IMM;
+	}
+	if (e->flags & XROCE_CQE_GRH) {
+		/* a UD receive: the buffer starts with the GRH area; slid, sl and
+		 * pkey_index are 0, as rdma_rxe reports them on RoCE */
+		wc->wc_flags |= IBV_WC_GRH;
+		wc->src_qp = e->src_qp;
 	}
 }
 

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define XROCE_PROTO_VERSION 2 /* 2: work requests and completions on shared-memory rings */
+#define XROCE_PROTO_VERSION 3 /* 2: work requests and completions on shared-memory rings; 3: UD and UC QPs */
 #define XROCE_HDR_SIZE 8
 #define XROCE_MAX_MESSAGE 4096
 #define XROCE_REPLY 0x8000
@@ -37,6 +37,8 @@ enum {
 	XROCE_OP_MODIFY_QP = 18,
 	XROCE_OP_QUERY_QP = 19,
 	XROCE_OP_DESTROY_QP = 20,
+	XROCE_OP_CREATE_AH = 21,
+	XROCE_OP_DESTROY_AH = 22,
 	XROCE_OP_ASYNC_CHANNEL = 23, /* + the daemon's end of a socketpair for xroce_async_event */
 };
 
@@ -52,6 +54,7 @@ enum {
 #define XROCE_CQ_RING_OVERRUN 128  /* daemon: 1 once the CQ overran */
 #define XROCE_CQE_RECV (1u << 0)
 #define XROCE_CQE_WITH_IMM (1u << 1)
+#define XROCE_CQE_GRH (1u << 2) /* IBV_WC_GRH: a UD receive, src_qp set */
 
 struct xroce_hdr {
 	uint16_t op;
@@ -247,7 +250,7 @@ struct xroce_cqe {
 	uint32_t byte_len;
 	uint32_t imm_data; /* host order */
 	uint32_t qp_num;
-	uint32_t reserved;
+	uint32_t src_qp; /* UD receives (XROCE_CQE_GRH) */
 } __attribute__((packed));
 
 /* what the daemon writes on a completion channel */
@@ -276,7 +279,8 @@ struct xroce_create_qp_reply {
 	uint32_t handle, qpn;
 	uint32_t max_send_wr, max_recv_wr;
 	uint32_t max_send_sge, max_recv_sge;
-	uint32_t max_inline, reserved;
+	uint32_t max_inline;
+	uint32_t max_ud_msg; /* UD: the largest message (the port's MTU), 0 otherwise */
 	uint32_t sq_entries, sq_stride;
 	uint32_t rq_entries, rq_stride;
 	uint64_t sq_offset, rq_offset;
@@ -300,6 +304,18 @@ struct xroce_qp_attr {
 	uint8_t reserved;
 	uint16_t pkey_index;
 	uint16_t reserved2;
+	uint32_t qkey; /* UD */
+} __attribute__((packed));
+
+/* CREATE_AH's request: struct ibv_ah_attr (RoCE: is_global 1) */
+struct xroce_create_ah_req {
+	uint32_t pd;
+	uint32_t flow_label;
+	uint8_t dgid[16];
+	uint8_t sgid_index, hop_limit;
+	uint8_t traffic_class, is_global;
+	uint8_t port_num, sl;
+	uint16_t reserved;
 } __attribute__((packed));
 
 /* A send ring slot: xroce_send_wr, then num_sge × xroce_sge or inline_len bytes;
@@ -316,6 +332,10 @@ struct xroce_send_wr {
 	uint32_t flags;
 	uint32_t num_sge;
 	uint32_t inline_len;
+	uint32_t ah; /* wr.ud, UD QPs: an address handle's handle */
+	uint32_t remote_qpn;
+	uint32_t remote_qkey;
+	uint32_t reserved;
 } __attribute__((packed));
 
 struct xroce_recv_wr {

@@ -18,7 +18,7 @@ import (
 // non-zero status comes a UTF-8 message for people, after 0 the op's reply body.
 // docs/verbs-library.md describes the messages.
 const (
-	ProtoVersion = 2 // 2: work requests and completions on shared-memory rings
+	ProtoVersion = 3 // 2: work requests and completions on shared-memory rings; 3: UD and UC QPs (address handles, UD addresses in send slots, src_qp and GRH in CQEs, qkey)
 	HeaderSize   = 8
 	MaxMessage   = 4096 // header included
 	ReplyBit     = 0x8000
@@ -47,8 +47,10 @@ const (
 	OpModifyQP       uint16 = 18 // QPAttrMsg → no body
 	OpQueryQP        uint16 = 19 // Handle → QPAttrMsg
 	OpDestroyQP      uint16 = 20 // Handle → no body
-	// 16, 21 and 22 were version 1's poll, post send and post recv requests: the
+	// 16 was version 1's poll request, 21 and 22 its post send and post recv: the
 	// rings carry work requests and completions now.
+	OpCreateAH     uint16 = 21 // CreateAHReq → Handle (version 3)
+	OpDestroyAH    uint16 = 22 // Handle → no body (version 3)
 	OpAsyncChannel uint16 = 23 // no body + one fd (the daemon's end of a socketpair for AsyncEventMsg) → no body
 	opLastData            = OpAsyncChannel
 )
@@ -278,22 +280,25 @@ type NotifyReq struct {
 // sets). Seq is the ring sequence number of the work request it completes, in
 // the send ring or, with CQERecv in Flags, the receive ring of QP QPNum: the
 // library keeps the wr_id of each slot and frees the slots up to Seq. ImmData is
-// in host order, as transport.WorkCompletion has it.
+// in host order, as transport.WorkCompletion has it. SrcQP is the sender's QPN
+// of a UD receive completion (which also has CQEGRH: the receive buffer starts
+// with the 40-byte GRH area).
 type CQE struct {
-	Seq      uint32
-	Flags    uint32 // CQERecv, CQEWithImm
-	Status   uint32
-	Opcode   uint32
-	ByteLen  uint32
-	ImmData  uint32
-	QPNum    uint32
-	Reserved uint32
+	Seq     uint32
+	Flags   uint32 // CQERecv, CQEWithImm, CQEGRH
+	Status  uint32
+	Opcode  uint32
+	ByteLen uint32
+	ImmData uint32
+	QPNum   uint32
+	SrcQP   uint32
 }
 
 // CQE flags.
 const (
 	CQERecv    = 1 << 0 // completes a receive WR
 	CQEWithImm = 1 << 1 // IBV_WC_WITH_IMM
+	CQEGRH     = 1 << 2 // IBV_WC_GRH (UD receives)
 )
 
 // EventMsg is what the daemon writes on a completion channel: the CQ's cookie.
@@ -310,7 +315,8 @@ type AsyncEventMsg struct {
 	Cookie   uint64
 }
 
-// CreateQPReq creates an RC QP (struct ibv_qp_init_attr).
+// CreateQPReq creates a QP (struct ibv_qp_init_attr): QPType is IBV_QPT_RC, _UC
+// or _UD.
 type CreateQPReq struct {
 	PD, SendCQ, RecvCQ     uint32
 	QPType, SQSigAll       uint32
@@ -330,15 +336,16 @@ type CreateQPReply struct {
 	Handle, QPN            uint32
 	MaxSendWR, MaxRecvWR   uint32
 	MaxSendSGE, MaxRecvSGE uint32
-	MaxInline, Reserved    uint32
+	MaxInline              uint32
+	MaxUDMsg               uint32 // UD: the largest message (the port's MTU in bytes), 0 otherwise
 	SQEntries, SQStride    uint32
 	RQEntries, RQStride    uint32
 	SQOffset, RQOffset     uint64
 	RingSize               uint64
 }
 
-// QPAttrMsg carries struct ibv_qp_attr's fields that an RC QP on RoCE uses, for
-// OpModifyQP (Mask is enum ibv_qp_attr_mask) and OpQueryQP's reply.
+// QPAttrMsg carries struct ibv_qp_attr's fields that RC, UC and UD QPs on RoCE
+// use, for OpModifyQP (Mask is enum ibv_qp_attr_mask) and OpQueryQP's reply.
 type QPAttrMsg struct {
 	QP, Mask                  uint32
 	State, PathMTU            uint32
@@ -355,12 +362,26 @@ type QPAttrMsg struct {
 	Reserved                  uint8
 	PKeyIndex                 uint16
 	Reserved2                 uint16
+	QKey                      uint32 // UD
+}
+
+// CreateAHReq creates an address handle (struct ibv_ah_attr) in PD for UD sends.
+// RoCE needs the GRH: IsGlobal must be 1.
+type CreateAHReq struct {
+	PD                     uint32
+	FlowLabel              uint32
+	DGID                   [16]byte
+	SGIDIndex, HopLimit    uint8
+	TrafficClass, IsGlobal uint8
+	PortNum, SL            uint8
+	Reserved               uint16
 }
 
 // SendWRMsg starts a send ring slot: one send WR (struct ibv_send_wr); NumSGE
 // SGEMsg follow it, or InlineLen bytes of inline data (IBV_SEND_INLINE: the
 // library copies the data, NumSGE is 0). ImmData is in host order. The library
-// keeps WRID; the daemon ignores it.
+// keeps WRID; the daemon ignores it. AH (an address handle of the session),
+// RemoteQPN and RemoteQKey are wr.ud's, for UD QPs.
 type SendWRMsg struct {
 	WRID       uint64
 	RemoteAddr uint64
@@ -372,6 +393,10 @@ type SendWRMsg struct {
 	Flags      uint32
 	NumSGE     uint32
 	InlineLen  uint32
+	AH         uint32
+	RemoteQPN  uint32
+	RemoteQKey uint32
+	Reserved   uint32
 }
 
 // RecvWRMsg starts a receive ring slot: one receive WR; NumSGE SGEMsg follow it.
@@ -423,6 +448,7 @@ var Structs = map[string]any{
 	"xroce_create_qp_req":   CreateQPReq{},
 	"xroce_create_qp_reply": CreateQPReply{},
 	"xroce_qp_attr":         QPAttrMsg{},
+	"xroce_create_ah_req":   CreateAHReq{},
 	"xroce_send_wr":         SendWRMsg{},
 	"xroce_recv_wr":         RecvWRMsg{},
 	"xroce_sge":             SGEMsg{},

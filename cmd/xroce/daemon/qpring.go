@@ -28,12 +28,13 @@ type qpRing struct {
 	bounceMR *transport.MemoryRegion
 	slot     []byte // one slot, copied out before it is checked
 	sges     [maxSGE]transport.SGE
+	ahs      *ahTable // the session's address handles, for UD sends
 	logf     func(format string, a ...any)
 }
 
 // newQPRing creates the rings of qp, whose capabilities and layout c holds, and
 // its doorbell; the inline buffer is registered in pd.
-func newQPRing(qp *transport.QueuePair, pd *transport.ProtectionDomain, c *CreateQPReply, logf func(string, ...any)) (*qpRing, error) {
+func newQPRing(qp *transport.QueuePair, pd *transport.ProtectionDomain, c *CreateQPReply, ahs *ahTable, logf func(string, ...any)) (*qpRing, error) {
 	m, err := newShm("xroce-qp", c.RingSize)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func newQPRing(qp *transport.QueuePair, pd *transport.ProtectionDomain, c *Creat
 		m.close()
 		return nil, fail(unix.EMFILE, "doorbell eventfd: %v", err)
 	}
-	r := &qpRing{qp: qp, m: m, lay: *c, db: os.NewFile(uintptr(efd), "xroce-doorbell"), logf: logf,
+	r := &qpRing{qp: qp, m: m, lay: *c, db: os.NewFile(uintptr(efd), "xroce-doorbell"), ahs: ahs, logf: logf,
 		slot: make([]byte, max(c.SQStride, c.RQStride))}
 	if c.MaxInline > 0 {
 		r.bounce = make([]byte, c.MaxInline)
@@ -165,6 +166,13 @@ func (r *qpRing) postSend(seq uint32, s []byte) error {
 		Swap: le.Uint64(s[24:]), RKey: le.Uint32(s[32:]), ImmData: le.Uint32(s[36:]),
 		Opcode: transport.WROpcode(min(le.Uint32(s[40:]), 255)), Flags: transport.SendFlags(le.Uint32(s[44:]) & 0xf)}
 	nsge, inl := le.Uint32(s[48:]), le.Uint32(s[52:])
+	if r.qp.Type() == transport.QPT_UD {
+		h := le.Uint32(s[56:])
+		if wr.AH = r.ahs.get(h); wr.AH == nil {
+			return fmt.Errorf("UD send to address handle %d, which the session does not have", h)
+		}
+		wr.RemoteQPN, wr.RemoteQKey = le.Uint32(s[60:]), le.Uint32(s[64:])
+	}
 	body := s[sendWRSize:]
 	if inl == 0 {
 		sg, err := r.sgList(body, nsge)

@@ -38,7 +38,7 @@ const (
 	CQRingCons    = 64   // uint32, library: CQEs consumed
 	CQRingOverrun = 128  // uint32, daemon: 1 once the CQ overran (IBV_EVENT_CQ_ERR)
 
-	sendWRSize = 56 // binary.Size(SendWRMsg{})
+	sendWRSize = 72 // binary.Size(SendWRMsg{})
 	recvWRSize = 16 // binary.Size(RecvWRMsg{})
 	sgeSize    = 16 // binary.Size(SGEMsg{})
 	cqeSize    = 32 // binary.Size(CQE{})
@@ -143,9 +143,12 @@ func (c *cqRing) Push(wc transport.WorkCompletion) bool {
 		atomic.StoreUint32(c.m.word(CQRingOverrun), 1)
 		return false
 	}
-	e := CQE{Seq: uint32(wc.WRID), Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), ByteLen: wc.ByteLen, QPNum: wc.QPN}
+	e := CQE{Seq: uint32(wc.WRID), Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), ByteLen: wc.ByteLen, QPNum: wc.QPN, SrcQP: wc.SrcQP}
 	if wc.WRID&recvBit != 0 {
 		e.Flags |= CQERecv
+	}
+	if wc.GRH {
+		e.Flags |= CQEGRH
 	}
 	if wc.HasImm {
 		e.Flags |= CQEWithImm
@@ -161,7 +164,7 @@ func (c *cqRing) Push(wc transport.WorkCompletion) bool {
 	le.PutUint32(s[16:], e.ByteLen)
 	le.PutUint32(s[20:], e.ImmData)
 	le.PutUint32(s[24:], e.QPNum)
-	le.PutUint32(s[28:], 0)
+	le.PutUint32(s[28:], e.SrcQP)
 	c.prod++
 	atomic.StoreUint32(c.m.word(CQRingProd), c.prod) // publishes the slot
 	return true

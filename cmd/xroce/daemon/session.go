@@ -44,6 +44,8 @@ const (
 	maxSGE    = 32
 	wcWithImm = 1 << 1 // IBV_WC_WITH_IMM
 	qptRC     = 2      // IBV_QPT_RC
+	qptUC     = 3      // IBV_QPT_UC
+	qptUD     = 4      // IBV_QPT_UD
 )
 
 // verbs access flags beyond the engine's four that registration accepts and
@@ -66,6 +68,7 @@ type session struct {
 	cqs    map[uint32]*cqObj
 	qps    map[uint32]*qpObj
 	chans  map[uint32]*chanObj
+	ahs    *ahTable
 	// graveyard holds deregistered mappings while the session has QPs: a WR that
 	// resolved into one may still be queued, so the range stays mapped (onto
 	// anonymous memory, the application's pages released) until no QP is left.
@@ -88,7 +91,7 @@ type mapping struct {
 
 type pdObj struct {
 	pd   *transport.ProtectionDomain
-	refs int // MRs and QPs
+	refs int // MRs, QPs and AHs
 }
 
 type mrObj struct {
@@ -133,7 +136,8 @@ func newSession(src Source, counts *objCounts, logf func(string, ...any)) *sessi
 	ctx, cancel := context.WithCancel(context.Background())
 	dev := es.Engine()
 	return &session{dev: dev, poller: pollerFor(dev), logf: logf, ctx: ctx, cancel: cancel, pds: map[uint32]*pdObj{},
-		mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chans: map[uint32]*chanObj{}, counts: counts}
+		mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chans: map[uint32]*chanObj{},
+		ahs: &ahTable{m: map[uint32]*ahObj{}}, counts: counts}
 }
 
 // errno is an error with the errno the library returns.
@@ -260,6 +264,16 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []
 		if err = decode(p, &h); err == nil {
 			err = s.destroyQP(h.Handle)
 		}
+	case OpCreateAH:
+		var req CreateAHReq
+		if err = decode(p, &req); err == nil {
+			body, err = s.createAH(&req)
+		}
+	case OpDestroyAH:
+		var h Handle
+		if err = decode(p, &h); err == nil {
+			err = s.destroyAH(h.Handle)
+		}
 	default:
 		if op < OpCMCreateID || op > opLastCM {
 			return errReply(op, seq, unix.EOPNOTSUPP, fmt.Sprintf("unknown op %d", op)), nil
@@ -307,7 +321,7 @@ func (s *session) deallocPD(h uint32) error {
 		return fail(unix.EINVAL, "no PD %d in this session", h)
 	}
 	if o.refs > 0 {
-		return fail(unix.EBUSY, "PD %d still has %d MRs or QPs", h, o.refs)
+		return fail(unix.EBUSY, "PD %d still has %d MRs, QPs or address handles", h, o.refs)
 	}
 	delete(s.pds, h)
 	s.counts.pds.Add(-1)
@@ -608,11 +622,11 @@ func (s *session) reqNotify(r *NotifyReq) error {
 
 // ---- QP ----
 
-// createQP creates an RC QP and its rings; the reply carries the rings' memfd
-// and the doorbell eventfd.
+// createQP creates an RC, UC or UD QP and its rings; the reply carries the
+// rings' memfd and the doorbell eventfd.
 func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
-	if r.QPType != qptRC {
-		return nil, nil, fail(unix.EOPNOTSUPP, "QP type %d: only RC QPs (IBV_QPT_RC) are supported", r.QPType)
+	if r.QPType != qptRC && r.QPType != qptUC && r.QPType != qptUD {
+		return nil, nil, fail(unix.EOPNOTSUPP, "QP type %d: only RC, UC and UD QPs (IBV_QPT_RC, _UC, _UD) are supported", r.QPType)
 	}
 	pd, scq, rcq := s.pds[r.PD], s.cqs[r.SendCQ], s.cqs[r.RecvCQ]
 	if pd == nil || scq == nil || rcq == nil {
@@ -624,7 +638,7 @@ func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
 	}
 	c := transport.QPCap{MaxSendWR: int(max(r.MaxSendWR, 1)), MaxRecvWR: int(max(r.MaxRecvWR, 1)),
 		MaxSendSGE: int(max(r.MaxSendSGE, 1)), MaxRecvSGE: int(max(r.MaxRecvSGE, 1)), MaxInlineData: int(r.MaxInline)}
-	qp, err := pd.pd.CreateQP(transport.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: c, SigAll: r.SQSigAll != 0})
+	qp, err := pd.pd.CreateQP(transport.QPInitAttr{Type: transport.QPType(r.QPType), SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: c, SigAll: r.SQSigAll != 0})
 	if err != nil {
 		return nil, nil, fail(unix.EINVAL, "%v", err)
 	}
@@ -632,8 +646,11 @@ func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
 	o := &qpObj{qp: qp, pd: pd, send: scq, recv: rcq}
 	o.caps = CreateQPReply{Handle: h, QPN: qp.QPN(), MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
 		MaxSendSGE: uint32(c.MaxSendSGE), MaxRecvSGE: uint32(c.MaxRecvSGE), MaxInline: uint32(c.MaxInlineData)}
+	if r.QPType == qptUD {
+		o.caps.MaxUDMsg = uint32(s.dev.MaxPathMTU().Bytes()) // what PostSend allows (a UD message is one packet)
+	}
 	qpLayout(&o.caps)
-	if o.ring, err = newQPRing(qp, pd.pd, &o.caps, s.logf); err != nil {
+	if o.ring, err = newQPRing(qp, pd.pd, &o.caps, s.ahs, s.logf); err != nil {
 		_ = qp.Destroy()
 		return nil, nil, err
 	}
@@ -692,8 +709,8 @@ func (s *session) modifyQP(r *QPAttrMsg) error {
 	a := transport.QPAttr{State: transport.QPState(r.State), PathMTU: roce.MTU(r.PathMTU), DestQPN: r.DestQPN,
 		RQPSN: r.RQPSN, SQPSN: r.SQPSN, MaxRdAtomic: r.MaxRdAtomic, MaxDestRdAtomic: r.MaxDestRdAtomic,
 		MinRNRTimer: r.MinRNRTimer, Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,
-		AccessFlags: transport.Access(r.AccessFlags & 0xf),
-		AH:          transport.AddressHandle{DGID: roce.GID(r.DGID), SGIDIndex: int(r.SGIDIndex), TrafficClass: r.TrafficClass, HopLimit: r.HopLimit, FlowLabel: r.FlowLabel}}
+		AccessFlags: transport.Access(r.AccessFlags & 0xf), QKey: r.QKey,
+		AH: transport.AddressHandle{DGID: roce.GID(r.DGID), SGIDIndex: int(r.SGIDIndex), TrafficClass: r.TrafficClass, HopLimit: r.HopLimit, FlowLabel: r.FlowLabel}}
 	if r.PathMTU > 255 {
 		a.PathMTU = 0
 	}
@@ -732,6 +749,7 @@ func (s *session) modifyQP(r *QPAttrMsg) error {
 	set(transport.QP_TIMEOUT, func() { t.Timeout = r.Timeout })
 	set(transport.QP_RETRY_CNT, func() { t.RetryCnt = r.RetryCnt })
 	set(transport.QP_RNR_RETRY, func() { t.RNRRetry = r.RNRRetry })
+	set(transport.QP_QKEY, func() { t.QKey = r.QKey })
 	return nil
 }
 
@@ -787,6 +805,9 @@ func (s *session) close() {
 		o.ring.m.close()
 	}
 	s.async.set(nil)
+	s.ahs.mu.Lock()
+	clear(s.ahs.m)
+	s.ahs.mu.Unlock()
 	for h, o := range s.mrs {
 		_ = o.mr.Dereg()
 		_ = unix.MunmapPtr(unsafe.Pointer(o.m.p), o.m.n)

@@ -138,7 +138,7 @@ func TestSessionDataPath(t *testing.T) {
 		MaxSendWR: 4, MaxRecvWR: 3, MaxSendSGE: 1, MaxRecvSGE: 2, MaxInline: 64})
 	qp := tq.r
 	if want := (CreateQPReply{Handle: qp.Handle, QPN: qp.QPN, MaxSendWR: 4, MaxRecvWR: 3, MaxSendSGE: 1, MaxRecvSGE: 2, MaxInline: 64,
-		SQEntries: 4, SQStride: 128, RQEntries: 4, RQStride: 64, SQOffset: 4096, RQOffset: 8192, RingSize: 12288}); qp != want {
+		SQEntries: 4, SQStride: 192, RQEntries: 4, RQStride: 64, SQOffset: 4096, RQOffset: 8192, RingSize: 12288}); qp != want {
 		t.Fatalf("create qp: %+v\nwant %+v", qp, want)
 	}
 
@@ -271,10 +271,9 @@ func TestSessionDataPath(t *testing.T) {
 	wantErrno(t, "notify a bad CQ", c.Call(OpReqNotifyCQ, &NotifyReq{CQ: 999}, nil), unix.EINVAL)
 	wantErrno(t, "destroy a CQ in use", c.Call(OpDestroyCQ, &Handle{cq.h}, nil), unix.EBUSY)
 	wantErrno(t, "dealloc a PD in use", c.Call(OpDeallocPD, &Handle{pd.Handle}, nil), unix.EBUSY)
-	for _, op := range []uint16{16, 21, 22} { // version 1's poll and posts
-		wantErrno(t, "a retired op", c.Call(op, []byte{1, 0, 0, 0, 1, 0, 0, 0}, nil), unix.EOPNOTSUPP)
-	}
-	wantErrno(t, "UD QP", c.Call(OpCreateQP, &CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: 4}, nil), unix.EOPNOTSUPP)
+	// version 1's poll (21 and 22, its posts, are the address handles' ops now)
+	wantErrno(t, "a retired op", c.Call(16, []byte{1, 0, 0, 0, 1, 0, 0, 0}, nil), unix.EOPNOTSUPP)
+	wantErrno(t, "XRC QP", c.Call(OpCreateQP, &CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: 9}, nil), unix.EOPNOTSUPP)
 	// A second session cannot name the first one's objects.
 	c2, _, err := Dial(dp.srv.Path())
 	if err != nil {
