@@ -122,4 +122,3 @@ func TestVerbsUnreliableNative(t *testing.T) {
 		}
 	}
 }
-
