@@ -29,7 +29,7 @@ var guestModules = []string{"virtio_pci", "virtio_net", "9pnet_virtio", "9p", "c
 // Binaries the guest runs (rping: rdmacm-utils, for the rping cells).
 var guestBinaries = []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw", "/usr/bin/ib_send_bw", "/usr/bin/ib_atomic_bw",
 	"/usr/bin/ib_write_lat", "/usr/bin/ib_read_lat", "/usr/bin/ib_send_lat", "/usr/bin/ibv_rc_pingpong",
-	"/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/rdma", "/usr/bin/rping"}
+	"/usr/bin/ibv_uc_pingpong", "/usr/bin/ibv_ud_pingpong", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/rdma", "/usr/bin/rping"}
 
 // libgccS is the host's libgcc_s (Debian 12, as the guest), copied into the guest.
 const libgccS = "/lib/x86_64-linux-gnu/libgcc_s.so.1"
@@ -103,7 +103,7 @@ func Prepare(downloadTimeout time.Duration) (*Image, error) {
 	root := filepath.Join(dir, "root-"+img.Version)
 	img.Kernel = filepath.Join(root, "boot", "vmlinuz-"+img.Version)
 	stamp := filepath.Join(dir, "initrd.stamp")
-	want := img.Version + " " + strings.Join(pkgs, " ") + " v6"
+	want := img.Version + " " + strings.Join(pkgs, " ") + " v7"
 	if b, err := os.ReadFile(stamp); err == nil && string(b) == want {
 		if _, err := os.Stat(img.Initrd); err == nil {
 			img.Prepared = time.Since(start)

@@ -29,7 +29,7 @@ import (
 // libTools are the host programs the lib cells run, unmodified, from Debian's
 // perftest and ibverbs-utils.
 var libTools = []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat",
-	"ib_send_lat", "ibv_rc_pingpong"}
+	"ib_send_lat", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong"}
 
 // libMatrix is the lib cells, at netdev MTU 1500 over AF_XDP, each in both
 // directions but one: the quick set (ibv_rc_pingpong -c and ib_write_bw), or
@@ -55,6 +55,8 @@ func libMatrix(full bool) []cell {
 	add(cell{tool: "send_bw", size: 65536, flags: "-R"})
 	add(cell{tool: "write_lat", size: 64, flags: "-R"})
 	add(cell{tool: "pingpong", size: 4096, flags: "-e -N"})
+	add(cell{tool: "uc_pingpong", size: 4096})
+	add(cell{tool: "ud_pingpong", size: 984}) // path MTU 1024 less ibv_ud_pingpong's 40-byte GRH area
 	add(cell{tool: "read_bw", size: 65536})
 	add(cell{tool: "send_bw", size: 65536})
 	add(cell{tool: "atomic_bw", size: 8})
@@ -466,7 +468,7 @@ func (c cell) checkLibTables(lab *Lab, xout, gout string) error {
 	}
 	sides := []side{{"host", xout, "xroce0", lab.GuestIP.String(), c.xroceClient}, {"guest", gout, "rxe0", lab.XIP.String(), !c.xroceClient}}
 	var errs []error
-	if c.tool == "pingpong" {
+	if strings.HasSuffix(c.tool, "pingpong") {
 		for _, s := range sides {
 			for _, re := range []string{
 				fmt.Sprintf(`(?m)^%d bytes in \d+\.\d+ seconds = \d+\.\d+ Mbit/sec$`, 2*c.iters()*c.size),

@@ -23,7 +23,7 @@ import (
 
 // cell is one run of the interop matrix.
 type cell struct {
-	tool        string // write_bw, read_bw, send_bw, atomic_bw, write_lat, pingpong, rping
+	tool        string // write_bw, read_bw, send_bw, atomic_bw, write_lat, pingpong, uc_pingpong, ud_pingpong, rping
 	size        int
 	xroceClient bool // xroce client → rxe server; else rxe client → xroce server
 	mtu         int  // netdev MTU of every interface
@@ -91,7 +91,7 @@ func (c cell) iters() int {
 	if c.all() {
 		return 20
 	}
-	if strings.HasSuffix(c.tool, "_lat") || c.tool == "pingpong" {
+	if strings.HasSuffix(c.tool, "_lat") || strings.HasSuffix(c.tool, "pingpong") {
 		return 200
 	}
 	return min(1000, max(5, 40_000_000/max(c.size, 1)))
@@ -141,7 +141,7 @@ func figure(tool, out string) (string, bool) {
 		if n := len(rpingDataRe.FindAllString(out, -1)); n > 0 {
 			return fmt.Sprintf("%d data lines", n), true
 		}
-	case tool == "pingpong":
+	case strings.HasSuffix(tool, "pingpong"):
 		if m := ppRe.FindStringSubmatch(out); m != nil {
 			return m[1] + " usec/iter", true
 		}
@@ -204,8 +204,11 @@ func (c cell) rxeCommand(server bool, xroceIP string) string {
 func (c cell) perftestArgs(dev string) []string {
 	var cmd string
 	switch {
-	case c.tool == "pingpong":
-		cmd = fmt.Sprintf("ibv_rc_pingpong -d %s -g 1 -n %d -s %d -m %d", dev, c.iters(), c.size, min(c.mtu-80, 4096)&^1023)
+	case strings.HasSuffix(c.tool, "pingpong"): // pingpong (RC), uc_pingpong, ud_pingpong
+		cmd = fmt.Sprintf("%s -d %s -g 1 -n %d -s %d", c.ibvPingpong(), dev, c.iters(), c.size)
+		if c.tool != "ud_pingpong" { // UD has no path
+			cmd += fmt.Sprintf(" -m %d", min(c.mtu-80, 4096)&^1023)
+		}
 		if c.lib {
 			cmd += " -c"
 		}
@@ -219,6 +222,15 @@ func (c cell) perftestArgs(dev string) []string {
 	return append(strings.Fields(cmd), strings.Fields(c.flags)...)
 }
 
+// ibvPingpong is the rdma-core example a pingpong cell runs: ibv_rc_pingpong
+// (tool pingpong), ibv_uc_pingpong or ibv_ud_pingpong.
+func (c cell) ibvPingpong() string {
+	if c.tool == "pingpong" {
+		return "ibv_rc_pingpong"
+	}
+	return "ibv_" + c.tool
+}
+
 // toolArgs are the arguments of an xroce tool (either side) for the cell.
 func (c cell) toolArgs() []string {
 	switch c.tool {
@@ -226,6 +238,10 @@ func (c cell) toolArgs() []string {
 		return []string{c.tool}
 	case "pingpong":
 		return []string{c.tool, "-n", fmt.Sprint(c.iters()), "-s", fmt.Sprint(c.size), "-m", fmt.Sprint(min(c.mtu-80, 4096) &^ 1023)}
+	case "uc_pingpong":
+		return []string{"pingpong", "--connection", "UC", "-n", fmt.Sprint(c.iters()), "-s", fmt.Sprint(c.size), "-m", fmt.Sprint(min(c.mtu-80, 4096) &^ 1023)}
+	case "ud_pingpong":
+		return []string{"pingpong", "--connection", "UD", "-n", fmt.Sprint(c.iters()), "-s", fmt.Sprint(c.size)}
 	case "atomic_bw":
 		return []string{c.tool, "-n", fmt.Sprint(c.iters())}
 	}
@@ -577,6 +593,13 @@ func matrix(full bool) []cell {
 		}
 	}
 	add(cell{tool: "pingpong", size: 4096, mtu: 9000, link: "xdp"})
+	// UC and UD: xroce pingpong --connection UC|UD against ibv_uc_pingpong and
+	// ibv_ud_pingpong, path MTU 1024 and 2048 (a UD message is one packet: the
+	// path MTU less the 40 bytes ibv_ud_pingpong's receive buffer begins with).
+	for _, mtu := range []int{1500, 3000} {
+		add(cell{tool: "uc_pingpong", size: 4096, mtu: mtu, link: "xdp"})
+		add(cell{tool: "ud_pingpong", size: (mtu-80)&^1023 - 40, mtu: mtu, link: "xdp"})
+	}
 	add(cell{tool: "crosscheck", mtu: 9000, link: "xdp", verbs: true})
 	add(cell{tool: "write_bw", size: 65536, mtu: 1500, link: "udp"})
 	// perftest's -a (every size in one connection) and -q 2 (two QPs), and the
@@ -718,7 +741,7 @@ func TestMatrix(t *testing.T) {
 		// A failed cell can leave its guest side running (ibv_rc_pingpong with
 		// retry_cnt 7 retransmits forever on rdma_rxe) and slowing the TCG guest
 		// for the next cells: stop it.
-		lab.Guest("killall -9 ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ibv_rc_pingpong rping xroce-verbs 2>/dev/null; true")(10 * time.Second)
+		lab.Guest("killall -9 ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong rping xroce-verbs 2>/dev/null; true")(10 * time.Second)
 		// A guest whose network stopped (it answers neither ping nor ARP while
 		// its 9p command channel still works; see README) or whose kernel died
 		// is replaced, so one failure does not fail every later cell.
