@@ -112,40 +112,10 @@ func status(t *testing.T, dir string) string {
 // the ibv_wr_* API (-N: ibv_create_qp_ex with IBV_QP_EX_WITH_SEND,
 // ibv_qp_to_qp_ex, wr_start, wr_send, wr_set_sge, wr_complete).
 func TestVerbsRCPingpong(t *testing.T) {
-	p := newVerbsPair(t)
-	for i, args := range [][]string{
-		{"-c", "-n", "100", "-s", "4096"},
-		{"-e", "-c", "-n", "100", "-s", "64"},
-		{"-N", "-c", "-n", "100", "-s", "4096"}, // ibv_create_qp_ex and ibv_wr_send
-	} {
-		port := fmt.Sprint(18600 + i)
-		pp := append([]string{"ibv_rc_pingpong", "-g", "1", "-p", port}, args...)
-		_, sout, sdone := server(t, p.n.NsA, p.dirA, pp...)
-		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
-		cerr := wait(t, "client", cdone, cout, 30*time.Second)
-		serr := wait(t, "server", sdone, sout, 10*time.Second)
-		size := atoi(args[len(args)-1])
-		for side, r := range map[string]struct {
-			err error
-			out string
-		}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
-			if r.err != nil {
-				t.Errorf("%v: %s: %v\n%s", args, side, r.err, r.out)
-				continue
-			}
-			bytes := fmt.Sprintf(`(?m)^%d bytes in \d+\.\d+ seconds = `, 2*100*size)
-			if !regexpMatch(bytes, r.out) || !regexpMatch(`(?m)^100 iters in \d+\.\d+ seconds = \d+\.\d+ usec/iter$`, r.out) ||
-				!regexpMatch(`(?m)^  remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:10\.79\.0\.[12]$`, r.out) {
-				t.Errorf("%v: %s output:\n%s", args, side, r.out)
-			}
-		}
-	}
-	// Every object went with its application.
-	for _, dir := range []string{p.dirA, p.dirB} {
-		if st := status(t, dir); !strings.Contains(st, "clients: 0\n") {
-			t.Errorf("status after the runs:\n%s", st)
-		}
-	}
+	runPingpongs(t, newVerbsPair(t), "ibv_rc_pingpong", 18600,
+		[]string{"-c", "-n", "100", "-s", "4096"},
+		[]string{"-e", "-c", "-n", "100", "-s", "64"},
+		[]string{"-N", "-c", "-n", "100", "-s", "4096"}) // ibv_create_qp_ex and ibv_wr_send
 }
 
 // TestVerbsKill: kill -9 of an application mid-run. Its daemon destroys its

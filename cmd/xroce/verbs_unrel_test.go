@@ -25,37 +25,29 @@ func pingpongOut(t *testing.T, what, out string, iters, size int) {
 	}
 }
 
-// runPingpongPair runs a server in namespace A and a client in namespace B
-// through the library, and checks both outputs.
-func runPingpongPair(t *testing.T, p *verbsPair, pp []string, iters, size int) {
+// runPingpongs runs prog (ibv_rc_pingpong, ibv_uc_pingpong or ibv_ud_pingpong)
+// with GID index 1 and each argument list (ending with -n 100 -s SIZE) between
+// the two daemons, the server in A and the client in B, on TCP ports from port
+// up, and checks both sides' result lines; then that every object went with its
+// application.
+func runPingpongs(t *testing.T, p *verbsPair, prog string, port int, argsets ...[]string) {
 	t.Helper()
-	_, sout, sdone := server(t, p.n.NsA, p.dirA, pp...)
-	_, cout, cdone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
-	cerr := wait(t, "client", cdone, cout, 30*time.Second)
-	serr := wait(t, "server", sdone, sout, 10*time.Second)
-	for side, r := range map[string]struct {
-		err error
-		out string
-	}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
-		if r.err != nil {
-			t.Errorf("%v: %s: %v\n%s", pp, side, r.err, r.out)
-			continue
+	for i, args := range argsets {
+		pp := append([]string{prog, "-g", "1", "-p", fmt.Sprint(port + i)}, args...)
+		_, sout, sdone := server(t, p.n.NsA, p.dirA, pp...)
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(pp, p.n.IPA.String())...)
+		cerr := wait(t, "client", cdone, cout, 30*time.Second)
+		serr := wait(t, "server", sdone, sout, 10*time.Second)
+		for side, r := range map[string]struct {
+			err error
+			out string
+		}{"server": {serr, sout.String()}, "client": {cerr, cout.String()}} {
+			if r.err != nil {
+				t.Errorf("%v: %s: %v\n%s", pp, side, r.err, r.out)
+				continue
+			}
+			pingpongOut(t, fmt.Sprintf("%v: %s", pp, side), r.out, 100, atoi(args[len(args)-1]))
 		}
-		pingpongOut(t, fmt.Sprintf("%v: %s", pp, side), r.out, iters, size)
-	}
-}
-
-// TestVerbsUDPingpong: ibv_ud_pingpong between two daemons, polling and with -e,
-// with its data check (-c). Its message must fit the port's MTU (1024 on the
-// veth of MTU 1500), its receive buffer takes the 40-byte GRH area first.
-func TestVerbsUDPingpong(t *testing.T) {
-	p := newVerbsPair(t)
-	for i, args := range [][]string{
-		{"-c", "-n", "100", "-s", "984"},
-		{"-e", "-c", "-n", "100", "-s", "64"},
-	} {
-		pp := append([]string{"ibv_ud_pingpong", "-g", "1", "-p", fmt.Sprint(18620 + i)}, args...)
-		runPingpongPair(t, p, pp, 100, atoi(args[len(args)-1]))
 	}
 	for _, dir := range []string{p.dirA, p.dirB} {
 		if st := status(t, dir); !strings.Contains(st, "clients: 0\n") {
@@ -64,17 +56,21 @@ func TestVerbsUDPingpong(t *testing.T) {
 	}
 }
 
+// TestVerbsUDPingpong: ibv_ud_pingpong between two daemons, polling and with -e,
+// with its data check (-c). Its message must fit the port's MTU (1024 on the
+// veth of MTU 1500), its receive buffer takes the 40-byte GRH area first.
+func TestVerbsUDPingpong(t *testing.T) {
+	runPingpongs(t, newVerbsPair(t), "ibv_ud_pingpong", 18620,
+		[]string{"-c", "-n", "100", "-s", "984"},
+		[]string{"-e", "-c", "-n", "100", "-s", "64"})
+}
+
 // TestVerbsUCPingpong: ibv_uc_pingpong between two daemons, messages of several
 // packets (4 KiB at path MTU 1024) and of one, with its data check.
 func TestVerbsUCPingpong(t *testing.T) {
-	p := newVerbsPair(t)
-	for i, args := range [][]string{
-		{"-c", "-n", "100", "-s", "4096"},
-		{"-e", "-c", "-n", "100", "-s", "64"},
-	} {
-		pp := append([]string{"ibv_uc_pingpong", "-g", "1", "-p", fmt.Sprint(18630 + i)}, args...)
-		runPingpongPair(t, p, pp, 100, atoi(args[len(args)-1]))
-	}
+	runPingpongs(t, newVerbsPair(t), "ibv_uc_pingpong", 18630,
+		[]string{"-c", "-n", "100", "-s", "4096"},
+		[]string{"-e", "-c", "-n", "100", "-s", "64"})
 }
 
 // TestVerbsUnreliableNative: ibv_ud_pingpong and ibv_uc_pingpong through the

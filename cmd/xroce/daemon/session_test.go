@@ -66,6 +66,17 @@ func startDataPath(t *testing.T) *dataPath {
 	return &dataPath{srv: s, devB: devs[1], ipA: ipA, ipB: ipB}
 }
 
+// dial opens a session on the data path's daemon, closed when the test ends.
+func (dp *dataPath) dial(t *testing.T) *Client {
+	t.Helper()
+	c, _, err := Dial(dp.srv.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // memfd returns a sealed memfd of n bytes and this process's mapping of it.
 func memfd(t *testing.T, n int, seal bool) (int, []byte) {
 	t.Helper()
@@ -115,11 +126,7 @@ func addr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 // retries, and status shows no objects.
 func TestSessionDataPath(t *testing.T) {
 	dp := startDataPath(t)
-	c, _, err := Dial(dp.srv.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dp.dial(t)
 	page := os.Getpagesize()
 
 	var pd Handle
@@ -275,11 +282,7 @@ func TestSessionDataPath(t *testing.T) {
 	wantErrno(t, "a retired op", c.Call(16, []byte{1, 0, 0, 0, 1, 0, 0, 0}, nil), unix.EOPNOTSUPP)
 	wantErrno(t, "XRC QP", c.Call(OpCreateQP, &CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: 9}, nil), unix.EOPNOTSUPP)
 	// A second session cannot name the first one's objects.
-	c2, _, err := Dial(dp.srv.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := dp.dial(t)
 	wantErrno(t, "another session's CQ", c2.Call(OpDestroyCQ, &Handle{cq.h}, nil), unix.EINVAL)
 	wantErrno(t, "another session's QP", c2.Call(OpDestroyQP, &Handle{qp.Handle}, nil), unix.EINVAL)
 	// A bad lkey completes with a local protection error (as an HCA reports it).
@@ -340,11 +343,7 @@ func waitWRID(t *testing.T, cq *transport.CompletionQueue, wrid uint64) transpor
 // channel with the cookies the library gave the CQ and the QP.
 func TestAsyncEvents(t *testing.T) {
 	dp := startDataPath(t)
-	c, _, err := Dial(dp.srv.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dp.dial(t)
 	sv, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

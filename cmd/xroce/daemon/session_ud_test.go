@@ -17,11 +17,7 @@ import (
 // and a send naming a destroyed address handle (the ring stops, the QP fails).
 func TestSessionUD(t *testing.T) {
 	dp := startDataPath(t)
-	c, _, err := Dial(dp.srv.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dp.dial(t)
 	var pd Handle
 	if err := c.Call(OpAllocPD, nil, &pd); err != nil {
 		t.Fatal(err)
