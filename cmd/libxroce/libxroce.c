@@ -2102,6 +2102,67 @@ XROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 		return -1;                              \
 	}
 
+/* ibv_init_ah_from_wc: the address vector answering a UD receive, as rdma-core's
+ * (libibverbs/verbs.c) does on RoCE: the GRH area holds the packet's network
+ * header, an IPv6 header or, after 20 zero bytes, an IPv4 one; its source is the
+ * destination GID, its destination our GID, whose index is the SGID index; hop
+ * limit 0xFF, traffic class and flow label from the header. */
+XROCE_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
+				     struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
+{
+	const uint8_t *h = (const uint8_t *)grh;
+	uint8_t src[16] = { 0 }, dst[16] = { 0 };
+	uint32_t vtf = 0;
+	int g;
+
+	if (!context || !wc || !grh || !ah_attr || !(wc->wc_flags & IBV_WC_GRH))
+		return -1;
+	memset(ah_attr, 0, sizeof(*ah_attr));
+	if (h[20] >> 4 == 4) { /* IPv4 in the last 20 bytes */
+		src[10] = src[11] = dst[10] = dst[11] = 0xff;
+		memcpy(src + 12, h + 20 + 12, 4);
+		memcpy(dst + 12, h + 20 + 16, 4);
+		ah_attr->grh.traffic_class = h[20 + 1];
+	} else if (h[0] >> 4 == 6) {
+		memcpy(&vtf, h, 4);
+		vtf = be32toh(vtf);
+		memcpy(src, h + 8, 16);
+		memcpy(dst, h + 24, 16);
+		ah_attr->grh.traffic_class = (vtf >> 20) & 0xff;
+		ah_attr->grh.flow_label = vtf & 0xfffff;
+	} else {
+		return -1;
+	}
+	for (g = 0;; g++) {
+		union ibv_gid gid;
+		if (ibv_query_gid(context, port_num, g, &gid))
+			return -1; /* not addressed to one of our GIDs */
+		if (!memcmp(gid.raw, dst, 16))
+			break;
+	}
+	memcpy(ah_attr->grh.dgid.raw, src, 16);
+	ah_attr->grh.sgid_index = g;
+	ah_attr->grh.hop_limit = 0xff;
+	ah_attr->is_global = 1;
+	ah_attr->dlid = wc->slid;
+	ah_attr->sl = wc->sl;
+	ah_attr->src_path_bits = wc->dlid_path_bits;
+	ah_attr->port_num = port_num;
+	return 0;
+}
+
+XROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
+						  uint8_t port_num)
+{
+	struct ibv_ah_attr a;
+
+	if (!pd || ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &a)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return ibv_create_ah(pd, &a);
+}
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 FAIL_PTR(struct ibv_mr *, ibv_reg_dmabuf_mr, struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
@@ -2114,8 +2175,6 @@ FAIL_INT(ibv_destroy_srq, struct ibv_srq *srq)
 FAIL_INT(ibv_query_qp_data_in_order, struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 FAIL_INT(ibv_query_ece, struct ibv_qp *qp, struct ibv_ece *ece)
 FAIL_INT(ibv_set_ece, struct ibv_qp *qp, struct ibv_ece *ece)
-FAIL_PTR(struct ibv_ah *, ibv_create_ah_from_wc, struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh, uint8_t port_num)
-FAIL_NEG(ibv_init_ah_from_wc, struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc, struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
 FAIL_INT(ibv_attach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 FAIL_INT(ibv_detach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 FAIL_NEG(ibv_resolve_eth_l2_from_gid, struct ibv_context *context, struct ibv_ah_attr *attr, uint8_t eth_mac[6], uint16_t *vid)

@@ -14,11 +14,10 @@ import (
 
 // The connection manager's ops of a session (librdmacm's calls in the library).
 
-// The port spaces an id may have, each with its QP type (enum ibv_qp_type).
+// The port spaces an id may have, each with its QP type (qptRC, qptUD).
 const (
 	rdmaPSTCP = 0x0106
 	rdmaPSUDP = 0x0111
-	qptUD     = 4
 )
 
 // handleCM answers one OpCM* request.
