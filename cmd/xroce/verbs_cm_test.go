@@ -237,3 +237,23 @@ func vmRSS(t *testing.T, pid int) int {
 	t.Fatal("no VmRSS")
 	return 0
 }
+
+// TestVerbsUdaddy: rdmacm-utils' udaddy, RDMA_PS_UDP: the client's SIDR_REQ
+// resolves the server's UD QP and Q_Key (0x01234567), 10 UD SENDs each way, the
+// server answering through ibv_create_ah_from_wc.
+func TestVerbsUdaddy(t *testing.T) {
+	needTool(t, "/usr/bin/udaddy", "rdmacm-utils")
+	p := newVerbsPair(t)
+	sout, sdone := cmServer(t, p, "udaddy", "-b", p.n.IPA.String())
+	_, cout, cdone := app(t, p.n.NsB, p.dirB, "udaddy", "-s", p.n.IPA.String())
+	cerr := wait(t, "udaddy client", cdone, cout, 60*time.Second)
+	serr := wait(t, "udaddy server", sdone, sout, 20*time.Second)
+	for side, r := range map[string]struct {
+		err error
+		out string
+	}{"client": {cerr, cout.String()}, "server": {serr, sout.String()}} {
+		if r.err != nil || !strings.Contains(r.out, "test complete\nreturn status 0\n") {
+			t.Errorf("%s: %v\n%s", side, r.err, r.out)
+		}
+	}
+}
