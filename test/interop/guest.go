@@ -19,7 +19,7 @@ import (
 )
 
 // Packages the guest is built from (Debian 12).
-var debPackages = []string{"rdma-core", "ibverbs-providers", "ibverbs-utils", "perftest", "rdmacm-utils", "iproute2", "busybox-static",
+var debPackages = []string{"rdma-core", "ibverbs-providers", "ibverbs-utils", "perftest", "rdmacm-utils", "qperf", "iproute2", "busybox-static",
 	"libibverbs1", "librdmacm1", "libibumad3", "libnl-3-200", "libnl-route-3-200", "libmnl0", "libpci3"}
 
 // Modules the guest loads, with their dependencies resolved from .modinfo; rdma_ucm
@@ -29,7 +29,7 @@ var guestModules = []string{"virtio_pci", "virtio_net", "9pnet_virtio", "9p", "c
 // Binaries the guest runs (rping: rdmacm-utils, for the rping cells).
 var guestBinaries = []string{"/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw", "/usr/bin/ib_send_bw", "/usr/bin/ib_atomic_bw",
 	"/usr/bin/ib_write_lat", "/usr/bin/ib_read_lat", "/usr/bin/ib_send_lat", "/usr/bin/ibv_rc_pingpong",
-	"/usr/bin/ibv_uc_pingpong", "/usr/bin/ibv_ud_pingpong", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/rdma", "/usr/bin/rping"}
+	"/usr/bin/ibv_uc_pingpong", "/usr/bin/ibv_ud_pingpong", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/rdma", "/usr/bin/rping", "/usr/bin/qperf"}
 
 // libgccS is the host's libgcc_s (Debian 12, as the guest), copied into the guest.
 const libgccS = "/lib/x86_64-linux-gnu/libgcc_s.so.1"

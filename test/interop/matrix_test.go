@@ -137,6 +137,8 @@ func figure(tool, out string) (string, bool) {
 		if m := xcRe.FindStringSubmatch(out); m != nil {
 			return m[1] + " WCs as modelled", true
 		}
+	case tool == "qperf":
+		return qperfFigure(out)
 	case tool == "rping":
 		if n := len(rpingDataRe.FindAllString(out, -1)); n > 0 {
 			return fmt.Sprintf("%d data lines", n), true
@@ -182,8 +184,11 @@ func lastTable(c cell, out string) string {
 
 // rxeCommand is the guest side's command line.
 func (c cell) rxeCommand(server bool, xroceIP string) string {
-	if c.tool == "rping" {
+	switch c.tool {
+	case "rping":
 		return c.rpingRxeCommand(server, xroceIP)
+	case "qperf":
+		return qperfRxeCommand(server, xroceIP)
 	}
 	var cmd string
 	if c.verbs {
@@ -741,7 +746,7 @@ func TestMatrix(t *testing.T) {
 		// A failed cell can leave its guest side running (ibv_rc_pingpong with
 		// retry_cnt 7 retransmits forever on rdma_rxe) and slowing the TCG guest
 		// for the next cells: stop it.
-		lab.Guest("killall -9 ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong rping xroce-verbs 2>/dev/null; true")(10 * time.Second)
+		lab.Guest("killall -9 ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong rping qperf xroce-verbs 2>/dev/null; true")(10 * time.Second)
 		// A guest whose network stopped (it answers neither ping nor ARP while
 		// its 9p command channel still works; see README) or whose kernel died
 		// is replaced, so one failure does not fail every later cell.
