@@ -358,7 +358,7 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	var ok1, ok2 bool
 	r.xroce, ok1 = figure(c.tool, lastTable(c, xout))
 	r.rxe, ok2 = figure(c.tool, lastTable(c, gout))
-	if c.tool == "read_lat" { // only the client reads and prints a table
+	if c.tool == "read_lat" || c.tool == "qperf" { // only the client reads and prints a table
 		if c.xroceClient {
 			r.rxe, ok2 = "(server)", !strings.Contains(gout, "#bytes")
 		} else {
