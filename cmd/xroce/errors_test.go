@@ -250,8 +250,8 @@ func TestNotSupportedYet(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"write_bw", "-R"}, "-R/--rdma_cm is not supported yet: the tools exchange QP numbers over TCP"},
-		{[]string{"write_bw", "--rdma_cm"}, "-R/--rdma_cm is not supported yet"},
+		{[]string{"write_bw", "-z"}, "-z/--comm_rdma_cm is not supported yet: the exchange runs over TCP, or with -R both it and the test QPs over the RDMA CM"},
+		{[]string{"write_bw", "--comm_rdma_cm"}, "-z/--comm_rdma_cm is not supported yet"},
 	} {
 		out, err := exec.Command(bin, c.args...).CombinedOutput()
 		wantErr(t, strings.Join(c.args, " "), string(out), err, c.want)

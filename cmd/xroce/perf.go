@@ -71,6 +71,7 @@ type conn struct {
 	local  []oob.Dest
 	remote []oob.Dest
 	mtu    roce.MTU
+	cm     *cmConns // -R: the RDMA CM's connections
 
 	recvd       int           // receive completions (send_lat)
 	lastPoll    time.Time     // write_lat client: when the peer's previous write arrived
@@ -136,11 +137,22 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	if err := c.setup(); err != nil {
 		return err
 	}
-	nc, err := oobConn(o.server, o.port, o.out, o.output == "")
-	if err != nil {
-		return err
+	var s *oob.Session
+	if o.rdmaCM {
+		cm, err := c.cmConnect(ctx)
+		if err != nil {
+			return err
+		}
+		defer cm.close()
+		s = oob.NewChannelSession(cm.ch, c.client, t.kind, c.exchangeTimeout())
+		s.DataConnect = func() error { return cm.connectData(ctx) }
+	} else {
+		nc, err := oobConn(o.server, o.port, o.out, o.output == "")
+		if err != nil {
+			return err
+		}
+		s = oob.NewSession(nc, c.client, t.kind, c.exchangeTimeout())
 	}
-	s := oob.NewSession(nc, c.client, t.kind, c.exchangeTimeout())
 	c.peer = s
 	if e.ifname != "" {
 		s.Check = func() error { return interfaceState(e.ifname) }
@@ -152,10 +164,10 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 	ours := c.ourMTU()
 	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)
 	if err != nil {
-		nc.Close()
+		s.Abort()
 		return err
 	}
-	c.remote = remote
+	c.remote = c.pairRemote(remote)
 	c.printHeader(peerMTU)
 	var res oob.Results
 	if t.lat {
@@ -164,7 +176,7 @@ func perf(ctx context.Context, t test, o *perfOptions) error {
 		res, err = c.bwSizes(ctx, s)
 	}
 	if err != nil {
-		nc.Close()
+		s.Abort()
 		return err
 	}
 	got, err := s.Finish(res)

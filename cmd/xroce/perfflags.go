@@ -38,6 +38,7 @@ type perfOptions struct {
 	ibPort      int
 	all         bool
 	atomicType  string // atomic_bw's -A: FETCH_AND_ADD or CMP_AND_SWAP
+	rdmaCM      bool   // -R: the exchange and the test QPs connected by the RDMA CM
 	server      string // the client's server address; empty for the server
 	out         io.Writer
 }
@@ -97,7 +98,8 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	fs.IntVarP(&o.qps, "qp", "q", 1, "number of RC QPs, each running -n iterations (give the same on both sides)")
 	fs.IntVarP(&o.txDepth, "tx-depth", "t", 128, "work requests in flight")
 	fs.BoolP("cpu-freq", "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
-	fs.IntVarP(&o.port, "port", "p", oob.DefaultPort, "TCP port of the out-of-band exchange")
+	fs.IntVarP(&o.port, "port", "p", oob.DefaultPort, "TCP port of the out-of-band exchange (with -R: the RDMA CM port)")
+	fs.BoolVarP(&o.rdmaCM, "rdma_cm", "R", false, "connect with the RDMA CM, as perftest -R: the exchange runs on a CM-connected QP and each test QP is a CM connection (both sides need -R)")
 	fs.IntVar(&o.tclass, "tclass", 0, "traffic class (IPv4 TOS / IPv6 traffic class)")
 	fs.BoolVar(&o.reportGbits, "report_gbits", false, "report bandwidth in Gb/s")
 	fs.StringVar(&o.output, "output", "", "print one figure per size instead of the report: bandwidth or message_rate (bandwidth tests), latency (latency tests)")
@@ -135,7 +137,7 @@ const maxDuration = 365 * 24 * 3600
 // notYet lists perftest flags xroce's tools do not implement yet: they are refused
 // as not supported, with the reason, rather than as unknown flags.
 var notYet = []unsupportedFlag{
-	{"rdma_cm", "R", false, "the tools exchange QP numbers over TCP (perftest's default); run without -R"},
+	{"comm_rdma_cm", "z", false, "the exchange runs over TCP, or with -R both it and the test QPs over the RDMA CM; -z (a CM exchange with hand-connected QPs) is not implemented"},
 }
 
 // unsupportedFlag is a perftest flag the tools refuse, with the reason.
@@ -214,6 +216,10 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-e is not supported yet with --provider verbs: its CQs have no completion channel yet; run without -e")
 	case o.bidir && o.runInf:
 		return fmt.Errorf("-b does not go with --run_infinitely yet: use -D or -n")
+	case o.rdmaCM && o.provider == "verbs":
+		return fmt.Errorf("-R is not supported with --provider verbs: the tools' RDMA CM is xroce's engine's (transport/rdmacm), and this build has no librdmacm; run -R with the engine")
+	case o.rdmaCM && o.port > 65535:
+		return fmt.Errorf("-p %d: RDMA CM ports are 1..65535", o.port)
 	}
 	if err := checkOutput(o.output, lat); err != nil {
 		return err

@@ -102,6 +102,9 @@ func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 		if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote[i].GID); err != nil {
 			return err
 		}
+		if c.o.rdmaCM {
+			continue // the RDMA CM brought it to RTS with the REQ's and REP's values
+		}
 		timers := transport.DefaultTimers()
 		timers.Timeout = uint8(c.o.qpTimeout)
 		p := connectParams(remote[i], c.local[i], c.env.gid.Index, mtu, transport.MaxQPRdAtom)

@@ -80,8 +80,13 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 	fmt.Fprintf(w, " Link type       : Ethernet\n")
 	fmt.Fprintf(w, " GID index       : %d\n", c.env.gid.Index)
 	fmt.Fprintf(w, " Max inline data : %d[B]\n", c.o.inline)
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	if c.o.rdmaCM {
+		fmt.Fprintf(w, " rdma_cm QPs\t : ON\n")
+		fmt.Fprintf(w, " Data ex. method : rdma_cm\n")
+	} else {
+		fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
+		fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	}
 	fmt.Fprintf(w, " xroce link      : %s\n", c.o.link)
 	fmt.Fprintln(w, rule)
 	for _, d := range []struct {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,6 +138,7 @@ type Results struct {
 // first and the server reads first in every step, as perftest does.
 type Session struct {
 	conn    net.Conn
+	ch      Channel // perftest's rdma_cm exchange (-R) instead of conn
 	client  bool
 	kind    Kind
 	timeout time.Duration
@@ -159,6 +161,28 @@ type Session struct {
 	// does is given another timeout: the barrier at the end of a long test
 	// waits as long as the test runs, as perftest's blocking exchange does.
 	Alive func() bool
+	// DataConnect, on a Channel session (-R), connects the test QPs by the RDMA
+	// CM, as perftest's create_rdma_cm_connection does: the handshake runs it
+	// between the MTU and the key messages, with a key message of zeros
+	// exchanged before and after it.
+	DataConnect func() error
+}
+
+// Channel carries perftest's rdma_cm exchange (-R): every message is one SEND on
+// the RC QP of the "comm" connection, so messages keep their bounds.
+type Channel interface {
+	// Send sends msg as one message; past deadline (zero: none) it gives up with
+	// an error wrapping os.ErrDeadlineExceeded.
+	Send(msg []byte, deadline time.Time) error
+	// Recv returns the next message, or an error wrapping
+	// os.ErrDeadlineExceeded when deadline (zero: none) passes first, or one
+	// wrapping ErrPeerClosed when the peer ended the connection.
+	Recv(deadline time.Time) ([]byte, error)
+	// Pending says, without waiting, whether a message waits unread; an error
+	// wrapping ErrPeerClosed says the peer ended the connection.
+	Pending() (bool, error)
+	// String names the peer.
+	String() string
 }
 
 // ErrVersion is wrapped by the error for a peer speaking another exchange version.
@@ -189,6 +213,22 @@ func NewSession(c net.Conn, client bool, kind Kind, timeout time.Duration) *Sess
 	return &Session{conn: c, client: client, kind: kind, timeout: timeout}
 }
 
+// NewChannelSession runs perftest's rdma_cm exchange (-R) on ch: the same steps
+// as on TCP, each message one SEND, the key messages as perftest's 56-byte
+// struct pingpong_dest (MarshalDest), and no "done" at the end. Closing ch is
+// the caller's.
+func NewChannelSession(ch Channel, client bool, kind Kind, timeout time.Duration) *Session {
+	return &Session{ch: ch, client: client, kind: kind, timeout: timeout}
+}
+
+// Abort closes the exchange's TCP connection without its closing steps (a
+// Channel is the caller's to close).
+func (s *Session) Abort() {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+}
+
 // xchg sends out and receives len(out) bytes (want bytes if want > 0): the client
 // writes first, the server reads first.
 func (s *Session) xchg(out []byte, want int) ([]byte, error) {
@@ -198,11 +238,20 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 	in := make([]byte, want)
 	read := func() error { return s.read(in) }
 	write := func() error {
+		if s.ch != nil {
+			if err := s.ch.Send(out, s.stepEnd()); err != nil {
+				return s.ioErr("writing", err)
+			}
+			return nil
+		}
 		_ = s.conn.SetWriteDeadline(s.stepEnd())
 		if _, err := s.conn.Write(out); err != nil {
 			return s.ioErr("writing", err)
 		}
 		return nil
+	}
+	if s.ch != nil {
+		read = func() error { return s.recv(in) }
 	}
 	first, second := read, write
 	if s.client {
@@ -270,6 +319,42 @@ func (s *Session) read(in []byte) error {
 	return nil
 }
 
+// recv is read on a Channel: one message of exactly len(in) bytes, within the
+// step's timeout (renewed while the peer is Alive), running Check every
+// checkEvery.
+func (s *Session) recv(in []byte) error {
+	end := s.stepEnd()
+	for {
+		dl := time.Now().Add(checkEvery)
+		if !end.IsZero() && end.Before(dl) {
+			dl = end
+		}
+		m, err := s.ch.Recv(dl)
+		switch {
+		case err == nil && len(m) != len(in):
+			return fmt.Errorf("oob: the peer's exchange is out of step: it sent a %d-byte message where a %d-byte one belongs: the two sides run different tests (or -a on one side only); give both the same", len(m), len(in))
+		case err == nil:
+			copy(in, m)
+			return nil
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return s.ioErr("reading", err)
+		}
+		if s.Check != nil {
+			if err := s.Check(); err != nil {
+				return fmt.Errorf("oob: waiting for the peer's exchange: %w", err)
+			}
+		}
+		if end.IsZero() || time.Now().Before(end) {
+			continue
+		}
+		if s.Alive != nil && s.Alive() {
+			end = s.stepEnd()
+			continue
+		}
+		return s.ioErr("reading", err)
+	}
+}
+
 // stepEnd is when a step started now times out; zero without a timeout.
 func (s *Session) stepEnd() time.Time {
 	if s.timeout <= 0 {
@@ -296,13 +381,21 @@ func (s *Session) deadline() {
 
 func (s *Session) ioErr(what string, err error) error {
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("oob: timed out %s the exchange with %s after %v", what, s.conn.RemoteAddr(), s.timeout)
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("oob: timed out %s the exchange with %s after %v", what, s.peer(), s.timeout)
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-		return fmt.Errorf("oob: %s closed the exchange early: the peer exited or failed (see its output), or runs another test or tool", s.conn.RemoteAddr())
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, ErrPeerClosed) {
+		return fmt.Errorf("oob: %s closed the exchange early: the peer exited or failed (see its output), or runs another test or tool", s.peer())
 	}
-	return fmt.Errorf("oob: %s the exchange with %s: %w", what, s.conn.RemoteAddr(), err)
+	return fmt.Errorf("oob: %s the exchange with %s: %w", what, s.peer(), err)
+}
+
+// peer names the other side.
+func (s *Session) peer() string {
+	if s.ch != nil {
+		return s.ch.String()
+	}
+	return s.conn.RemoteAddr().String()
 }
 
 // Handshake exchanges versions, buffer and cache-line sizes, path MTUs and one key
@@ -344,9 +437,14 @@ func (s *Session) Handshake(local []Dest, mtu roce.MTU) ([]Dest, roce.MTU, error
 	if !peerMTU.Valid() || in[1] != 0 {
 		return nil, 0, fmt.Errorf("oob: the peer sent MTU %q, not an IB MTU enum", in)
 	}
+	if s.ch != nil && s.DataConnect != nil {
+		if err := s.dataConnect(); err != nil {
+			return nil, 0, err
+		}
+	}
 	s.local = s.local[:0]
 	for _, d := range local {
-		s.local = append(s.local, d.MarshalKey())
+		s.local = append(s.local, s.marshal(d))
 	}
 	remote := make([]Dest, len(local))
 	for i, k := range s.local {
@@ -354,7 +452,7 @@ func (s *Session) Handshake(local []Dest, mtu roce.MTU) ([]Dest, roce.MTU, error
 		if err != nil {
 			return nil, 0, err
 		}
-		if remote[i], err = ParseKey(in); err != nil {
+		if remote[i], err = s.parse(in); err != nil {
 			return nil, 0, fmt.Errorf("%w (QP %d of %d: both sides need the same -q)", err, i+1, len(local))
 		}
 	}
@@ -372,7 +470,7 @@ func (s *Session) again(i int) error {
 	if err != nil {
 		return err
 	}
-	if d, err := ParseKey(in); err != nil || d != s.remote[i] {
+	if d, err := s.parse(in); err != nil || d != s.remote[i] {
 		return fmt.Errorf("oob: the peer's exchange is out of step: where its key message of QP %d belongs it sent %q; give both sides the same -q and -a", i+1, in)
 	}
 	return nil
@@ -412,6 +510,9 @@ func (s *Session) ExchangeResults(r Results) (Results, error) {
 // ctx_close_connection writes it and closes without reading the peer's, so reading
 // it is best effort).
 func (s *Session) Close() error {
+	if s.ch != nil {
+		return nil // rdma_cm: no "done"; the connections end when the caller closes them
+	}
 	defer s.conn.Close()
 	if s.kind == Lat {
 		return nil
@@ -528,4 +629,69 @@ func (s *Session) Finish(r Results) (Results, error) {
 		return Results{}, err
 	}
 	return got, s.Close()
+}
+
+// DestLen is the size of perftest 4.5's struct pingpong_dest, the key message of
+// its rdma_cm exchange.
+const DestLen = 56
+
+// MarshalDest renders d as perftest's rdma_write_keys sends it under -R: struct
+// pingpong_dest with every integer big-endian: lid, out_reads, qpn, psn, rkey, 4
+// bytes of padding, vaddr, the raw GID, srqn and gid_index (0 here; the reader
+// ignores it).
+func (d Dest) MarshalDest() []byte {
+	b := make([]byte, DestLen)
+	be := binary.BigEndian
+	be.PutUint32(b[0:], uint32(d.LID))
+	be.PutUint32(b[4:], uint32(d.OutReads))
+	be.PutUint32(b[8:], d.QPN)
+	be.PutUint32(b[12:], d.PSN)
+	be.PutUint32(b[16:], d.RKey)
+	be.PutUint64(b[24:], d.VAddr)
+	copy(b[32:48], d.GID[:])
+	be.PutUint32(b[48:], d.SRQN)
+	return b
+}
+
+// ParseDest reads a struct pingpong_dest as perftest's rdma_read_keys does: lid
+// to the GID (not srqn, gid_index nor the padding).
+func ParseDest(b []byte) (Dest, error) {
+	if len(b) != DestLen {
+		return Dest{}, fmt.Errorf("oob: rdma_cm key message of %d bytes, want %d (struct pingpong_dest of perftest 4.5)", len(b), DestLen)
+	}
+	be := binary.BigEndian
+	d := Dest{LID: uint16(be.Uint32(b[0:])), OutReads: int(be.Uint32(b[4:])), QPN: be.Uint32(b[8:]) & 0xFFFFFF,
+		PSN: be.Uint32(b[12:]) & 0xFFFFFF, RKey: be.Uint32(b[16:]), VAddr: be.Uint64(b[24:])}
+	copy(d.GID[:], b[32:48])
+	return d, nil
+}
+
+// marshal and parse are the session's key message format: text on TCP, struct
+// pingpong_dest on a Channel.
+func (s *Session) marshal(d Dest) []byte {
+	if s.ch != nil {
+		return d.MarshalDest()
+	}
+	return d.MarshalKey()
+}
+
+func (s *Session) parse(b []byte) (Dest, error) {
+	if s.ch != nil {
+		return ParseDest(b)
+	}
+	return ParseKey(b)
+}
+
+// dataConnect is perftest's create_rdma_cm_connection: a hand-shake of zeros
+// (my_dest is not filled in yet), the test QPs' connections, another.
+func (s *Session) dataConnect() error {
+	zero := make([]byte, DestLen)
+	if _, err := s.xchg(zero, 0); err != nil {
+		return err
+	}
+	if err := s.DataConnect(); err != nil {
+		return err
+	}
+	_, err := s.xchg(zero, 0)
+	return err
 }

@@ -21,6 +21,9 @@ var ErrPeerClosed = errors.New("the peer closed the out-of-band connection")
 // peer closed it (or it was reset), and reports whether the peer has sent data
 // this side has not read yet.
 func (s *Session) Watch() (pending bool, err error) {
+	if s.ch != nil {
+		return s.ch.Pending()
+	}
 	return peek(s.conn)
 }
 
