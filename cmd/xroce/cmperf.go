@@ -41,9 +41,11 @@ type cmConns struct {
 const cmMinRNRTimer = 12
 
 // cmRetries and cmRetryDelay: a REJ (the server not listening yet) is retried,
-// as perftest's rdma_cm_client_connection does: 10 times, 100 ms apart.
+// as perftest's rdma_cm_client_connection does 10 times, 100 ms apart; xroce
+// tries for 5 s: a slow server (rdma_rxe in an emulated guest) can take more
+// than a second between its hand-shake and its rdma_listen.
 const (
-	cmRetries    = 10
+	cmRetries    = 50
 	cmRetryDelay = 100 * time.Millisecond
 )
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,22 +15,28 @@ import (
 // AF_XDP in two namespaces: the exchange on a CM-connected QP and each test QP a
 // CM connection of its own (perftest 4.5's rdma_cm mode), with --verify; both
 // sides print their tables and say rdma_cm is the data exchange method. Two QPs
-// (two test connections) on write_bw and read_bw.
+// (two test connections) on write_bw and read_bw; -b (both sides send) on
+// write_bw and send_bw.
 func TestPerftestRDMACM(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 1500})
 	for _, c := range []struct {
 		cmd        string
 		size, qps  int
-		verifyBoth bool // the server's output has the verification line too
+		verifyBoth bool   // the server's output has the verification line too
+		flag       string // on both sides
 	}{
-		{"write_bw", 65536, 1, false}, {"read_bw", 65536, 1, false}, {"send_bw", 4000, 1, true}, {"atomic_bw", 8, 1, false},
-		{"write_lat", 64, 1, true}, {"read_lat", 64, 1, false}, {"send_lat", 64, 1, true},
-		{"write_bw", 4096, 2, false}, {"read_bw", 4096, 2, false},
+		{"write_bw", 65536, 1, false, ""}, {"read_bw", 65536, 1, false, ""}, {"send_bw", 4000, 1, true, ""},
+		{"atomic_bw", 8, 1, false, ""}, {"write_lat", 64, 1, true, ""}, {"read_lat", 64, 1, false, ""},
+		{"send_lat", 64, 1, true, ""}, {"write_bw", 4096, 2, false, ""}, {"read_bw", 4096, 2, false, ""},
+		{"write_bw", 4096, 1, true, "-b"}, {"send_bw", 4096, 1, true, "-b"},
 	} {
-		t.Run(fmt.Sprintf("%s/q%d", c.cmd, c.qps), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/q%d%s", c.cmd, c.qps, c.flag), func(t *testing.T) {
 			iters := 300
 			args := []string{c.cmd, "-R", "--verify", "-s", fmt.Sprint(c.size), "-n", fmt.Sprint(iters), "-q", fmt.Sprint(c.qps)}
-			srv, cli := pair(t, n, append(args, "-d", n.IfB), append(args, "-d", n.IfA, n.IPB.String()))
+			if c.flag != "" {
+				args = append(args, c.flag)
+			}
+			srv, cli := pair(t, n, append(slices.Clip(args), "-d", n.IfB), append(slices.Clip(args), "-d", n.IfA, n.IPB.String()))
 			lat := strings.HasSuffix(c.cmd, "_lat")
 			clientVerifies := c.cmd != "write_bw" && c.cmd != "send_bw" && c.cmd != "atomic_bw"
 			checkTable(t, "client", cli, lat, c.size, iters*c.qps, clientVerifies)

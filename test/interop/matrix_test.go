@@ -566,6 +566,7 @@ func matrix(full bool) []cell {
 		add(cell{tool: "read_bw", size: 1 << 20, mtu: 1500, link: "xdp"})
 		add(cell{tool: "crosscheck", mtu: 1500, link: "xdp", verbs: true})
 		add(cell{tool: "rping", size: 64, mtu: 1500, link: "xdp"})
+		add(cell{tool: "write_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-R"})
 		return append(cells, libMatrix(false)...)
 	}
 	// The cross-check and data verification against rdma_rxe through libibverbs.
@@ -617,6 +618,14 @@ func matrix(full bool) []cell {
 	// perftest's -b (both sides send) and -e (sleeping on completion events).
 	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
 		add(cell{tool: tool, size: 65536, mtu: 1500, link: "xdp", flags: "-b"})
+	}
+	// perftest's rdma_cm mode (-R): the exchange and the test QP connected by the
+	// RDMA CM, xroce's tool natively against perftest on rdma_rxe, at path MTU
+	// 1024 and 2048.
+	for _, mtu := range []int{1500, 3000} {
+		for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+			add(cell{tool: tool, size: 65536, mtu: mtu, link: "xdp", flags: "-R"})
+		}
 	}
 	add(cell{tool: "read_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-e"}) // perftest refuses -e on WRITE
 	add(cell{tool: "send_bw", size: 65536, mtu: 1500, link: "xdp", flags: "-e"})
