@@ -709,9 +709,7 @@ XROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rd
 	for (;;) {
 		if (chan_destroyed(channel))
 			hang(); /* a thread reading a channel another destroyed */
-		do
-			n = read(channel->fd, &m, sizeof(m));
-		while (n < 0 && errno == EINTR);
+		n = read(channel->fd, &m, sizeof(m)); /* EINTR returns, as librdmacm's read */
 		if ((n == 0 || (n < 0 && errno == EBADF)) && chan_destroyed(channel))
 			hang(); /* destroyed under us: no event ever comes */
 		if (n < 0)

@@ -845,11 +845,10 @@ XROCE_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_nu
  * the daemon closed it). */
 static ssize_t read_channel(struct xctx *xc, int fd, void *buf, size_t len, const char *what)
 {
-	ssize_t n;
+	/* A signal ends the wait with EINTR, as libibverbs' read of the channel does:
+	 * qperf stops its test with SIGALRM while blocked in ibv_get_cq_event. */
+	ssize_t n = read(fd, buf, len);
 
-	do
-		n = read(fd, buf, len);
-	while (n < 0 && errno == EINTR);
 	if (n == 0) {
 		warnx("the daemon at %s closed the %s channel: restart it with `xroce daemon -d IFACE`", xc->xd->path, what);
 		errno = ENODEV;

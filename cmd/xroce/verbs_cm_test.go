@@ -257,3 +257,17 @@ func TestVerbsUdaddy(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsEINTR: a signal ends a wait in ibv_get_cq_event and rdma_get_cm_event
+// with EINTR (testdata/eintr.c), as libibverbs and librdmacm do; qperf's rc_lat
+// server, blocked in ibv_get_cq_event when its test's SIGALRM came, hung until
+// its client gave up.
+func TestVerbsEINTR(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/eintr.c", "-lrdmacm")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog)
+	want := "ibv_get_cq_event -1 Interrupted system call\nrdma_get_cm_event -1 Interrupted system call\n"
+	if err := wait(t, "eintr", done, out, 20*time.Second); err != nil || out.String() != want {
+		t.Errorf("eintr: %v\n%s\nwant:\n%s", err, out.String(), want)
+	}
+}

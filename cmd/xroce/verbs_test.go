@@ -432,10 +432,11 @@ func TestVerbsCQEx(t *testing.T) {
 }
 
 // cBuild compiles a test program against libibverbs and returns its path.
-func cBuild(t *testing.T, src string) string {
+func cBuild(t *testing.T, src string, libs ...string) string {
 	t.Helper()
 	prog := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c"))
-	if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", prog, src, "-libverbs").CombinedOutput(); err != nil {
+	args := append([]string{"-O1", "-Wall", "-Werror", "-o", prog, src, "-libverbs"}, libs...)
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", src, err, out)
 	}
 	return prog
