@@ -135,20 +135,7 @@ func TestVerbsPerftestRDMACM(t *testing.T) {
 // TestVerbsUcmatose: rdmacm-utils' ucmatose, 4 connections each sending 10
 // messages both ways, then disconnecting.
 func TestVerbsUcmatose(t *testing.T) {
-	needTool(t, "/usr/bin/ucmatose", "rdmacm-utils")
-	p := newVerbsPair(t)
-	sout, sdone := cmServer(t, p, "ucmatose", "-c", "4", "-b", p.n.IPA.String())
-	_, cout, cdone := app(t, p.n.NsB, p.dirB, "ucmatose", "-c", "4", "-s", p.n.IPA.String())
-	cerr := wait(t, "ucmatose client", cdone, cout, 60*time.Second)
-	serr := wait(t, "ucmatose server", sdone, sout, 20*time.Second)
-	for side, r := range map[string]struct {
-		err error
-		out string
-	}{"client": {cerr, cout.String()}, "server": {serr, sout.String()}} {
-		if r.err != nil || !strings.Contains(r.out, "test complete\nreturn status 0\n") {
-			t.Errorf("%s: %v\n%s", side, r.err, r.out)
-		}
-	}
+	cmatoseTest(t, "ucmatose", "-c", "4")
 }
 
 // TestVerbsRpingErrors: what a user gets wrong ends within seconds with rdma_cm's
@@ -242,18 +229,26 @@ func vmRSS(t *testing.T, pid int) int {
 // resolves the server's UD QP and Q_Key (0x01234567), 10 UD SENDs each way, the
 // server answering through ibv_create_ah_from_wc.
 func TestVerbsUdaddy(t *testing.T) {
-	needTool(t, "/usr/bin/udaddy", "rdmacm-utils")
+	cmatoseTest(t, "udaddy")
+}
+
+// cmatoseTest runs one of rdmacm-utils' cmatose-family programs (ucmatose,
+// udaddy: server with -b ADDR, client with -s ADDR, extra args on both) between the
+// two daemons; both sides must end with "test complete" and status 0.
+func cmatoseTest(t *testing.T, prog string, args ...string) {
+	t.Helper()
+	needTool(t, "/usr/bin/"+prog, "rdmacm-utils")
 	p := newVerbsPair(t)
-	sout, sdone := cmServer(t, p, "udaddy", "-b", p.n.IPA.String())
-	_, cout, cdone := app(t, p.n.NsB, p.dirB, "udaddy", "-s", p.n.IPA.String())
-	cerr := wait(t, "udaddy client", cdone, cout, 60*time.Second)
-	serr := wait(t, "udaddy server", sdone, sout, 20*time.Second)
+	sout, sdone := cmServer(t, p, append(append([]string{prog}, args...), "-b", p.n.IPA.String())...)
+	_, cout, cdone := app(t, p.n.NsB, p.dirB, append(append([]string{prog}, args...), "-s", p.n.IPA.String())...)
+	cerr := wait(t, prog+" client", cdone, cout, 60*time.Second)
+	serr := wait(t, prog+" server", sdone, sout, 20*time.Second)
 	for side, r := range map[string]struct {
 		err error
 		out string
 	}{"client": {cerr, cout.String()}, "server": {serr, sout.String()}} {
 		if r.err != nil || !strings.Contains(r.out, "test complete\nreturn status 0\n") {
-			t.Errorf("%s: %v\n%s", side, r.err, r.out)
+			t.Errorf("%s %s: %v\n%s", prog, side, r.err, r.out)
 		}
 	}
 }
