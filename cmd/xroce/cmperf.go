@@ -27,13 +27,14 @@ import (
 
 // cmConns are one run's RDMA CM connections.
 type cmConns struct {
-	c       *conn
-	svc     *rdmacm.Service
-	ch      *cmChannel
-	dst     netip.AddrPort   // client: the server's CM address
-	l       *rdmacm.Listener // server: the listener of the test QPs' connections
-	data    []*rdmacm.Conn   // the test QPs' connections, one per QP in order
-	peerQPN []uint32         // server: the peer's QP of each of them
+	c        *conn
+	svc      *rdmacm.Service
+	closeSvc func() // svc.Close, once: at the end, or at Ctrl-C and SIGTERM
+	ch       *cmChannel
+	dst      netip.AddrPort   // client: the server's CM address
+	l        *rdmacm.Listener // server: the listener of the test QPs' connections
+	data     []*rdmacm.Conn   // the test QPs' connections, one per QP in order
+	peerQPN  []uint32         // server: the peer's QP of each of them
 }
 
 // cmMinRNRTimer is what perftest's server sets on its RC test QPs after
@@ -66,7 +67,10 @@ func (c *conn) cmConnect(ctx context.Context) (*cmConns, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-R: %w", err)
 	}
-	cm := &cmConns{c: c, svc: svc}
+	// Ctrl-C and SIGTERM disconnect every connection (DREQs) before the link goes,
+	// so the peer ends at once instead of after its retries.
+	closeSvc := atExit(func() { svc.Close() })
+	cm := &cmConns{c: c, svc: svc, closeSvc: closeSvc}
 	c.cm = cm
 	ok = false
 	defer func() {
@@ -241,7 +245,7 @@ func (cm *cmConns) close() {
 	if cm.ch != nil && cm.ch.conn != nil {
 		_ = cm.ch.conn.Disconnect()
 	}
-	_ = cm.svc.Close()
+	cm.closeSvc()
 }
 
 // cmChannel is the comm connection's QP as an oob.Channel: each message one

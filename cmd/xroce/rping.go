@@ -102,7 +102,9 @@ func rping(args []string, w, errw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer svc.Close()
+	// Ctrl-C and SIGTERM disconnect too (a DREQ, or a REJ), so the peer ends at once
+	// as rdma_cm's peers do when the kernel destroys a dying process's ids.
+	defer atExit(func() { svc.Close() })()
 	if o.server {
 		return o.runServer(eng, svc)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,5 +242,28 @@ func TestRpingPersistent(t *testing.T) {
 	}
 	if got := len(pingLines(srv.out.String(), "server ping data: ")); got != 12 {
 		t.Errorf("the server printed %d data lines, want 12:\n%s", got, srv.out.String())
+	}
+}
+
+// TestRpingInterrupted: Ctrl-C (SIGINT) of a client pinging forever (-C 0)
+// disconnects it before it exits, as the kernel's rdma_cm does for a dying
+// process: the server takes the DREQ and ends at once, not after its retries.
+func TestRpingInterrupted(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	srv := startRpingServer(t, n)
+	c := startIn(t, n.NsA, 0, "rping", "-c", "-a", n.IPB.String(), "-C", "0")
+	time.Sleep(time.Second)
+	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.wait(5 * time.Second); err == nil || !strings.Contains(err.Error(), "130") {
+		t.Errorf("client after SIGINT: %v\n%s", err, c.out.String())
+	}
+	start := time.Now()
+	if err := srv.wait(5 * time.Second); err == errRunning { // it ends, with the broken ping as its error
+		t.Errorf("server still running:\n%s", srv.out.String())
+	}
+	if d := time.Since(start); d > 3*time.Second || !strings.Contains(srv.out.String(), "server DISCONNECT EVENT") {
+		t.Errorf("the server ended %v after the client's SIGINT:\n%s", d, srv.out.String())
 	}
 }
