@@ -698,6 +698,33 @@ static void hang(void)
 		pause();
 }
 
+/* wait_event waits until the channel can be read, unless it is non-blocking: -1
+ * with EINTR at a signal, or ENODEV (and the daemon's socket named) when a daemon
+ * the channel is registered with went away, whose events would never come. */
+static int wait_event(struct rdma_event_channel *channel)
+{
+	struct xcm_chan *c = (struct xcm_chan *)channel;
+	struct pollfd p[1 + XCM_MAX_DEVS];
+	int i, n = c->n;
+
+	if (fcntl(channel->fd, F_GETFL) & O_NONBLOCK)
+		return 0;
+	p[0] = (struct pollfd){ .fd = channel->fd, .events = POLLIN };
+	for (i = 0; i < n; i++)
+		p[1 + i] = (struct pollfd){ .fd = c->reg[i].xc->fd, .events = POLLRDHUP };
+	if (poll(p, 1 + n, -1) < 0)
+		return -1;
+	if (p[0].revents)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (p[1 + i].revents & (POLLHUP | POLLRDHUP | POLLERR)) {
+			warnx("rdma_get_cm_event: the daemon at %s went away: restart it with `xroce daemon -d IFACE`",
+			      c->reg[i].xc->xd->path);
+			return fail(ENODEV);
+		}
+	return 0;
+}
+
 XROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct xroce_cm_event m;
@@ -709,6 +736,8 @@ XROCE_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rd
 	for (;;) {
 		if (chan_destroyed(channel))
 			hang(); /* a thread reading a channel another destroyed */
+		if (wait_event(channel))
+			return -1;
 		n = read(channel->fd, &m, sizeof(m)); /* EINTR returns, as librdmacm's read */
 		if ((n == 0 || (n < 0 && errno == EBADF)) && chan_destroyed(channel))
 			hang(); /* destroyed under us: no event ever comes */

@@ -266,3 +266,24 @@ func TestVerbsEINTR(t *testing.T) {
 		t.Errorf("eintr: %v\n%s\nwant:\n%s", err, out.String(), want)
 	}
 }
+
+// TestVerbsDaemonStop: SIGTERM to a daemon while an rdma_cm connection is up: the
+// daemon disconnects it (a DREQ) before its engine stops, so the peer application
+// ends within seconds, and its own application, blocked in rdma_get_cm_event, is
+// told the daemon went away instead of waiting forever.
+func TestVerbsDaemonStop(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	_, sout, sdone := app(t, p.n.NsB, p.dirB, "rping", "-s", "-a", p.n.IPB.String(), "-C", "0")
+	time.Sleep(time.Second) // its rdma_listen
+	_, cout, cdone := app(t, p.n.NsA, p.dirA, "rping", "-c", "-a", p.n.IPB.String(), "-C", "0")
+	time.Sleep(time.Second) // pinging
+	if log, err := p.stopB(); err != nil && !strings.Contains(err.Error(), "exit status 143") { // 128 + SIGTERM
+		t.Fatalf("daemon B: %v\n%s", err, log)
+	}
+	wait(t, "the client (its peer's daemon stopped)", cdone, cout, 10*time.Second)
+	wait(t, "the server (its daemon stopped)", sdone, sout, 10*time.Second)
+	if !strings.Contains(cout.String(), "DISCONNECT EVENT") || !strings.Contains(sout.String(), "went away") {
+		t.Errorf("client:\n%s\nserver:\n%s", cout.String(), sout.String())
+	}
+}

@@ -230,7 +230,26 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	err := s.ln.Close() // removes the socket file (SetUnlinkOnClose)
 	_ = os.Remove(s.path)
+	// The sessions end (their connections disconnect: DREQs, REJs), then the
+	// connection manager, while the engine still runs to send those last MADs.
+	waitTimeout(&s.wg, 2*time.Second)
+	if es, ok := s.src.(engineSource); ok {
+		closeCM(es.Engine())
+	}
 	return err
+}
+
+// waitTimeout waits for wg, at most d.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }
 
 // serveClient answers one client's requests in order until it disconnects. A
