@@ -277,7 +277,7 @@ func TestVerbsDaemonStop(t *testing.T) {
 	_, sout, sdone := app(t, p.n.NsB, p.dirB, "rping", "-s", "-a", p.n.IPB.String(), "-C", "0")
 	time.Sleep(time.Second) // its rdma_listen
 	_, cout, cdone := app(t, p.n.NsA, p.dirA, "rping", "-c", "-a", p.n.IPB.String(), "-C", "0")
-	time.Sleep(time.Second) // pinging
+	time.Sleep(time.Second)                                                                     // pinging
 	if log, err := p.stopB(); err != nil && !strings.Contains(err.Error(), "exit status 143") { // 128 + SIGTERM
 		t.Fatalf("daemon B: %v\n%s", err, log)
 	}
