@@ -147,17 +147,25 @@ func (c *cmDevice) deliverOne(e rdmacm.Event) {
 // channel (RDMA_CM_EVENT_CONNECT_REQUEST); c.mu is held.
 func (c *cmDevice) onRequest(e rdmacm.Event) {
 	lid := c.byListener[e.Listener]
-	if lid == nil {
-		_ = e.Request.Reject(nil)
+	r := e.Request
+	if lid == nil || !lid.takes(r.Local.Addr()) {
+		_ = r.Reject(nil)
 		return
 	}
-	r := e.Request
 	id := &cmID{handle: c.newHandle(), owner: lid.owner, ch: lid.ch, local: r.Local, remote: r.Remote, req: r, conn: e.Conn, passive: true, ps: lid.ps}
 	c.ids[id.handle] = id
 	c.byConn[e.Conn] = id
 	m := CMEventMsg{Cookie: lid.cookie, Handle: id.handle, Event: uint32(e.Type), Local: cmAddr(r.Local), Remote: cmAddr(r.Remote)}
 	putParam(&m.Param, r.Param, r.RemoteQPN)
 	id.ch.write(encodeEvent(&m))
+}
+
+// takes says whether a listening id takes requests for local address a: any, when
+// it was bound to the unspecified address, else only its own (rdma_cm finds the
+// listener by the REQ's destination address, cma_ib_id_from_event).
+func (id *cmID) takes(a netip.Addr) bool {
+	b := id.bound.Addr()
+	return !b.IsValid() || b.IsUnspecified() || b.Unmap() == a.Unmap()
 }
 
 func (c *cmDevice) newHandle() uint32 {
