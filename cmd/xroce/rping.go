@@ -27,7 +27,7 @@ import (
 // rping's constants.
 const (
 	rpingDefaultPort = 7174
-	rpingMinSize     = 26 // RPING_MIN_BUFSIZE: sizeof("2147483647") + sizeof("rdma-ping-%d: ")
+	rpingMinSize     = 23 // Debian 12's rping (rdma-core 44): "valid range is 23 to 65536"
 	rpingBufSize     = 64 * 1024
 	rpingInfoLen     = 16 // struct rping_rdma_info: buf u64, rkey u32, size u32, big-endian
 	rpingSQDepth     = 16
@@ -118,7 +118,8 @@ func (o *rpingOptions) check(nargs int) error {
 	case nargs > 0:
 		return fmt.Errorf("unexpected arguments: rping takes the server's address with -a")
 	case o.size < rpingMinSize || o.size > rpingBufSize-1:
-		return fmt.Errorf("invalid size %d (valid range is %d to %d)", o.size, rpingMinSize, rpingBufSize-1)
+		// rping's message, which names 65536 and refuses it
+		return fmt.Errorf("invalid size %d (valid range is %d to %d)", o.size, rpingMinSize, rpingBufSize)
 	case o.count < 0:
 		return fmt.Errorf("invalid count %d", o.count)
 	case o.port <= 0 || o.port > 65535:

@@ -185,8 +185,8 @@ func TestRpingErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-s", "-S", "25"}, "invalid size 25 (valid range is 26 to 65535)"},
-		{[]string{"-c", "-a", n.IPB.String(), "-S", "65536"}, "invalid size 65536 (valid range is 26 to 65535)"},
+		{[]string{"-s", "-S", "22"}, "invalid size 22 (valid range is 23 to 65536)"},
+		{[]string{"-c", "-a", n.IPB.String(), "-S", "65536"}, "invalid size 65536 (valid range is 23 to 65536)"},
 		{[]string{"-c", "-a", n.IPB.String(), "-C", "-1"}, "invalid count -1"},
 		{[]string{"-c"}, "the client needs the server's address: -a ADDR"},
 		{[]string{"-a", n.IPB.String()}, "give -s (server) or -c (client)"},
