@@ -631,6 +631,35 @@ static void fill_ud(struct xcm_event *e, struct xcm_id *x, const struct xroce_cm
 	}
 }
 
+/* explain says why on stderr when an event reports a final failure, as the
+ * kernel's rdma_cm cannot: the application prints only the event's name and
+ * status. REJECTED is left to the application (its status is the REJ's reason, and
+ * perftest retries a REJ while its server gets ready). */
+static void explain(struct xcm_id *x, const struct xroce_cm_event *m)
+{
+	unsigned port = ntohs(rdma_get_dst_port(&x->id));
+
+	switch (m->event) {
+	case RDMA_CM_EVENT_ADDR_ERROR:
+		warnx("rdma_resolve_addr: no neighbour answer (ARP or ND) from the destination within 5 s: is the peer "
+		      "up and on this link, and not an address of this device (no loopback)? (the daemon's log has the "
+		      "details)");
+		break;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		if (m->status == -ETIMEDOUT)
+			warnx("no answer from the peer's connection manager through every retry: is an RDMA CM running there "
+			      "(rdma_rxe's rdma_cm, or an xroce daemon)?");
+		else if (x->id.ps == RDMA_PS_UDP && m->status == 1)
+			warnx("SIDR_REP status 1 (Service ID not supported): nothing listens on UDP port %u there", port);
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		warnx("the peer's REP did not fit the QP (the daemon's log says why)");
+		break;
+	default:
+		break;
+	}
+}
+
 /* fill_event turns a daemon event into the application's; NULL when it names no
  * live id (destroyed since). */
 static struct xcm_event *fill_event(struct rdma_event_channel *channel, const struct xroce_cm_event *m)
@@ -677,6 +706,7 @@ static struct xcm_event *fill_event(struct rdma_event_channel *channel, const st
 	e->ev.param.conn.rnr_retry_count = m->param.rnr_retry_count;
 	e->ev.param.conn.srq = m->param.srq;
 	e->ev.param.conn.qp_num = m->param.qp_num;
+	explain(x, m);
 	if (m->event == RDMA_CM_EVENT_ESTABLISHED && x->id.qp)
 		x->id.qp->state = IBV_QPS_RTS;
 	if (m->event == RDMA_CM_EVENT_ROUTE_RESOLVED)

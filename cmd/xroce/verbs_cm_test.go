@@ -147,6 +147,7 @@ func TestVerbsRpingErrors(t *testing.T) {
 	for _, c := range []struct{ addr, want string }{
 		{p.n.IPA.String(), "RDMA_CM_EVENT_REJECTED, error 8"},
 		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "RDMA_CM_EVENT_ADDR_ERROR"},
+		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "xroce: rdma_resolve_addr: no neighbour answer (ARP or ND)"},
 	} {
 		start := time.Now()
 		_, out, done := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", c.addr, "-C", "1")
