@@ -53,13 +53,13 @@ func TestCMCycles(t *testing.T) {
 	lab.Guest("killall rping; true")(10 * time.Second)
 
 	// rxe clients against xroce's persistent server.
-	p, err := startHost(nil, "ip", "netns", "exec", lab.NS, bin, "rping", "-s", "-P", "-p", "7177")
+	p, err := startHost(nil, "ip", "netns", "exec", lab.NS, bin, "rping", "-s", "-P", "-p", "7177", "--pcap", "/tmp/xroce-cycles.pcap")
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
 	start = time.Now()
-	out, rc, err := lab.Guest(fmt.Sprintf("f=0; for i in $(seq %d); do rping -c -a %s -p 7177 -C 1 -V >/dev/null 2>&1 || { f=$((f+1)); echo fail $i; }; done; echo failures $f", n, lab.XIP))(time.Duration(n) * 10 * time.Second)
+	out, rc, err := lab.Guest(fmt.Sprintf("f=0; for i in $(seq %d); do rping -c -a %s -p 7177 -C 1 -V >/tmp/rc.out 2>&1 || { f=$((f+1)); echo fail $i; cat /tmp/rc.out; }; done; echo failures $f", n, lab.XIP))(time.Duration(n) * 10 * time.Second)
 	if err != nil || rc != 0 || !strings.Contains(out, "failures 0\n") {
 		t.Fatalf("rxe → xroce: rc %d %v\n%s\nxroce server:\n%s", rc, err, tail(out, 2000), tail(p.out.String(), 2000))
 	}
