@@ -31,7 +31,13 @@ func readCapture(t *testing.T, s captures.Source) []capFrame { return readCaptur
 
 func readCaptureTB(t testing.TB, s captures.Source) []capFrame {
 	t.Helper()
-	frames, err := pcap.ReadFile(s.Path(t, "ib_write_bw_rdmacm.pcap"))
+	return readCMFile(t, s.Path(t, "ib_write_bw_rdmacm.pcap"))
+}
+
+// readCMFile returns the CM MADs of a capture file.
+func readCMFile(t testing.TB, path string) []capFrame {
+	t.Helper()
+	frames, err := pcap.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,4 +194,31 @@ func TestReplayServer(t *testing.T) {
 		}
 		t.Logf("%d MADs of the first connection", len(first))
 	})
+}
+
+// TestReplayOwnCapture replays xroce's own rdma_cm capture,
+// testdata/xroce/rping_rdmacm.pcap (`xroce rping -s -P --pcap` serving two
+// `xroce rping -c -C 3 -V` runs, 2026-12-01), as its server: a Manager with the
+// server's CA GUID and first Communication ID answers the two REQs and DREQs with
+// the recorded REPs and DREPs, byte for byte; and as each client (a process of its
+// own, so a Manager each), it sends the recorded REQ, RTU and DREQ.
+func TestReplayOwnCapture(t *testing.T) {
+	frames := readCMFile(t, "../../testdata/xroce/rping_rdmacm.pcap")
+	if len(frames) != 10 {
+		t.Fatalf("%d CM MADs, want two connections of 5", len(frames))
+	}
+	req, rep := frames[0].msg.(*cm.REQ), frames[1].msg.(*cm.REP)
+	srv := ibcm.New(ibcm.Config{LocalCAGUID: rep.LocalCAGUID, FirstCommID: rep.LocalCommID})
+	srv.Listen(req.ServiceID)
+	if extra := replay(t, frames, frames[1].src, srv); extra != 0 {
+		t.Errorf("server: %d extra DREPs", extra)
+	}
+	for i := 0; i < len(frames); i += 5 {
+		conn := frames[i : i+5]
+		r := conn[0].msg.(*cm.REQ)
+		cli := ibcm.New(ibcm.Config{LocalCAGUID: r.LocalCAGUID, HiTID: uint32(conn[0].h.TransactionID >> 32), FirstCommID: r.LocalCommID})
+		if extra := replay(t, conn, conn[0].src, cli); extra != 0 {
+			t.Errorf("client %d: %d extra DREPs", i/5, extra)
+		}
+	}
 }
