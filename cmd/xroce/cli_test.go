@@ -239,7 +239,16 @@ func pingpongOver(t *testing.T, link string) {
 	n := testnet.New(t, testnet.Options{})
 	srv, cli := pair(t, n, []string{"pingpong", "--link", link, "-d", n.IfB, "-n", "200", "-s", "2500"},
 		[]string{"pingpong", "--link", link, "-d", n.IfA, "-n", "200", "-s", "2500", n.IPB.String()})
-	re := regexp.MustCompile(`(?m)^1000000 bytes in [\d.]+ seconds = ([\d.]+) Mbit/sec\n200 iters in [\d.]+ seconds = ([\d.]+) usec/iter$`)
+	checkPingpong(t, srv, cli, 1000000, "")
+}
+
+// checkPingpong checks both sides' ibv_*_pingpong result lines for 200
+// iterations moving bytes in all (a positive rate), and their address lines;
+// localSep, when set, is what separates the local address line's PSN and GID
+// (ibv_ud_pingpong and ibv_rc_pingpong print ':', ibv_uc_pingpong ',').
+func checkPingpong(t *testing.T, srv, cli string, bytes int, localSep string) {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + strconv.Itoa(bytes) + ` bytes in [\d.]+ seconds = ([\d.]+) Mbit/sec\n200 iters in [\d.]+ seconds = ([\d.]+) usec/iter$`)
 	for who, out := range map[string]string{"server": srv, "client": cli} {
 		m := re.FindStringSubmatch(out)
 		if m == nil {
@@ -248,8 +257,9 @@ func pingpongOver(t *testing.T, link string) {
 		if v, _ := strconv.ParseFloat(m[1], 64); v <= 0 {
 			t.Errorf("%s: %s Mbit/sec", who, m[1])
 		}
-		if !strings.Contains(out, "remote address: LID 0x0000, QPN 0x") {
-			t.Errorf("%s: no address lines:\n%s", who, out)
+		if !strings.Contains(out, "remote address: LID 0x0000, QPN 0x") || localSep != "" &&
+			!regexp.MustCompile(`local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}`+localSep+` GID `).MatchString(out) {
+			t.Errorf("%s: address lines:\n%s", who, out)
 		}
 	}
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/xroce/xroce/test/testnet"
@@ -29,20 +27,7 @@ func TestPingpongUnreliable(t *testing.T) {
 			if c.conn != "UC" {
 				sep = ":"
 			}
-			re := regexp.MustCompile(`(?m)^` + strconv.Itoa(c.size*400) + ` bytes in [\d.]+ seconds = ([\d.]+) Mbit/sec\n200 iters in [\d.]+ seconds = ([\d.]+) usec/iter$`)
-			for who, out := range map[string]string{"server": srv, "client": cli} {
-				m := re.FindStringSubmatch(out)
-				if m == nil {
-					t.Fatalf("%s output:\n%s", who, out)
-				}
-				if v, _ := strconv.ParseFloat(m[1], 64); v <= 0 {
-					t.Errorf("%s: %s Mbit/sec", who, m[1])
-				}
-				if !regexp.MustCompile(`local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}`+sep+` GID `).MatchString(out) ||
-					!strings.Contains(out, "remote address: LID 0x0000, QPN 0x") {
-					t.Errorf("%s: address lines:\n%s", who, out)
-				}
-			}
+			checkPingpong(t, srv, cli, c.size*400, sep)
 		})
 	}
 }
