@@ -153,8 +153,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		if _, err := cmFor(es.Engine()); err != nil {
 			s.log.Printf("no connection manager (librdmacm applications cannot connect): %v", err)
 		}
-		defer closeCM(es.Engine())
-	}
+	} // Close ends it, after the sessions
+
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
