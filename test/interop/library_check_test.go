@@ -73,3 +73,30 @@ func TestLibChecks(t *testing.T) {
 		t.Errorf("pingpong with another peer: %v", err)
 	}
 }
+
+// TestPerftestRaced: the client output of the run that lost perftest 4.5-0.17's
+// race (write_lat -R, xroce client, 2026-12-01) is recognised for perftest's
+// -R cells only, and other failures are not.
+func TestPerftestRaced(t *testing.T) {
+	const raced = "RDMA CM event error:\nEvent: RDMA_CM_EVENT_REJECTED; error: 8.\n\nERRNO: No such file or directory.\n" +
+		"Failed to handle RDMA CM event.\nERRNO: No such file or directory.\nFailed to connect RDMA CM events.\n"
+	cm := cell{tool: "write_lat", size: 64, mtu: 1500, link: "xdp", lib: true, xroceClient: true, flags: "-R"}
+	for _, tc := range []struct {
+		c    cell
+		out  string
+		want bool
+	}{
+		{cm, raced, true},
+		{cm, strings.Replace(raced, "error: 8.", "error: 28.", 1), false},
+		{cm, strings.Replace(raced, "REJECTED", "UNREACHABLE", 1), false},
+		{cell{tool: "write_lat", size: 64, mtu: 1500, link: "xdp", lib: true, xroceClient: true}, raced, false},
+		{cell{tool: "rping", size: 64, mtu: 1500, link: "xdp", lib: true, xroceClient: true, flags: "-R"}, raced, false},
+	} {
+		if got := tc.c.perftestRaced(tc.out); got != tc.want {
+			t.Errorf("%v on %q: %v, want %v", tc.c, tc.out[:60], got, tc.want)
+		}
+	}
+	if b := cm.perftestBinary(); b != "ib_write_lat" {
+		t.Errorf("perftestBinary %q", b)
+	}
+}

@@ -325,6 +325,9 @@ func runCell(t *testing.T, lab *Lab, bin string, c cell, dir string) result {
 	var lr libRun // a lib cell's daemon and host application
 	if c.lib {
 		lr = runLibSides(lab, bin, c)
+		if lr.raced > 0 {
+			r.rerun = fmt.Sprintf("perftest 4.5-0.17's client sent its data QP's REQ before the server listened (REJ 8) %d time(s)", lr.raced)
+		}
 		xout, gout, xerr, gerr, grc = lr.xout, lr.gout, lr.xerr, lr.gerr, lr.grc
 	} else if c.xroceClient {
 		wait := lab.Guest(c.rxeCommand(true, lab.XIP.String()))
@@ -829,6 +832,12 @@ func TestMatrix(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "\n%d of %d cells passed in %v, %s; %d run again on a fresh guest\n", passed, len(results),
 		time.Since(start).Round(time.Second), time.Now().UTC().Format("2006-01-02"), reruns)
+	// A failed cell's cause goes last as well, where a CI log's tail shows it.
+	for _, r := range results {
+		if !r.pass {
+			fmt.Fprintf(&b, "\nFAIL %v: %s\n", r.cell, headLines(r.err, 40))
+		}
+	}
 	t.Log(b.String())
 	_ = os.WriteFile(filepath.Join(keep, "table-"+mode+".md"), []byte(b.String()), 0o644)
 }
@@ -898,4 +907,13 @@ func compareXchecks(t *testing.T, m map[string]map[bool]string) {
 		}
 		t.Logf("cross-check %s: engine and rdma_rxe agree on %d lines (completions and memory)", role, strings.Count(e, "\n")+1)
 	}
+}
+
+// headLines is text's first n lines.
+func headLines(text string, n int) string {
+	lines := strings.SplitN(text, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "…")
+	}
+	return strings.Join(lines, "\n")
 }
