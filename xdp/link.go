@@ -51,7 +51,8 @@ type Config struct {
 }
 
 // Link is a transport.Link on AF_XDP sockets, one per receive queue of the
-// interface; frames are sent from queue 0's socket.
+// interface; each frame is sent from the socket of the queue its flow maps to
+// (txQueue).
 type Link struct {
 	ifc    *iface
 	prog   *bpf.Program
@@ -76,6 +77,8 @@ type queue struct {
 	xsk      *xsk.Socket
 	received uint64   // frames delivered by Recv
 	chained  uint64   // of which arrived as chained descriptors
+	sent     uint64   // frames submitted to the TX ring
+	slots    int      // free TX ring slots during a Send; -1 before Send looks
 	rxRefill []uint64 // chunks handed out by the last Recv, to give back to the fill ring
 	txFree   []uint64 // free TX chunk addresses
 	descs    []unix.XDPDesc
@@ -202,26 +205,25 @@ func newQueue(ifindex, q int, multi bool) (qu *queue, err error) {
 	return qu, nil
 }
 
-// Send implements transport.Link: it copies frames into free TX chunks of queue 0 (a
-// frame longer than a chunk into several, chained with XDP_PKT_CONTD, when the link
-// is multi-buffer), submits them and kicks the kernel, retrying the kick on EAGAIN.
-// It accepts fewer than len(frames) when the TX ring or the chunks run out (the
-// engine resends after its adaptive delay); a frame is submitted whole or not at all.
+// Send implements transport.Link: it copies each frame into free TX chunks of the
+// queue txQueue picks for it (a frame longer than a chunk into several, chained with
+// XDP_PKT_CONTD, when the link is multi-buffer), submits them and kicks the kernel
+// on every queue it used, retrying the kick on EAGAIN. It accepts fewer than
+// len(frames) when the chosen queue's TX ring or chunks run out (the engine resends
+// after its adaptive delay); a frame is submitted whole or not at all.
 func (l *Link) Send(frames [][]byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0, errClosed
 	}
-	q := l.queues[0]
-	q.reclaim()
 	maxChunks := 1
 	if l.multi {
 		maxChunks = maxTxChunks
 	}
-	umem := q.xsk.UMEM()
-	slots := q.xsk.Tx.Free()
-	descs := q.descs[:0]
+	for _, q := range l.queues {
+		q.slots = -1 // not looked at yet
+	}
 	sent := 0
 	for _, f := range frames {
 		if len(f) == 0 { // nothing to put on the wire (the engine never builds one)
@@ -238,29 +240,53 @@ func (l *Link) Send(frames [][]byte) (int, error) {
 			}
 			break
 		}
-		if k > len(q.txFree) || k > slots {
+		if !l.queues[txQueue(f, len(l.queues))].stage(f, k) {
 			break
 		}
-		for off := 0; off < len(f); off += FrameSize {
-			n := len(q.txFree)
-			addr := q.txFree[n-1]
-			q.txFree = q.txFree[:n-1]
-			c := copy(umem[addr:addr+FrameSize], f[off:])
-			d := unix.XDPDesc{Addr: addr, Len: uint32(c)}
-			if off+c < len(f) {
-				d.Options = unix.XDP_PKT_CONTD
-			}
-			descs = append(descs, d)
-		}
-		slots -= k
 		sent++
 	}
-	if n := q.xsk.Tx.Put(descs); n != len(descs) {
-		// Cannot happen: slots came from Tx.Free and only this side produces.
-		return 0, fmt.Errorf("xdp: TX ring took %d of %d descriptors", n, len(descs))
+	var err error
+	for _, q := range l.queues {
+		if q.slots < 0 {
+			continue
+		}
+		if n := q.xsk.Tx.Put(q.descs); n != len(q.descs) {
+			// Cannot happen: slots came from Tx.Free and only this side produces.
+			return 0, fmt.Errorf("xdp: TX ring took %d of %d descriptors", n, len(q.descs))
+		}
+		q.descs = q.descs[:0]
+		if e := l.kick(q); e != nil && err == nil {
+			err = e
+		}
 	}
-	q.descs = descs[:0]
-	return sent, l.kick(q)
+	return sent, err
+}
+
+// stage copies frame f, k chunks long, into free TX chunks of q and adds its
+// descriptors to q.descs, or reports false when q has no room for it.
+func (q *queue) stage(f []byte, k int) bool {
+	if q.slots < 0 {
+		q.reclaim()
+		q.slots = q.xsk.Tx.Free()
+	}
+	if k > len(q.txFree) || k > q.slots {
+		return false
+	}
+	umem := q.xsk.UMEM()
+	for off := 0; off < len(f); off += FrameSize {
+		n := len(q.txFree)
+		addr := q.txFree[n-1]
+		q.txFree = q.txFree[:n-1]
+		c := copy(umem[addr:addr+FrameSize], f[off:])
+		d := unix.XDPDesc{Addr: addr, Len: uint32(c)}
+		if off+c < len(f) {
+			d.Options = unix.XDP_PKT_CONTD
+		}
+		q.descs = append(q.descs, d)
+	}
+	q.slots -= k
+	q.sent++
+	return true
 }
 
 // kick makes the kernel drain the TX ring: sendto until the ring is empty, retrying
@@ -370,9 +396,10 @@ func (l *Link) Wait(deadline time.Time) error {
 	l.mu.Lock()
 	pending := false
 	if !l.closed {
-		q := l.queues[0]
-		_ = l.kick(q)
-		pending = q.xsk.Tx.Pending() > 0
+		for _, q := range l.queues {
+			_ = l.kick(q)
+			pending = pending || q.xsk.Tx.Pending() > 0
+		}
 	}
 	l.mu.Unlock()
 	if soon := time.Now().Add(50 * time.Microsecond); pending && (deadline.IsZero() || deadline.After(soon)) {
@@ -457,12 +484,19 @@ func (l *Link) Stats() (unix.XDPStatistics, error) {
 }
 
 // QueueFrames returns, per receive queue, how many frames its socket delivered.
-func (l *Link) QueueFrames() []uint64 {
+func (l *Link) QueueFrames() []uint64 { return l.perQueue(func(q *queue) uint64 { return q.received }) }
+
+// QueueSent returns, per queue, how many frames its socket submitted for
+// transmission (txQueue picks the socket by the frame's flow).
+func (l *Link) QueueSent() []uint64 { return l.perQueue(func(q *queue) uint64 { return q.sent }) }
+
+// perQueue returns one counter of every queue, read under the link's lock.
+func (l *Link) perQueue(counter func(*queue) uint64) []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]uint64, len(l.queues))
 	for i, q := range l.queues {
-		out[i] = q.received
+		out[i] = counter(q)
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,12 @@ import (
 // seeded data and a valid ICRC.
 func writeFrame(t *testing.T, from, to transport.Link, src, dst netip.Addr, payload int, seed uint64) []byte {
 	t.Helper()
+	return flowFrame(t, from, to, src, dst, 0xc001, payload, seed)
+}
+
+// flowFrame is writeFrame from UDP source port sport.
+func flowFrame(t *testing.T, from, to transport.Link, src, dst netip.Addr, sport uint16, payload int, seed uint64) []byte {
+	t.Helper()
 	data := make([]byte, payload)
 	r := rand.New(rand.NewPCG(seed, 1))
 	for i := range data {
@@ -28,7 +35,7 @@ func writeFrame(t *testing.T, from, to transport.Link, src, dst netip.Addr, payl
 	pk := roce.Packet{
 		Eth:     roce.Ethernet{Dst: to.HardwareAddr(), Src: from.HardwareAddr(), EtherType: roce.EtherTypeIPv4},
 		IPv4:    roce.IPv4{FlagsFrag: 0x4000, TTL: 64, Src: src.As4(), Dst: dst.As4()},
-		UDP:     roce.UDP{SrcPort: 0xc001, DstPort: roce.UDPPort},
+		UDP:     roce.UDP{SrcPort: sport, DstPort: roce.UDPPort},
 		BTH:     roce.BTH{Opcode: roce.RC_RDMA_WRITE_ONLY, PKey: 0xffff, DestQP: 17, PSN: uint32(seed)},
 		RETH:    roce.RETH{VA: 0x1000, RKey: 0x42, DMALen: uint32(payload)},
 		Payload: data,
@@ -215,5 +222,70 @@ func TestQueuesMultiBuffer(t *testing.T) {
 		if c == 0 {
 			t.Errorf("queue %d received nothing; per queue %v", q, per)
 		}
+	}
+}
+
+// TestQueuesTransmit: on veths with four queues each way at MTU 9000, every queue's
+// socket transmits: 64 RoCE frames from 64 UDP source ports (0xC000 + i, as many QP
+// pairs), short and chained, leave from the socket of queue sport mod 4 (16 from
+// each), and all arrive at the peer's link byte for byte.
+func TestQueuesTransmit(t *testing.T) {
+	n := newTestNetQueues(t, 9000, false, 4)
+	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Close()
+	lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: bpf.ModeNative, Netns: nsPath(n.nsB)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	const flows = 64
+	want := map[uint32][]byte{} // by PSN
+	var frames [][]byte
+	for i := range flows {
+		payload := 100
+		if i%2 == 1 {
+			payload = 4100 // two chunks
+		}
+		f := flowFrame(t, la, lb, n.ipA, n.ipB, uint16(0xC000+i), payload, uint64(i))
+		want[uint32(i)] = f
+		frames = append(frames, f)
+	}
+	for sent := 0; sent < flows; {
+		k, err := la.Send(frames[sent:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent += k
+		if k == 0 {
+			la.Wait(time.Now().Add(time.Millisecond))
+		}
+	}
+	if per := la.QueueSent(); !slices.Equal(per, []uint64{16, 16, 16, 16}) {
+		t.Errorf("frames sent per queue %v, want 16 from each of the 4", per)
+	}
+	buf := make([][]byte, 64)
+	got := 0
+	for deadline := time.Now().Add(5 * time.Second); got < flows && time.Now().Before(deadline); {
+		k, err := lb.Recv(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range buf[:k] {
+			psn := uint32(f[14+20+8+9])<<16 | uint32(f[14+20+8+10])<<8 | uint32(f[14+20+8+11])
+			if w, ok := want[psn]; !ok || !bytes.Equal(f, w) {
+				t.Fatalf("frame with PSN %d (%d bytes) is not one that was sent", psn, len(f))
+			}
+			delete(want, psn)
+			got++
+		}
+		if k == 0 {
+			lb.Wait(time.Now().Add(10 * time.Millisecond))
+		}
+	}
+	if got != flows {
+		t.Fatalf("received %d of %d frames; per receive queue %v", got, flows, lb.QueueFrames())
 	}
 }
