@@ -21,6 +21,7 @@ type iface struct {
 	mac     [6]byte
 	mtu     int
 	queues  int
+	driver  string // ethtool -i's driver name, or "unknown"
 	trigger [2]int // UDP sockets (IPv4, IPv6) used to make the kernel resolve a neighbour
 }
 
@@ -85,6 +86,7 @@ func openIface(name string) (*iface, error) {
 	if i.trigger[0] >= 0 {
 		i.queues = rxQueues(i.trigger[0], name, 1)
 	}
+	i.driver = driverName(max(i.trigger[0], i.trigger[1]), name)
 	return i, nil
 }
 

@@ -48,6 +48,8 @@ type Config struct {
 	// one chunk per frame, path MTU at most 2048. By default the link asks for
 	// multi-buffer and falls back to this when the kernel or driver refuses it.
 	SingleBuffer bool
+	// Bind chooses zero-copy or copy mode; the zero value lets the kernel choose.
+	Bind Bind
 }
 
 // Link is a transport.Link on AF_XDP sockets, one per receive queue of the
@@ -60,6 +62,7 @@ type Link struct {
 	w      *waiter
 	rxNext int
 
+	bind Bind
 	// multi: every socket is bound with XDP_USE_SG; else noMulti says why not.
 	multi   bool
 	noMulti string
@@ -111,19 +114,23 @@ func Open(cfg Config) (*Link, error) {
 		if err = l.prog.Attach(l.ifc.index, cfg.Mode); err != nil {
 			return err
 		}
+		l.bind = cfg.Bind
 		l.multi = !cfg.SingleBuffer
 		if cfg.SingleBuffer {
 			l.noMulti = "the link was opened single-buffer (xdp.Config.SingleBuffer)"
 		}
-		if l.queues, err = openQueues(l.ifc, l.multi); err != nil && l.multi && sgRefused(err) {
+		if l.queues, err = openQueues(l.ifc, l.multi, l.bind); err != nil && l.multi && sgRefused(err) {
 			// The kernel (before 6.6: EINVAL, an unknown bind flag) or the driver
 			// (zero-copy without multi-buffer: EOPNOTSUPP) refuses XDP_USE_SG. If the
 			// same queues bind without it, that was the reason: run single-buffer.
-			if qs, err2 := openQueues(l.ifc, false); err2 == nil {
+			if qs, err2 := openQueues(l.ifc, false, l.bind); err2 == nil {
 				l.queues, l.multi = qs, false
 				l.noMulti = fmt.Sprintf("the kernel refused AF_XDP multi-buffer on %s (%v): it needs Linux 6.6 or later, and in zero-copy mode a driver that supports it", cfg.Interface, err)
 				err = nil
 			}
+		}
+		if err != nil && cfg.Bind == BindZeroCopy && errors.Is(err, xsk.ErrBind) {
+			return zeroCopyRefused(err, cfg.Interface, l.ifc.driver)
 		}
 		if err != nil {
 			return err
@@ -144,10 +151,10 @@ func Open(cfg Config) (*Link, error) {
 }
 
 // openQueues opens one socket per receive queue of the interface, or none.
-func openQueues(ifc *iface, multi bool) ([]*queue, error) {
+func openQueues(ifc *iface, multi bool, bind Bind) ([]*queue, error) {
 	var qs []*queue
 	for q := 0; q < ifc.queues; q++ {
-		qu, err := newQueue(ifc.index, q, multi)
+		qu, err := newQueue(ifc.index, q, multi, bind)
 		if err != nil {
 			for _, o := range qs {
 				o.xsk.Close()
@@ -169,13 +176,14 @@ func sgRefused(err error) bool {
 // gone (a tool started right after another on the same interface met EBUSY).
 const busyWait = 2 * time.Second
 
-func newQueue(ifindex, q int, multi bool) (qu *queue, err error) {
+func newQueue(ifindex, q int, multi bool, bind Bind) (qu *queue, err error) {
 	var s *xsk.Socket
 	for deadline := time.Now().Add(busyWait); ; time.Sleep(50 * time.Millisecond) {
 		s, err = xsk.Open(ifindex, q, xsk.Config{
 			Frames: RxFrames + TxFrames, FrameSize: FrameSize,
 			FillSize: RxFrames, CompletionSize: TxFrames, RxSize: RxFrames, TxSize: TxFrames,
 			MultiBuffer: multi, NeedWakeup: true,
+			ZeroCopy: bind == BindZeroCopy, Copy: bind == BindCopy,
 		})
 		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			break
@@ -499,6 +507,35 @@ func (l *Link) perQueue(counter func(*queue) uint64) []uint64 {
 		out[i] = counter(q)
 	}
 	return out
+}
+
+// ZeroCopy reports whether the kernel bound every socket of the link in zero-copy
+// mode (XDP_OPTIONS_ZEROCOPY); false means copy mode.
+func (l *Link) ZeroCopy() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, q := range l.queues {
+		if !q.xsk.ZeroCopy() {
+			return false
+		}
+	}
+	return len(l.queues) > 0
+}
+
+// Describe says how the link runs, for tool headers and logs: "xdp native,
+// zero-copy, multi-buffer, 4 queues" or "xdp generic, copy, single-buffer, 1 queue".
+func (l *Link) Describe() string {
+	copyMode, buffers, queues := "copy", "multi-buffer", "queues"
+	if l.ZeroCopy() {
+		copyMode = "zero-copy"
+	}
+	if !l.multi {
+		buffers = "single-buffer"
+	}
+	if len(l.queues) == 1 {
+		queues = "queue"
+	}
+	return fmt.Sprintf("xdp %s, %s, %s, %d %s", l.Mode(), copyMode, buffers, len(l.queues), queues)
 }
 
 // Mode returns the XDP mode the program attached in.

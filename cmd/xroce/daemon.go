@@ -86,11 +86,7 @@ func runDaemon(name string, args []string) error {
 		lg.Printf("%s stopped", *devName)
 	})
 	defer stop()
-	kind := "AF_XDP"
-	if o.link == "udp" {
-		kind = "kernel UDP"
-	}
-	lg.Printf("serving %s on %s (%s link, %d GIDs) at %s", *devName, o.dev, kind, len(dev.GIDTable()), srv.Path())
+	lg.Printf("serving %s on %s (%s, %d GIDs) at %s", *devName, o.dev, eng.desc, len(dev.GIDTable()), srv.Path())
 	return srv.Serve(context.Background())
 }
 

@@ -22,7 +22,8 @@ type linkOptions struct {
 	dev      string // -d: the network interface (engine) or RDMA device (verbs)
 	link     string // xdp or udp
 	xdpMode  string
-	gidIndex int // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
+	xdpBind  string // auto, zero-copy or copy
+	gidIndex int    // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
 	busyPoll time.Duration
 	gidFlag  string // the flag that sets gidIndex, for messages: -x, or -g in pingpong
 	pcap     pcapOptions
@@ -35,6 +36,7 @@ type env struct {
 	gid    roce.GIDEntry
 	stop   func()
 	ifname string // the engine's network interface; empty with --provider verbs
+	link   string // how the engine's link runs (describeLink); empty with --provider verbs
 }
 
 // openEnv opens the provider -- for the engine: the link and the device, and starts
@@ -67,13 +69,14 @@ func openEnv(o linkOptions) (*env, error) {
 		return nil, err
 	}
 	stop := eng.stop
-	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop), ifname: o.dev}, nil
+	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop), ifname: o.dev, link: eng.desc}, nil
 }
 
 // runningEngine is a transport.Device on its link with its loop running.
 type runningEngine struct {
 	link transport.Link
 	dev  *transport.Device
+	desc string // how the link runs (describeLink)
 	stop func() // stops the loop and closes the link (and --pcap's recording)
 }
 
@@ -84,6 +87,7 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 	if err != nil {
 		return nil, err
 	}
+	desc := describeLink(link)
 	bp := o.busyPoll
 	if bp <= 0 {
 		bp = -1 // --busy-poll 0: never
@@ -108,7 +112,7 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 			pcapErr(tap.Err())
 		}
 	}
-	return &runningEngine{link: link, dev: dev, stop: stop}, nil
+	return &runningEngine{link: link, dev: dev, desc: desc, stop: stop}, nil
 }
 
 // openLink opens the engine's link on o.dev as --link, --xdp-mode and --pcap say.
@@ -127,7 +131,11 @@ func openLink(o linkOptions) (transport.Link, *pcap.Tap, error) {
 		if who := udpPortOwner(); who != "" {
 			return nil, nil, fmt.Errorf("%s has UDP port 4791 open in this network namespace (xroce --link udp, or another RoCE stack over UDP): an XDP program on %s would take the RoCE frames that process receives there; stop it, or run this xroce in another network namespace", who, o.dev)
 		}
-		l, err := xdp.Open(xdp.Config{Interface: o.dev, Mode: mode})
+		bind, err := xdp.ParseBind(o.xdpBind)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--xdp-bind: %w", err)
+		}
+		l, err := xdp.Open(xdp.Config{Interface: o.dev, Mode: mode, Bind: bind})
 		if err != nil {
 			if errors.Is(err, bpf.ErrPermission) {
 				return nil, nil, fmt.Errorf("%v\n(run as root, or use the kernel UDP link: --link udp)", err)
@@ -153,6 +161,22 @@ func openLink(o linkOptions) (transport.Link, *pcap.Tap, error) {
 		return nil, nil, err
 	}
 	return link, tap, nil
+}
+
+// describeLink says how the engine's link runs, for tool headers and the daemon's
+// log: the AF_XDP link's mode, copy or zero-copy, buffers and queues, or "udp
+// (kernel socket)"; through a --pcap tap, the tapped link's.
+func describeLink(link transport.Link) string {
+	if t, ok := link.(*pcap.Tap); ok {
+		link = t.Link
+	}
+	switch l := link.(type) {
+	case *xdp.Link:
+		return l.Describe()
+	case *xdp.UDPLink:
+		return "udp (kernel socket)"
+	}
+	return fmt.Sprintf("%T", link)
 }
 
 // withTap wraps link in a pcap.Tap recording to path, or returns link itself when

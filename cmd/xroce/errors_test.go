@@ -57,6 +57,16 @@ func TestErrorMessages(t *testing.T) {
 	out, err = runIn(n.NsA, "write_bw", "-d", "xbr0", "--xdp-mode", "native")
 	wantErr(t, "no native XDP", out, err, "in native mode", "operation not supported", "use --xdp-mode auto or generic")
 
+	// veth has no AF_XDP zero-copy: asked for, it is refused with the cause and the fix.
+	start := time.Now()
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--xdp-bind", "zero-copy")
+	wantErr(t, "zero-copy on veth", out, err, "AF_XDP zero-copy refused on "+n.IfA+" (driver veth)", "use --xdp-bind auto")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the zero-copy refusal took %v", d)
+	}
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--xdp-bind", "zerocopy")
+	wantErr(t, "bad --xdp-bind", out, err, `--xdp-bind: AF_XDP bind "zerocopy": want auto, zero-copy or copy`)
+
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "add", "xnoaddr0", "type", "veth", "peer", "name", "xnoaddr1")
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", "xnoaddr0", "up")
 	out, err = runIn(n.NsA, "write_bw", "-d", "xnoaddr0", "--link", "udp")

@@ -38,6 +38,10 @@ func TestPathMTU4096(t *testing.T) {
 					if !strings.Contains(out, " Mtu             : 4096[B]\n") {
 						t.Errorf("%s: not at path MTU 4096:\n%s", who, out)
 					}
+					// The server records --pcap: the header tells the tapped link's mode.
+					if !strings.Contains(out, " xroce link      : xdp native, copy, multi-buffer, 1 queue\n") {
+						t.Errorf("%s: the header does not say how the link runs:\n%s", who, out)
+					}
 				}
 				checkBW(t, "client", cli, size, iters, false)
 				checkBW(t, "server", srv, size, iters, false)

@@ -79,7 +79,7 @@ func (e *engine) CreateQP(send, recv compQueue, cap transport.QPCap) (queuePair,
 }
 
 // addLinkFlags adds the flags that choose the provider and the engine's link:
-// --provider, --busy-poll, --link, --xdp-mode and the --pcap flags.
+// --provider, --busy-poll, --link, --xdp-mode, --xdp-bind and the --pcap flags.
 func addLinkFlags(fs *pflag.FlagSet, o *linkOptions) {
 	help := "engine: xroce's pure-Go engine on -d's interface; verbs: libibverbs on the RDMA device -d (an HCA or rdma_rxe)"
 	if !verbsBuilt {
@@ -89,6 +89,7 @@ func addLinkFlags(fs *pflag.FlagSet, o *linkOptions) {
 	fs.DurationVar(&o.busyPoll, "busy-poll", transport.DefaultBusyPoll, "engine: keep polling the link this long after the last frame before sleeping (0: never)")
 	fs.StringVar(&o.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket, no privileges)")
 	fs.StringVar(&o.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
+	fs.StringVar(&o.xdpBind, "xdp-bind", "auto", "AF_XDP sockets: zero-copy, copy, or auto (zero-copy where the driver has it)")
 	addPcapFlags(fs, &o.pcap)
 }
 

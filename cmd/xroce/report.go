@@ -87,7 +87,11 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 		fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
 		fmt.Fprintf(w, " Data ex. method : Ethernet\n")
 	}
-	fmt.Fprintf(w, " xroce link      : %s\n", c.o.link)
+	link := c.env.link
+	if link == "" {
+		link = c.o.link
+	}
+	fmt.Fprintf(w, " xroce link      : %s\n", link)
 	fmt.Fprintln(w, rule)
 	for _, d := range []struct {
 		name  string
