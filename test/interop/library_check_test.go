@@ -25,7 +25,7 @@ func TestLibChecks(t *testing.T) {
 	}
 	status := "xroce0\tnetdev xx0a0b0c\tnode_guid 5054:00ff:fe81:000b\tport 1 PORT_ACTIVE\tactive_mtu 1024\t/tmp/x/xroce0.sock\n" +
 		"  clients: 0\n  counters:\n    sent_pkts                610\n    rcvd_pkts                39040\n    rdma_recvs               610\n"
-	daemonLog := "xroce daemon: 2026/12/01 11:00:00 serving xroce0 on xx0a0b0c (AF_XDP link, 2 GIDs) at /tmp/x/xroce0.sock\n" +
+	daemonLog := "xroce daemon: 2026/12/01 11:00:00 serving xroce0 on xx0a0b0c (xdp native, copy, multi-buffer, 1 queue, 2 GIDs) at /tmp/x/xroce0.sock\n" +
 		"xroce daemon: 2026/12/01 11:00:09 xroce0 stopped\n"
 	base := []struct {
 		c          cell
