@@ -47,7 +47,7 @@ func lossPlan(scale float64) []measurement {
 					return result{}, err
 				}
 				args := []string{op + "_bw", "--link", "xdp", "-s", fmt.Sprint(lossSize), "-n", fmt.Sprint(n), "-m", fmt.Sprint(sweepPMTU), "--verify"}
-				out, err := b.xroceOn(ctx, b.lossNet, key, pass, args)
+				out, err := b.xroceOn(ctx, b.lossNet, key, pass, args, false)
 				if err != nil {
 					return result{}, err
 				}

@@ -88,9 +88,13 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 			key, label = "raw rtt spin", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, busy poll", rawFrameLen(latSize, true))
 		}
 		p = append(p, measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
-			return b.rawRTT(ctx, spin, scaleN(rttN, scale))
+			return b.rawRTT(ctx, spin, false, scaleN(rttN, scale))
 		}})
 	}
+	p = append(p, measurement{"raw rtt ppoll " + oneCPU, fmt.Sprintf("raw ping-pong RTT, %d-byte frames, sleeping in ppoll, %s", rawFrameLen(latSize, true), oneCPULabel),
+		func(ctx context.Context, b *bench, pass int) (result, error) {
+			return b.rawRTT(ctx, false, true, scaleN(rttN, scale))
+		}})
 	for _, link := range []string{"xdp", "udp"} {
 		for _, op := range []string{"write", "read", "send"} {
 			for _, size := range sizes {
@@ -108,11 +112,14 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 			p = append(p, xroceBW(link, "write", 64<<10, 2048, scaleN(itersXDP[64<<10], scale)),
 				xroceBW(link, "write", 64<<10, 4096, scaleN(itersXDP[64<<10], scale)))
 		}
-		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale)))
+		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale), false))
+		if link == "xdp" {
+			p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale), true))
+		}
 		if lib && link == "xdp" {
 			p = append(p, libLat(scaleN(writeLatN, scale)))
 		}
-		p = append(p, xroceLat(link, "read_lat", scaleN(readLatN, scale)))
+		p = append(p, xroceLat(link, "read_lat", scaleN(readLatN, scale), false))
 	}
 	for _, size := range sizes {
 		p = append(p, measurement{fmt.Sprintf("tcp %d", size), fmt.Sprintf("TCP stream, %s writes", sizeName(size)),
@@ -163,12 +170,16 @@ func bwFigures(out pairOut, size, iters int) (result, error) {
 	return result{fig: map[string]float64{figGoodput: g, figMsgRate: g / float64(size)}, cpu: out.cpu}, nil
 }
 
-func xroceLat(link, test string, iters int) measurement {
+// xroceLat is a latency test; pinned confines each side to one CPU (pinSides).
+func xroceLat(link, test string, iters int, pinned bool) measurement {
 	key := link + " " + test
 	label := fmt.Sprintf("xroce %s %s %d B, PMTU %d, -n %d", link, test, latSize, sweepPMTU, iters)
+	if pinned {
+		key, label = key+" "+oneCPU, label+", "+oneCPULabel
+	}
 	return measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
 		args := []string{test, "--link", link, "-s", fmt.Sprint(latSize), "-n", fmt.Sprint(iters), "-m", fmt.Sprint(sweepPMTU)}
-		out, err := b.xroce(ctx, key, pass, args)
+		out, err := b.xroceOn(ctx, b.net, key, pass, args, pinned)
 		if err != nil {
 			return result{}, err
 		}
@@ -183,13 +194,17 @@ func xroceLat(link, test string, iters int) measurement {
 // xroce runs one xroce test: the server in namespace B, the client in A, each with
 // its CPU profile when profiling.
 func (b *bench) xroce(ctx context.Context, key string, pass int, args []string) (pairOut, error) {
-	return b.xroceOn(ctx, b.net, key, pass, args)
+	return b.xroceOn(ctx, b.net, key, pass, args, false)
 }
 
-// xroceOn is xroce on the namespaces of net.
-func (b *bench) xroceOn(ctx context.Context, net *testnet.Net, key string, pass int, args []string) (pairOut, error) {
+// xroceOn is xroce on the namespaces of net, each side on a CPU of its own when
+// pinned.
+func (b *bench) xroceOn(ctx context.Context, net *testnet.Net, key string, pass int, args []string, pinned bool) (pairOut, error) {
 	srv := side{args: append([]string{b.xroceBin}, append(args, "-d", net.IfB)...)}
 	cli := side{args: append([]string{b.xroceBin}, append(args, "-d", net.IfA, net.IPB.String())...)}
+	if pinned {
+		pinSides(&srv, &cli)
+	}
 	if b.profileDir != "" {
 		base := strings.ReplaceAll(key, " ", "-")
 		for i, s := range []*side{&cli, &srv} {
@@ -201,6 +216,20 @@ func (b *bench) xroceOn(ctx context.Context, net *testnet.Net, key string, pass 
 		}
 	}
 	return b.runPairOn(ctx, net, srv, cli, printed(serverReady), pairLimit)
+}
+
+// oneCPU marks the measurements whose sides are confined to one CPU each.
+const (
+	oneCPU      = "1cpu"
+	oneCPULabel = "each side confined to one CPU (taskset -c 1 server, -c 0 client)"
+)
+
+// pinSides confines the server to CPU 1 and the client to CPU 0 (taskset), as two
+// one-vCPU VMs or containers: every thread of a side, the Go runtime's included
+// (GOMAXPROCS follows the affinity), shares its one CPU.
+func pinSides(server, client *side) {
+	server.args = append([]string{"taskset", "-c", "1"}, server.args...)
+	client.args = append([]string{"taskset", "-c", "0"}, client.args...)
 }
 
 // sideNames names the two processes of an xroce test.
@@ -244,10 +273,13 @@ func (b *bench) rawPPS(ctx context.Context, payload int, only bool, d time.Durat
 }
 
 // rawRTT measures the raw ping-pong round trip: raw-ping in A, raw-pong in B.
-func (b *bench) rawRTT(ctx context.Context, spin bool, n int) (result, error) {
+func (b *bench) rawRTT(ctx context.Context, spin, pinned bool, n int) (result, error) {
 	s := fmt.Sprintf("-spin=%v", spin)
 	pong := side{args: []string{b.self, "raw-pong", "-d", b.net.IfB, "-dst", b.net.IPA.String(), "-payload", fmt.Sprint(latSize), s}}
 	ping := side{args: []string{b.self, "raw-ping", "-d", b.net.IfA, "-dst", b.net.IPB.String(), "-payload", fmt.Sprint(latSize), s, "-n", fmt.Sprint(n)}}
+	if pinned {
+		pinSides(&pong, &ping)
+	}
 	out, err := b.runPair(ctx, pong, ping, printed(helperReady), pairLimit)
 	if err != nil {
 		return result{}, err

@@ -58,7 +58,7 @@ func tables(r results, plan []measurement, passes int) []table {
 			break
 		}
 	}
-	for _, k := range []string{"raw rtt ppoll", "raw rtt spin"} {
+	for _, k := range []string{"raw rtt ppoll", "raw rtt spin", "raw rtt ppoll " + oneCPU} {
 		raw.rows = append(raw.rows, []string{labelOf(plan, k), fmt.Sprintf("p50 %s, p99 %s", r.fmtFig(k, figP50, usecs), r.fmtFig(k, figP99, usecs))})
 	}
 
@@ -89,6 +89,8 @@ func tables(r results, plan []measurement, passes int) []table {
 		}
 		lat.rows = append(lat.rows, row)
 	}
+	lat.rows = append(lat.rows, []string{"xdp, one CPU per side", "", "", "",
+		r.fmtFig("xdp write_lat "+oneCPU, figP50, usecs), r.fmtFig("xdp write_lat "+oneCPU, figP99, usecs), "", ""})
 	lat.rows = append(lat.rows, []string{"TCP", r.fmtFig("tcp 64", figMsgRate, kpps) + " (64 B writes)", "", "", "", "", "", ""})
 	lat.notes = append(lat.notes, "write_lat is half a WRITE round trip (perftest's convention); read_lat is a whole READ round trip.")
 
