@@ -231,16 +231,7 @@ func TestQueuesMultiBuffer(t *testing.T) {
 // each), and all arrive at the peer's link byte for byte.
 func TestQueuesTransmit(t *testing.T) {
 	n := newTestNetQueues(t, 9000, false, 4)
-	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Close()
-	lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: bpf.ModeNative, Netns: nsPath(n.nsB)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lb.Close()
+	la, lb := openXDP(t, n, bpf.ModeNative)
 	const flows = 64
 	want := map[uint32][]byte{} // by PSN
 	var frames [][]byte
