@@ -328,9 +328,15 @@ func runLibSides(lab *Lab, bin string, c cell) (r libRun) {
 			r.xerr = app.wait(limit)
 			r.xout = app.out.String()
 			if r.xerr != nil && attempt < perftestRaceRuns && c.perftestRaced(r.xout) {
-				// The guest's server still waits for the data connection.
-				lab.Guest("pkill -x " + c.perftestBinary())(10 * time.Second)
+				// The guest's server still waits for the data connection: it must be
+				// gone before the next run, or the next client connects to it.
+				// (busybox has killall, not pkill.)
+				kout, krc, kerr := lab.Guest("killall -9 " + c.perftestBinary())(10 * time.Second)
 				r.gout, r.grc, r.gerr = wait(10 * time.Second)
+				if kerr != nil || krc != 0 || r.gerr != nil {
+					r.xout += fmt.Sprintf("\n(after perftest's race, killing the guest's server: rc %d %v %s; the server: %v)", krc, kerr, kout, r.gerr)
+					break
+				}
 				r.raced++
 				continue
 			}
