@@ -29,7 +29,6 @@ func runDaemon(name string, args []string) error {
 	fs.StringVarP(&o.dev, "ib-dev", "d", "", "network interface the device runs on")
 	devName := fs.String("name", "", "RDMA device name (default: the first free xroceN)")
 	anyUser := fs.Bool("any-user", false, "serve processes of every user (socket mode 0666); by default only this user and root")
-	nice := fs.Int("nice", 0, "the daemon's nice value, -20..19: below 0 its engine takes the CPU from spinning applications sooner (needs root or CAP_SYS_NICE)")
 	addLinkFlags(fs, &o)
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: xroce daemon -d IFACE [--name NAME] [--link xdp|udp] [--any-user]\n       xroce daemon status\n\nThe control socket is $XROCE_RUN_DIR/NAME.sock (default %s).\n\n%s", daemon.DefaultRunDir, fs.FlagUsages())
@@ -58,14 +57,6 @@ func runDaemon(name string, args []string) error {
 		return fmt.Errorf("--name %q: want a name without '/' of at most 63 bytes", *devName)
 	}
 	lg := log.New(os.Stderr, "xroce daemon: ", log.LstdFlags)
-	if *nice < -20 || *nice > 19 {
-		return fmt.Errorf("--nice %d: nice values are -20..19", *nice)
-	}
-	if *nice != 0 {
-		if err := setNice(*nice); err != nil {
-			return fmt.Errorf("--nice: %w", err)
-		}
-	}
 	eng, err := startEngine(o, func(err error) { lg.Printf("--pcap: %v", err) })
 	if err != nil {
 		return err

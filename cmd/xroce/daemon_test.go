@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -256,37 +255,4 @@ func TestDaemonsStartTogether(t *testing.T) {
 			t.Fatalf("status after 10 s:\n%s\ndaemons:\n%s\n%s", st, outs[0], outs[1])
 		}
 	}
-}
-
-// TestDaemonNice: `xroce daemon --nice -5` runs every thread at nice -5 (the
-// engine's and the ones the Go runtime starts later alike; field 19 of
-// /proc/PID/task/TID/stat), and an out-of-range value is refused with the range.
-func TestDaemonNice(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, XDP, a negative nice)")
-	}
-	n := testnet.New(t, testnet.Options{MTU: 1500})
-	_, stop := startDaemon(t, n.NsA, n.IfA, t.TempDir(), "--nice", "-5")
-	pid := daemonPID(t, n.IfA)
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil || len(tasks) < 2 {
-		t.Fatalf("threads of the daemon: %v %v", tasks, err)
-	}
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended
-		}
-		// The fields after the command name, which is in parentheses.
-		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		if nice := fields[16]; nice != "-5" {
-			t.Errorf("%s: nice %s, want -5", f, nice)
-		}
-	}
-	var ee *exec.ExitError
-	if out, err := stop(); err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 143) {
-		t.Errorf("daemon: %v\n%s", err, out)
-	}
-	out, err := runIn(n.NsA, "daemon", "-d", n.IfA, "--nice", "-21")
-	wantErr(t, "--nice -21", out, err, "--nice -21: nice values are -20..19")
 }
