@@ -78,7 +78,7 @@ func run() int {
 	budget := flag.Duration("budget", 9*time.Minute+20*time.Second, "start no pass that would end after this, and kill everything when it is up")
 	scale := flag.Float64("scale", 1, "multiply every iteration count and duration by this (0.1 for a quick try)")
 	goBin := flag.String("go", "go", "the go command, for go tool pprof")
-	only := flag.String("only", "", "run only the measurements whose key starts with this (\"loss\": the loss section, \"xdp write\": every WRITE over AF_XDP)")
+	only := flag.String("only", "", "run only the measurements whose key starts with this, or with one of these, comma-separated (\"loss\": the loss section, \"xdp write\": every WRITE over AF_XDP)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and attaches XDP programs (sudo make bench)")
@@ -103,7 +103,9 @@ func run() int {
 	}
 	b.plan = buildPlan(*scale, libNote == "", lossNote == "")
 	if *only != "" {
-		b.plan = slices.DeleteFunc(b.plan, func(m measurement) bool { return !strings.HasPrefix(m.key, *only) })
+		b.plan = slices.DeleteFunc(b.plan, func(m measurement) bool {
+			return !slices.ContainsFunc(strings.Split(*only, ","), func(p string) bool { return strings.HasPrefix(m.key, p) })
+		})
 		if len(b.plan) == 0 {
 			fmt.Fprintf(os.Stderr, "bench: -only %q: no measurement's key starts with it\n", *only)
 			return 1
