@@ -9,37 +9,41 @@ import (
 // Counter indexes. The names are rdma_rxe's hw_counters (rxe_hw_counters.c) where
 // rxe has one, and say what they count otherwise.
 const (
-	CntSentPkts            = iota // sent_pkts: frames handed to the link
-	CntRcvdPkts                   // rcvd_pkts: frames accepted for a QP
-	CntDuplicateRequest           // duplicate_request: responder saw a PSN it already executed
-	CntOutOfSeqRequest            // out_of_seq_request: responder saw a PSN ahead of the expected one
-	CntRcvdRNRErr                 // rcvd_rnr_err: requester received an RNR NAK
-	CntSendRNRErr                 // send_rnr_err: responder sent an RNR NAK
-	CntRcvdSeqErr                 // rcvd_seq_err: requester received a NAK PSN sequence error
-	CntAckDeferred                // ack_deferred: ACKs coalesced into a later one
-	CntRetryExceededErr           // retry_exceeded_err: retry_cnt ran out
-	CntRetryRNRExceededErr        // retry_rnr_exceeded_err: rnr_retry ran out
-	CntCompleterRetryErr          // completer_retry_err: requester went back to retransmit
-	CntSendErr                    // send_err: the link failed a send
-	CntLinkDowned                 // link_downed
-	CntRdmaSends                  // rdma_sends: RDMA READ/WRITE requests sent
-	CntRdmaRecvs                  // rdma_recvs: RDMA READ/WRITE requests executed
-	CntLocalAckTimeoutErr         // local_ack_timeout_err: retransmit timer expiries (mlx5's name)
-	CntRoceAdpRetrans             // roce_adp_retrans: retransmissions on the adaptive RTO, before the local ACK timeout (mlx5's name)
-	CntRoceSlowRestart            // roce_slow_restart: windows restarted small after idle (mlx5's name)
-	CntLinkBusy                   // link_busy: the link refused frames (TX ring full, EAGAIN)
-	CntLinkBusyResent             // link_busy_resent: refused frames sent after the adaptive delay
-	CntRcvdICRCErr                // rcvd_icrc_err: frames dropped for a bad ICRC
-	CntRcvdMalformed              // rcvd_malformed: frames dropped as not decodable
-	CntRcvdUnknownQP              // rcvd_unknown_qp: frames for no QP, a QP not ready, or from the wrong peer
-	CntGhostAck                   // ghost_ack: responses for PSNs never sent, ignored
-	CntStaleAck                   // stale_ack: ACKs and responses for PSNs already completed, ignored
-	CntImpliedNak                 // implied_nak: READ/atomic response gaps that made the requester retry
-	CntQKeyViolation              // qkey_viol_cntr: UD packets dropped for a Q_Key not the QP's (ibv_port_attr's name)
-	CntRcvdOversize               // rcvd_oversize: UD and UC packets dropped for a payload longer than the path MTU
-	CntOutOfBuffer                // out_of_buffer: UD and UC messages dropped for want of a receive WR (mlx5's name)
-	CntRespLocalLenErr            // resp_local_length_error: UD and UC receive WRs too small, completed IBV_WC_LOC_LEN_ERR (mlx5's name)
-	CntRcvdMsgDropped             // rcvd_msg_dropped: UC packets dropped with the rest of their message (after a gap, an opcode out of sequence, a bad length, a refused WRITE)
+	CntSentPkts               = iota // sent_pkts: frames handed to the link
+	CntRcvdPkts                      // rcvd_pkts: frames accepted for a QP
+	CntDuplicateRequest              // duplicate_request: responder saw a PSN it already executed
+	CntOutOfSeqRequest               // out_of_seq_request: responder saw a PSN ahead of the expected one
+	CntRcvdRNRErr                    // rcvd_rnr_err: requester received an RNR NAK
+	CntSendRNRErr                    // send_rnr_err: responder sent an RNR NAK
+	CntRcvdSeqErr                    // rcvd_seq_err: requester received a NAK PSN sequence error
+	CntAckDeferred                   // ack_deferred: ACKs coalesced into a later one
+	CntRetryExceededErr              // retry_exceeded_err: retry_cnt ran out
+	CntRetryRNRExceededErr           // retry_rnr_exceeded_err: rnr_retry ran out
+	CntCompleterRetryErr             // completer_retry_err: requester went back to retransmit
+	CntSendErr                       // send_err: the link failed a send
+	CntLinkDowned                    // link_downed
+	CntRdmaSends                     // rdma_sends: RDMA READ/WRITE requests sent
+	CntRdmaRecvs                     // rdma_recvs: RDMA READ/WRITE requests executed
+	CntLocalAckTimeoutErr            // local_ack_timeout_err: retransmit timer expiries (mlx5's name)
+	CntRoceAdpRetrans                // roce_adp_retrans: retransmissions on the adaptive RTO, before the local ACK timeout (mlx5's name)
+	CntRoceSlowRestart               // roce_slow_restart: windows restarted small after idle (mlx5's name)
+	CntLinkBusy                      // link_busy: the link refused frames (TX ring full, EAGAIN)
+	CntLinkBusyResent                // link_busy_resent: refused frames sent after the adaptive delay
+	CntRcvdICRCErr                   // rcvd_icrc_err: frames dropped for a bad ICRC
+	CntRcvdMalformed                 // rcvd_malformed: frames dropped as not decodable
+	CntRcvdUnknownQP                 // rcvd_unknown_qp: frames for no QP, a QP not ready, or from the wrong peer
+	CntGhostAck                      // ghost_ack: responses for PSNs never sent, ignored
+	CntStaleAck                      // stale_ack: ACKs and responses for PSNs already completed, ignored
+	CntImpliedNak                    // implied_nak: READ/atomic response gaps that made the requester retry
+	CntQKeyViolation                 // qkey_viol_cntr: UD packets dropped for a Q_Key not the QP's (ibv_port_attr's name)
+	CntRcvdOversize                  // rcvd_oversize: UD and UC packets dropped for a payload longer than the path MTU
+	CntOutOfBuffer                   // out_of_buffer: UD and UC messages dropped for want of a receive WR (mlx5's name)
+	CntRespLocalLenErr               // resp_local_length_error: UD and UC receive WRs too small, completed IBV_WC_LOC_LEN_ERR (mlx5's name)
+	CntRcvdMsgDropped                // rcvd_msg_dropped: UC packets dropped with the rest of their message (after a gap, an opcode out of sequence, a bad length, a refused WRITE)
+	CntNpECNMarkedRoCEPackets        // np_ecn_marked_roce_packets: RC and UC packets received with ECN CE (mlx5's name)
+	CntNpCNPSent                     // np_cnp_sent: CNPs sent in answer to them, with DCQCN (mlx5's name)
+	CntRpCNPHandled                  // rp_cnp_handled: CNPs that cut a QP's rate, with DCQCN (mlx5's name)
+	CntRpCNPIgnored                  // rp_cnp_ignored: CNPs dropped: no DCQCN, or no QP ready for them (mlx5's name)
 	numCounters
 )
 
@@ -51,6 +55,7 @@ var CounterNames = [numCounters]string{
 	"roce_slow_restart", "link_busy",
 	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "ghost_ack", "stale_ack",
 	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
+	"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored",
 }
 
 // Counters is a set of event counters, read safely from any goroutine. A device's

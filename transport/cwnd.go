@@ -184,6 +184,13 @@ type CongestionState struct {
 	// Lossy is true while the adaptive timer runs: a loss signal came less than a
 	// second ago.
 	Lossy bool
+	// RateLimited is true while DCQCN paces the QP (dcqcn.go): a CNP came and the
+	// rate has not recovered to the line rate. Rate and TargetRate are then its
+	// current and target rate in bits/s, and Alpha its alpha in 1/1024 as of its
+	// last CNP.
+	RateLimited      bool
+	Rate, TargetRate int64
+	Alpha            int
 }
 
 // CongestionState returns the QP's window and timer state.
@@ -193,5 +200,6 @@ func (qp *QueuePair) CongestionState() CongestionState {
 	defer d.mu.Unlock()
 	r := &qp.req
 	return CongestionState{Cwnd: r.win.cwnd, Ssthresh: r.win.ssthresh, SRTT: r.rtt.srtt, RTTVar: r.rtt.rttvar,
-		RTO: r.rtt.rto(timeoutDuration(qp.attr.Timeout)), Lossy: r.lossy(d.now)}
+		RTO: r.rtt.rto(timeoutDuration(qp.attr.Timeout)), Lossy: r.lossy(d.now),
+		RateLimited: qp.rp.active, Rate: qp.rp.rc, TargetRate: qp.rp.rt, Alpha: qp.rp.alpha}
 }

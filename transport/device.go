@@ -42,6 +42,8 @@ type Device struct {
 	evNotify chan struct{}
 
 	counters *Counters
+	cc       CongestionControl
+	dcqcn    DCQCNParams
 	waiting  atomic.Bool // Run is (about to be) blocked in Link.Wait
 	posted   atomic.Bool // work was posted since the loop last looked
 	poller   atomic.Pointer[Poller]
@@ -80,6 +82,11 @@ type Options struct {
 	// gaps of a stream triples the 64-byte message rate over AF_XDP on a veth pair,
 	// at the cost of that much CPU after the traffic stops.
 	BusyPoll time.Duration
+	// CC selects the congestion control: CCNone (rdma_rxe's behaviour, the default)
+	// or CCDCQCN (docs/congestion.md).
+	CC CongestionControl
+	// DCQCN tunes DCQCN; zero fields take mlx5's defaults (DefaultDCQCN).
+	DCQCN DCQCNParams
 }
 
 // DefaultBusyPoll is Options.BusyPoll's default: measured best between 5 and 50 µs
@@ -100,7 +107,7 @@ func Open(link Link, opts Options) (*Device, error) {
 	}
 	d := &Device{link: link, clock: opts.Clock, gids: opts.GIDs, qps: map[uint32]*QueuePair{}, nextQPN: 17,
 		counters: newCounters(), busyDelay: 20 * time.Microsecond, busyPoll: opts.BusyPoll,
-		evNotify: make(chan struct{}, 1)}
+		evNotify: make(chan struct{}, 1), cc: opts.CC, dcqcn: opts.DCQCN.withDefaults()}
 	if d.busyPoll == 0 {
 		d.busyPoll = DefaultBusyPoll
 	}
@@ -273,6 +280,10 @@ func (d *Device) input(f []byte) {
 		}
 		return
 	}
+	if p.BTH.Opcode == roce.CNP {
+		d.cnpReceived(p)
+		return
+	}
 	qp := d.qps[p.BTH.DestQP]
 	if qp == nil || qp.state < QPS_RTR || qp.state == QPS_ERR || qp.fatal || p.BTH.Opcode.Service() != qp.svc ||
 		(qp.svc != roce.ServiceUD && p.SrcAddr() != qp.peer) || p.BTH.PKey&0x7FFF != 0x7FFF {
@@ -280,6 +291,9 @@ func (d *Device) input(f []byte) {
 		return
 	}
 	qp.count(CntRcvdPkts)
+	if p.ECN() == roce.CE {
+		d.congested(qp)
+	}
 	if qp.svc != roce.ServiceRC { // UC and UD answer nothing: no need to visit the QP
 		qp.unreliableRequest(p)
 		return
@@ -304,8 +318,9 @@ func (d *Device) frame() []byte {
 	return make([]byte, d.bufSize)
 }
 
-// emit encodes d.txPkt (headers from qp's template already copied in) and queues it.
-func (d *Device) emit(qp *QueuePair) {
+// emit encodes d.txPkt (headers from qp's template already copied in), queues it and
+// returns the frame's length (0 if it could not be encoded).
+func (d *Device) emit(qp *QueuePair) int {
 	p := &d.txPkt
 	if !p.IsIPv6 {
 		d.ipID++
@@ -318,11 +333,12 @@ func (d *Device) emit(qp *QueuePair) {
 	if err != nil { // the engine builds packets from the opcode table: a bug if reached
 		d.bufs = append(d.bufs, buf)
 		d.counters.inc(CntSendErr)
-		return
+		return 0
 	}
 	d.txq.push(buf[:n])
 	d.txMeta.push(m)
 	qp.counters.inc(CntSentPkts)
+	return n
 }
 
 // start prepares d.txPkt from qp's header template for a packet with opcode op.

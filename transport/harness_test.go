@@ -52,6 +52,9 @@ type pairConfig struct {
 	access      transport.Access
 	maxRdAtomic uint8
 	cqDepthB    int // B's CQ depth (default 1<<16)
+	cc          transport.CongestionControl
+	dcqcn       transport.DCQCNParams
+	tclass      uint8
 }
 
 func defaults(c pairConfig) pairConfig {
@@ -103,7 +106,7 @@ func (p *pair) newSide(end *transport.PipeEnd, c pairConfig, cqDepth int) *side 
 
 // newSideOn is newSide with the device opened on link, which carries end's frames.
 func (p *pair) newSideOn(end *transport.PipeEnd, link transport.Link, c pairConfig, cqDepth int) *side {
-	dev, err := transport.Open(link, transport.Options{Clock: p.clock})
+	dev, err := transport.Open(link, transport.Options{Clock: p.clock, CC: c.cc, DCQCN: c.dcqcn})
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -132,7 +135,7 @@ func (p *pair) connect(s, peer *side, c pairConfig, sqPSN, rqPSN uint32) {
 
 // connectParams are c's bring-up attributes towards the QP dqpn at addr.
 func (c pairConfig) connectParams(addr netip.Addr, mtu roce.MTU, dqpn, sqPSN, rqPSN uint32) transport.ConnectParams {
-	return transport.ConnectParams{Access: c.access, AH: transport.AddressHandle{DGID: roce.GIDFromAddr(addr), SGIDIndex: 1},
+	return transport.ConnectParams{Access: c.access, AH: transport.AddressHandle{DGID: roce.GIDFromAddr(addr), SGIDIndex: 1, TrafficClass: c.tclass},
 		PathMTU: mtu, DestQPN: dqpn, RQPSN: rqPSN, MaxDestRdAtomic: c.maxRdAtomic, SQPSN: sqPSN, MaxRdAtomic: c.maxRdAtomic,
 		Timers: &transport.Timers{Timeout: c.timeout, RetryCnt: c.retryCnt, RNRRetry: c.rnrRetry, MinRNRTimer: c.minRNRTimer}}
 }

@@ -422,11 +422,15 @@ func (d *Device) headerTemplate(t *roce.Packet, path *qpPath, ah *AddressHandle)
 	t.Eth.Src = d.link.HardwareAddr()
 	t.Eth.Dst = mac
 	t.IsIPv6 = !src.Is4()
+	tc := ah.TrafficClass
+	if d.cc == CCDCQCN && roce.ECN(tc&3) == roce.NotECT {
+		tc |= uint8(roce.ECT0) // DCQCN's packets are ECN-capable; a traffic class with ECN bits keeps them
+	}
 	if t.IsIPv6 {
-		t.IPv6 = roce.IPv6{TrafficClass: ah.TrafficClass, FlowLabel: ah.FlowLabel & 0xFFFFF, HopLimit: hop,
+		t.IPv6 = roce.IPv6{TrafficClass: tc, FlowLabel: ah.FlowLabel & 0xFFFFF, HopLimit: hop,
 			Src: src.As16(), Dst: dst.As16()}
 	} else {
-		t.IPv4 = roce.IPv4{TOS: ah.TrafficClass, FlagsFrag: 0x4000, TTL: hop, Src: src.As4(), Dst: dst.As4()}
+		t.IPv4 = roce.IPv4{TOS: tc, FlagsFrag: 0x4000, TTL: hop, Src: src.As4(), Dst: dst.As4()}
 	}
 }
 

@@ -38,6 +38,8 @@ type QueuePair struct {
 	rqDone   []*recvWQE
 	req      requester
 	resp     responder
+	rp       dcqcn     // DCQCN's reaction point: the QP's rate (dcqcn.go)
+	lastCNP  time.Time // when the notification point last sent this QP's peer a CNP (cnp.go)
 	counters *Counters
 
 	// scheduling (sched.go), under the device lock
@@ -180,6 +182,8 @@ func (qp *QueuePair) reset() {
 	qp.rqUsed.Store(0)
 	qp.req = requester{}
 	qp.resp = responder{}
+	qp.rp = dcqcn{}
+	qp.lastCNP = time.Time{}
 }
 
 // setState sets the state for the engine and for posters.

@@ -90,7 +90,7 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 	}
 	did := false
 	maxRd := max(1, int(qp.attr.MaxRdAtomic))
-	for budget > 0 && r.next < qp.sq.len() {
+	for budget > 0 && r.next < qp.sq.len() && qp.paced() {
 		w := *qp.sq.at(r.next)
 		if w.status != WC_SUCCESS {
 			if r.next == 0 { // a local error completes in order, then the QP fails
@@ -132,7 +132,7 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 		} else {
 			for budget > 0 && w.sent < w.npkts {
 				psn := roce.PSNAdd(w.firstPSN, w.sent)
-				if r.win.full(psn, r.compPSN) {
+				if r.win.full(psn, r.compPSN) || !qp.paced() {
 					break
 				}
 				r.sendData(qp, w, w.sent)
@@ -160,7 +160,7 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 func (r *requester) emit(qp *QueuePair, psn uint32) {
 	d := qp.dev
 	d.txNext = txInfo{qp: qp, psn: psn, ackReq: d.txPkt.BTH.AckReq}
-	d.emit(qp)
+	qp.charge(d.emit(qp))
 }
 
 // dataOpcode returns the opcode of packet i of n of a SEND or WRITE.

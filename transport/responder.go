@@ -434,12 +434,15 @@ func (r *responder) readStep(qp *QueuePair, budget int) bool {
 			did = true
 			continue
 		}
+		if !qp.paced() {
+			break // DCQCN's pacer: the QP's timer wakes it
+		}
 		op, _ := roce.ReadResponseOpcode(s.idx, s.npkts) // s.idx < s.npkts
 		p := qp.dev.start(qp, op, roce.PSNAdd(s.psn, s.idx))
 		off := s.idx * qp.pmtu
 		p.Payload = s.data[off:min(off+qp.pmtu, len(s.data))]
 		p.AETH = roce.AETH{Syndrome: roce.SyndromeACK, MSN: s.msn}
-		qp.dev.emit(qp)
+		qp.charge(qp.dev.emit(qp))
 		s.idx++
 		if s.idx == s.npkts {
 			r.out.popFront()

@@ -133,10 +133,10 @@ func (d *Device) nextTimer() time.Time {
 	return time.Time{}
 }
 
-// deadline returns the earliest of qp's timers (retransmit, end of an RNR wait), or
-// the zero time.
+// deadline returns the earliest of qp's timers (retransmit, end of an RNR wait,
+// DCQCN's), or the zero time.
 func (qp *QueuePair) deadline() time.Time {
-	return earliest(qp.req.timer, qp.req.rnrUntil)
+	return earliest(earliest(qp.req.timer, qp.req.rnrUntil), qp.rp.deadline(&qp.dev.dcqcn))
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -166,6 +166,7 @@ func (d *Device) runTimers() bool {
 			d.armed(qp, dl)
 			continue
 		}
+		qp.ccTimers(d.now)
 		if qp.timers(d.now) {
 			did = true
 		}

@@ -210,8 +210,7 @@ func trafficClass(p *roce.Packet) string {
 	if tc == 0 {
 		return ""
 	}
-	ecn := [4]string{"Not-ECT", "ECT(1)", "ECT(0)", "CE"}[tc&3]
-	return fmt.Sprintf(" %s 0x%02x (DSCP %d, ECN %s)", name, tc, tc>>2, ecn)
+	return fmt.Sprintf(" %s 0x%02x (DSCP %d, ECN %v)", name, tc, tc>>2, p.ECN())
 }
 
 // udpEndpoints reads the IP addresses and UDP ports of a frame, and whether it is

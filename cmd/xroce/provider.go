@@ -107,6 +107,9 @@ func printWindows(w io.Writer, qps []queuePair) {
 		if cs.Lossy {
 			fmt.Fprint(w, ", lossy")
 		}
+		if cs.RateLimited {
+			fmt.Fprintf(w, ", DCQCN rate %.1f Mb/s (target %.1f, alpha %d/1024)", float64(cs.Rate)/1e6, float64(cs.TargetRate)/1e6, cs.Alpha)
+		}
 		fmt.Fprintln(w)
 	}
 }
