@@ -97,3 +97,44 @@ func TestPacerSpacing(t *testing.T) {
 		t.Fatal("frames do not leave one frame time (86.56 µs) apart")
 	}
 }
+
+// FuzzDCQCN drives a reaction point with arbitrary sequences of CNPs, timer runs
+// and bytes sent at arbitrary times. Whatever comes, an active limiter keeps
+// MinRate ≤ Rc ≤ Rt ≤ MaxRate and 0 ≤ alpha ≤ 1023, a released one has no deadline,
+// and an active one always has one (its increase timer) in the future of its last
+// cut.
+func FuzzDCQCN(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 2, 1, 200, 2, 9, 40, 1, 255, 0})
+	f.Add([]byte{0, 1, 0, 1, 0, 1, 0, 1, 1, 255, 1, 255, 1, 255})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := DefaultDCQCN()
+		p.MaxRate = 100_000_000
+		now := time.Unix(1796000000, 0)
+		var r dcqcn
+		for len(data) >= 2 {
+			op, arg := data[0]%3, int(data[1])
+			data = data[2:]
+			now = now.Add(time.Duration(arg) * time.Microsecond)
+			switch op {
+			case 0:
+				r.cnp(&p, now)
+			case 1:
+				r.timers(&p, now)
+			case 2:
+				r.sent(&p, now, arg*257)
+			}
+			if !r.active {
+				if !r.deadline(&p).IsZero() || r != (dcqcn{}) {
+					t.Fatalf("released limiter with state %+v", r)
+				}
+				continue
+			}
+			if r.rc < p.MinRate || r.rc > r.rt || r.rt > p.MaxRate || r.alpha < 0 || r.alpha > 1023 {
+				t.Fatalf("Rc %d Rt %d alpha %d", r.rc, r.rt, r.alpha)
+			}
+			if d := r.deadline(&p); d.IsZero() || !d.After(r.lastCut) {
+				t.Fatalf("deadline %v, last cut %v", d, r.lastCut)
+			}
+		}
+	})
+}

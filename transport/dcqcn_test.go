@@ -208,3 +208,62 @@ func TestECNMarking(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCNPInput feeds a DCQCN engine, with a WRITE of its own outstanding, CNPs for
+// arbitrary QPNs (its QP's among them), CE-marked and unmarked WRITEs, and clock
+// steps in any order. Every CNP is counted exactly once, handled or ignored; every
+// CE-marked WRITE is counted; the engine never sends more CNPs than it got marked
+// packets, and each one it sends is well formed.
+func FuzzCNPInput(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 3, 2, 9, 0, 1, 3, 200})
+	f.Add([]byte{1, 3, 1, 3, 1, 2, 3, 255, 1, 3})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := newRaw(t, 0, 500, pairConfig{cc: transport.CCDCQCN, bufSize: 1 << 20})
+		r.write(64 * 1024)
+		r.step()
+		var cnps, marked, sent uint64
+		psn := uint32(500)
+		for ; len(data) >= 2; data = data[2:] {
+			switch data[0] % 4 {
+			case 0:
+				qpn := uint32(data[1])
+				if data[1]%2 == 0 {
+					qpn = r.e.qp.QPN()
+				}
+				r.sendCNP(qpn)
+				cnps++
+			case 1:
+				ecn := roce.ECN(data[1] & 3)
+				r.writeCE(psn, ecn)
+				psn++
+				if ecn == roce.CE {
+					marked++
+				}
+			case 2:
+				r.clock.Advance(time.Duration(data[1]) * time.Microsecond)
+			case 3:
+				if r.e.dev.NextDeadline().IsZero() {
+					continue
+				}
+				for _, p := range r.advance() {
+					if p.BTH.Opcode == roce.CNP {
+						sent++
+					}
+				}
+			}
+			out, _ := split(r.step())
+			for _, c := range out {
+				checkCNP(t, c, c.UDP.SrcPort)
+			}
+			sent += uint64(len(out))
+		}
+		c := r.e.dev.Counters()
+		if h, i := c.Get(transport.CntRpCNPHandled), c.Get(transport.CntRpCNPIgnored); h+i != cnps {
+			t.Fatalf("%d CNPs: %d handled, %d ignored", cnps, h, i)
+		}
+		m := c.Get(transport.CntNpECNMarkedRoCEPackets) // CE frames the QP took: not after it failed
+		if m > marked || (r.e.qp.State() == transport.QPS_RTS && m != marked) || c.Get(transport.CntNpCNPSent) != sent || sent > m {
+			t.Fatalf("%d marked, %d CNPs sent; counters %v", marked, sent, c)
+		}
+	})
+}
