@@ -49,7 +49,13 @@ type endpoint struct {
 
 func newEndpoint(t testing.TB, link transport.Link, size int) *endpoint {
 	t.Helper()
-	dev, err := transport.Open(link, transport.Options{})
+	return newEndpointOpts(t, link, size, transport.Options{})
+}
+
+// newEndpointOpts is newEndpoint with the device opened with opts.
+func newEndpointOpts(t testing.TB, link transport.Link, size int, opts transport.Options) *endpoint {
+	t.Helper()
+	dev, err := transport.Open(link, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ type linkOptions struct {
 	xdpBind  string // auto, zero-copy or copy
 	gidIndex int    // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
 	busyPoll time.Duration
+	cc       string // --cc: none or dcqcn (the engine's congestion control)
 	gidFlag  string // the flag that sets gidIndex, for messages: -x, or -g in pingpong
 	pcap     pcapOptions
 }
@@ -92,7 +93,12 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 	if bp <= 0 {
 		bp = -1 // --busy-poll 0: never
 	}
-	dev, err := transport.Open(link, transport.Options{BusyPoll: bp})
+	cc, err := ccOption(o)
+	if err != nil {
+		link.Close()
+		return nil, err
+	}
+	dev, err := transport.Open(link, transport.Options{BusyPoll: bp, CC: cc})
 	if err != nil {
 		link.Close()
 		return nil, err

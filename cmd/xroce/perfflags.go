@@ -224,6 +224,9 @@ func (o *perfOptions) check(name string, args []string) error {
 	if err := checkOutput(o.output, lat); err != nil {
 		return err
 	}
+	if _, err := ccOption(o.linkOptions); err != nil {
+		return err
+	}
 	if _, err := o.pcap.tapOptions(); err != nil {
 		return err
 	}
