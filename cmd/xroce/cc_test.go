@@ -1,0 +1,71 @@
+package main
+
+import (
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// TestCCFlagErrors: --cc takes none or dcqcn, and only the engine's: an RDMA
+// device runs its own congestion control.
+func TestCCFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cc", "reno"}, "--cc reno: want none (rdma_rxe's wire: no ECN, no CNPs) or dcqcn"},
+		{[]string{"--provider", "verbs", "-d", "rxe0", "--cc", "dcqcn"}, "--cc dcqcn is the engine's: with --provider verbs the RDMA device runs its own"},
+	} {
+		_, err := parsePerf("write_bw", c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	for _, cc := range []string{"none", "dcqcn"} {
+		if o, err := parsePerf("write_bw", []string{"--cc", cc}, io.Discard); err != nil || o.cc != cc {
+			t.Errorf("--cc %s: %v", cc, err)
+		}
+	}
+}
+
+// counterLine matches a --counters line: name and value.
+var counterLine = regexp.MustCompile(`(?m)^  (\S+)\s+(\d+)$`)
+
+func countersIn(out string) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, l := range counterLine.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseUint(l[2], 10, 64)
+		m[l[1]] += v
+	}
+	return m
+}
+
+// TestCCDCQCN: write_bw --cc dcqcn on both sides through a bridge that sets CE on a
+// tenth of the ECN-capable RoCE frames towards the server (nftables): the server's
+// --counters show the marked frames and the CNPs it sent, the client's the CNPs
+// it handled (the same number: the bridge loses nothing), and the data is verified.
+// With --cc none on the client its frames are not ECN-capable: nothing is marked.
+func TestCCDCQCN(t *testing.T) {
+	n := testnet.New(t, testnet.Options{Bridge: true})
+	nft := func(args ...string) { testnet.Sh(t, append([]string{"ip", "netns", "exec", n.NsBr, "nft"}, args...)...) }
+	nft("add", "table", "bridge", "cemark")
+	nft("add", "chain", "bridge", "cemark", "fw", "{ type filter hook forward priority 0; }")
+	nft("add", "rule", "bridge", "cemark", "fw", "ip", "daddr", n.IPB.String(), "udp", "dport", "4791", "ip", "ecn", "ect0",
+		"numgen", "random", "mod", "100", "<", "10", "ip", "ecn", "set", "ce")
+	args := []string{"write_bw", "-s", "1048576", "-n", "30", "--verify", "--counters"}
+	srv, cli := pair(t, n, append(args, "--cc", "dcqcn", "-d", n.IfB), append(args, "--cc", "dcqcn", "-d", n.IfA, n.IPB.String()))
+	sc, cc := countersIn(srv), countersIn(cli)
+	if sc["np_ecn_marked_roce_packets"] == 0 || sc["np_cnp_sent"] == 0 || cc["rp_cnp_handled"] != sc["np_cnp_sent"] ||
+		!strings.Contains(cli, " Data verified: ") && !strings.Contains(srv, " Data verified: ") {
+		t.Fatalf("server counters %v, client counters %v\nserver:\n%s\nclient:\n%s", sc, cc, srv, cli)
+	}
+	srv, cli = pair(t, n, append(args, "--cc", "dcqcn", "-d", n.IfB), append(args, "-d", n.IfA, n.IPB.String()))
+	if sc := countersIn(srv); sc["np_ecn_marked_roce_packets"] != 0 || sc["np_cnp_sent"] != 0 {
+		t.Fatalf("--cc none's frames were marked: server counters %v\n%s", sc, srv)
+	}
+	_ = cli
+}
