@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# test/scripts/dcqcn-bench.sh: what DCQCN does to a bottleneck queue (docs/congestion.md,
+# "DCQCN, measured"). xroce write_bw with --cc none and --cc dcqcn, alternating, through
+# a bridge whose port towards the receiver is a tbf bottleneck with a shallow queue, and
+# whose nftables bridge-family forward chain sets CE on the ECN-capable RoCE frames
+# towards the receiver above a rate a little under the bottleneck's (`ip ecn ect0
+# limit rate over R ip ecn set ce`: a switch marking as its queue builds).
+# Per run: goodput, frames the tbf queue dropped, frames marked CE, the client's
+# retransmission and CNP counters and its smoothed RTT (queueing delay included).
+# Everything is removed on exit. Needs root, nftables and tc.
+#
+#   test/scripts/dcqcn-bench.sh [-p PASSES] [-n MESSAGES] [-r TBF_RATE] [-m MARK_RATE] [-q QUEUE_BYTES] BINARY
+set -euo pipefail
+passes=3 msgs=20 rate=100mbit mark="6 mbytes/second burst 65536 bytes" queue=30000
+while getopts "p:n:r:m:q:" o; do
+	case $o in
+	p) passes=$OPTARG ;;
+	n) msgs=$OPTARG ;;
+	r) rate=$OPTARG ;;
+	m) mark=$OPTARG ;;
+	q) queue=$OPTARG ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# = 1 ] || { echo "usage: $0 [-p PASSES] [-n MESSAGES] [-r TBF_RATE] [-m MARK_RATE] [-q QUEUE_BYTES] BINARY" >&2; exit 2; }
+bin=$1
+[ "$(id -u)" = 0 ] || { echo "$0 needs root" >&2; exit 1; }
+
+id=$(printf '%04x' $((RANDOM)))
+A=xrd${id}a B=xrd${id}b M=xrd${id}m VA=xda$id VB=xdb$id PA=xqa$id PB=xqb$id
+tmp=$(mktemp -d)
+srv=
+cleanup() {
+	[ -n "$srv" ] && kill "$srv" 2>/dev/null || true
+	for ns in "$A" "$B" "$M"; do ip netns del "$ns" 2>/dev/null || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for ns in "$A" "$B" "$M"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
+ip -n "$M" link add br0 type bridge
+ip link add "$VA" netns "$A" type veth peer name "$PA" netns "$M"
+ip link add "$VB" netns "$B" type veth peer name "$PB" netns "$M"
+for p in "$PA" "$PB"; do ip -n "$M" link set "$p" master br0 up; done
+ip -n "$M" link set br0 up
+ip -n "$A" addr add 10.97.0.1/24 dev "$VA"
+ip -n "$B" addr add 10.97.0.2/24 dev "$VB"
+ip -n "$A" link set "$VA" up
+ip -n "$B" link set "$VB" up
+ip netns exec "$M" nft add table bridge cemark
+ip netns exec "$M" nft add chain bridge cemark fw '{ type filter hook forward priority 0; }'
+# shellcheck disable=SC2086 # the mark rate is several words
+ip netns exec "$M" nft add rule bridge cemark fw ip daddr 10.97.0.2 udp dport 4791 ip ecn ect0 limit rate over $mark counter ip ecn set ce
+
+tc -n "$M" qdisc replace dev "$PB" root tbf rate "$rate" burst 32k limit "$queue"
+drops() { tc -n "$M" -s qdisc show dev "$PB" | awk '/dropped/ { sub(",", "", $7); print $7; exit }'; }
+marks() { ip netns exec "$M" nft list chain bridge cemark fw | awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") print $(i + 1) }'; }
+
+declare -A res
+run() { # cc pass: the counters are cumulative, a run's are the differences
+	local cc=$1 pass=$2 args v drops marks d0 m0
+	d0=$(drops) m0=$(marks)
+	args=(write_bw -s 1048576 -m 1024 -n "$msgs" --verify --counters --cc "$cc")
+	timeout 300 ip netns exec "$B" "$bin" "${args[@]}" -d "$VB" >"$tmp/srv" 2>&1 &
+	srv=$!
+	for _ in $(seq 600); do
+		grep -q "Waiting for client" "$tmp/srv" 2>/dev/null && break
+		sleep 0.05
+	done
+	sleep 0.2
+	timeout 300 ip netns exec "$A" "$bin" "${args[@]}" -d "$VA" 10.97.0.2 >"$tmp/cli" 2>&1 || echo "!! client failed: $(tail -3 "$tmp/cli")" >&2
+	wait "$srv" || echo "!! server failed: $(tail -3 "$tmp/srv")" >&2
+	srv=
+	v=$(awk '$1 == 1048576 && NF == 5 { l = $4 } END { print l }' "$tmp/cli")
+	drops=$(($(drops) - d0)) marks=$(($(marks) - m0))
+	res[$cc]="${res[$cc]:-} ${v:-FAILED}/$drops"
+	printf '[pass %d] --cc %-5s %8s MiB/s  tbf dropped %6s  CE marked %6s  %s\n' "$pass" "$cc" "${v:-FAILED}" "$drops" "$marks" \
+		"$(grep -h -o 'verified: [^.]*' "$tmp/cli" "$tmp/srv" | head -1)"
+	awk '/Counters/ { f = 1; next }
+		f && NF == 2 && $1 ~ /^(sent_pkts|rcvd_seq_err|local_ack_timeout_err|roce_adp_retrans|completer_retry_err|rp_cnp_handled)$/ { printf "%s=%s ", $1, $2 }
+		/Window/ { sub(/^ *Window \(QP [^)]*\): */, ""); w = $0 }
+		END { print ""; if (w != "") print "           window: " w }' "$tmp/cli" | sed '1s/^/           client: /'
+}
+
+for pass in $(seq "$passes"); do
+	for cc in none dcqcn; do
+		run "$cc" "$pass"
+	done
+done
+echo
+echo "MiB/s/tbf drops per pass: none:${res[none]}  dcqcn:${res[dcqcn]}"
