@@ -27,28 +27,8 @@ shift $((OPTIND - 1))
 bin=$1
 [ "$(id -u)" = 0 ] || { echo "$0 needs root" >&2; exit 1; }
 
-id=$(printf '%04x' $((RANDOM)))
-A=xrd${id}a B=xrd${id}b M=xrd${id}m VA=xda$id VB=xdb$id PA=xqa$id PB=xqb$id
-tmp=$(mktemp -d)
-srv=
-cleanup() {
-	[ -n "$srv" ] && kill "$srv" 2>/dev/null || true
-	for ns in "$A" "$B" "$M"; do ip netns del "$ns" 2>/dev/null || true; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-for ns in "$A" "$B" "$M"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
-ip -n "$M" link add br0 type bridge
-ip link add "$VA" netns "$A" type veth peer name "$PA" netns "$M"
-ip link add "$VB" netns "$B" type veth peer name "$PB" netns "$M"
-for p in "$PA" "$PB"; do ip -n "$M" link set "$p" master br0 up; done
-ip -n "$M" link set br0 up
-ip -n "$A" addr add 10.97.0.1/24 dev "$VA"
-ip -n "$B" addr add 10.97.0.2/24 dev "$VB"
-ip -n "$A" link set "$VA" up
-ip -n "$B" link set "$VB" up
+# shellcheck source=test/scripts/bridge.sh
+source "$(dirname "$0")/bridge.sh" 10.97.0
 ip netns exec "$M" nft add table bridge cemark
 ip netns exec "$M" nft add chain bridge cemark fw '{ type filter hook forward priority 0; }'
 # shellcheck disable=SC2086 # the mark rate is several words
