@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"time"
@@ -73,6 +74,7 @@ type conn struct {
 	mtu    roce.MTU
 	cm     *cmConns // -R: the RDMA CM's connections
 
+	guard       [2][]byte     // --guard: the watched bytes before and after buf
 	recvd       int           // receive completions (send_lat)
 	lastPoll    time.Time     // write_lat client: when the peer's previous write arrived
 	remoteIters uint64        // iterations the client reported (bandwidth server)
@@ -120,13 +122,18 @@ func (c *conn) maxSize() int {
 // perf runs test t as o says, perftest's way: it opens the provider, creates the
 // QPs, makes the out-of-band exchange that connects them, runs each size and prints
 // its table, exchanges the results and checks the data with --verify.
-func perf(ctx context.Context, t test, o *perfOptions) error {
+func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 	e, err := openEnv(o.linkOptions)
 	if err != nil {
 		return err
 	}
 	defer e.stop()
 	c := &conn{t: t, o: o, env: e, client: o.server != "", spin: cqSpin(o.events)}
+	defer func() { // after every path: memory beside the region must be untouched
+		if gerr := c.checkGuard(); gerr != nil {
+			err = errors.Join(err, gerr)
+		}
+	}()
 	if o.counters {
 		before := e.prov.Counters()
 		defer func() {

@@ -40,6 +40,7 @@ type perfOptions struct {
 	atomicType  string // atomic_bw's -A: FETCH_AND_ADD or CMP_AND_SWAP
 	rdmaCM      bool   // -R: the exchange and the test QPs connected by the RDMA CM
 	server      string // the client's server address; empty for the server
+	guard       int    // --guard: bytes watched on each side of the registered region
 	out         io.Writer
 }
 
@@ -128,6 +129,7 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	}
 	addLinkFlags(fs, &o.linkOptions)
 	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
+	fs.IntVar(&o.guard, "guard", 0, "watch this many bytes on each side of the registered buffer (a multiple of 4096, at most 1 MiB): filled with a pattern, checked when the test ends; a change fails the run (xroce conform's memory-safety check)")
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 }
 
@@ -168,6 +170,8 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-q %d: the number of QPs is 1..%d", o.qps, maxQPs)
 	case o.ibPort != 1:
 		return fmt.Errorf("-i %d: xroce devices have port 1 only", o.ibPort)
+	case o.guard < 0 || o.guard > maxGuard || o.guard%4096 != 0:
+		return fmt.Errorf("--guard %d: a multiple of 4096 bytes, 0 to %d (the region stays page-aligned)", o.guard, maxGuard)
 	case lat && o.qps != 1:
 		return fmt.Errorf("-q %d: multiple QPs only available on bw tests (as in perftest)", o.qps)
 	case lat && (o.duration != 0 || o.runInf):

@@ -17,7 +17,7 @@ func (c *conn) setup() error {
 		c.half *= 2 // the sizes' places of a verified write_bw -a (writeOff) in the landing half
 	}
 	var err error
-	if c.buf, err = prov.Alloc(q * 2 * c.half); err != nil {
+	if c.buf, err = c.allocGuarded(q * 2 * c.half); err != nil {
 		return err
 	}
 	c.mr, err = prov.RegMR(c.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead|transport.AccessRemoteAtomic)

@@ -1,0 +1,162 @@
+package conform
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// Answer is one packet the peer sent to this side's QP, as received.
+type Answer struct {
+	Pkt     roce.Packet // decoded; Payload aliases Frame
+	Frame   []byte
+	BadICRC bool
+}
+
+// describe renders an answer compactly: its opcode without RC_, the PSN offset, the
+// AETH, the data length and the atomic original value, e.g.
+// "ACKNOWLEDGE +0 NAK_PSN_SEQUENCE_ERROR msn=0".
+func (c *Conn) describe(a *Answer) string {
+	p := &a.Pkt
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %+d", shortOp(p.BTH.Opcode), c.Offset(p.BTH.PSN))
+	if p.Headers&roce.HdrAETH != 0 {
+		fmt.Fprintf(&b, " %s msn=%d", syndromeName(p.AETH.Syndrome), p.AETH.MSN)
+	}
+	if p.BTH.Opcode.Info().Payload {
+		fmt.Fprintf(&b, " %dB", len(p.Payload))
+	}
+	if p.Headers&roce.HdrAtomicAckETH != 0 {
+		fmt.Fprintf(&b, " orig=%#x", p.AtomicAckETH.OrigRemData)
+	}
+	if a.BadICRC {
+		b.WriteString(" BAD-ICRC")
+	}
+	return b.String()
+}
+
+// describe renders an expected response in the form Conn.describe uses.
+func (r *Response) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %+d", shortOp(r.Opcode.Opcode), r.PSN)
+	if r.Syndrome != nil {
+		b.WriteString(" " + r.Syndrome.Name)
+		if r.MSN != nil {
+			fmt.Fprintf(&b, " msn=%d", *r.MSN)
+		}
+	}
+	if r.Data != nil {
+		fmt.Fprintf(&b, " %dB", len(r.Data.Bytes()))
+	}
+	if r.Orig != nil {
+		fmt.Fprintf(&b, " orig=%#x", *r.Orig)
+	}
+	return b.String()
+}
+
+func shortOp(op roce.Opcode) string { return strings.TrimPrefix(op.String(), "RC_") }
+
+// syndromeName names a received syndrome as scenarios do: ACK, RNR_NAK or the NAK.
+func syndromeName(s roce.Syndrome) string {
+	switch s.Kind() {
+	case roce.KindACK:
+		return "ACK"
+	case roce.KindRNRNAK:
+		return fmt.Sprintf("RNR_NAK(timer=%d)", s.Value())
+	}
+	for name, v := range syndromeNames {
+		if v.Exact && v.Match(s) {
+			return name
+		}
+	}
+	return fmt.Sprintf("syndrome(%#02x)", uint8(s))
+}
+
+// match compares one answer with one expected response and returns what differs.
+func (c *Conn) match(r *Response, a *Answer) []string {
+	p := &a.Pkt
+	var bad []string
+	if a.BadICRC {
+		bad = append(bad, "the answer's ICRC is wrong")
+	}
+	if p.BTH.Opcode != r.Opcode.Opcode {
+		bad = append(bad, fmt.Sprintf("opcode %v, want %v", p.BTH.Opcode, r.Opcode.Opcode))
+		return bad
+	}
+	if got := c.Offset(p.BTH.PSN); got != r.PSN {
+		bad = append(bad, fmt.Sprintf("PSN %#06x (offset %+d), want offset %+d", p.BTH.PSN, got, r.PSN))
+	}
+	if r.Syndrome != nil && !r.Syndrome.Match(p.AETH.Syndrome) {
+		bad = append(bad, fmt.Sprintf("syndrome %#02x (%s), want %s", uint8(p.AETH.Syndrome), syndromeName(p.AETH.Syndrome), r.Syndrome.Name))
+	}
+	if r.MSN != nil && p.AETH.MSN != *r.MSN {
+		bad = append(bad, fmt.Sprintf("MSN %d, want %d", p.AETH.MSN, *r.MSN))
+	}
+	if r.Data != nil {
+		want := r.Data.Bytes()
+		if !bytes.Equal(p.Payload, want) {
+			bad = append(bad, fmt.Sprintf("data %s, want %s", short(p.Payload), short(want)))
+		}
+	}
+	if r.Orig != nil && p.AtomicAckETH.OrigRemData != *r.Orig {
+		bad = append(bad, fmt.Sprintf("original remote data %#x, want %#x", p.AtomicAckETH.OrigRemData, *r.Orig))
+	}
+	return bad
+}
+
+// short renders bytes for a message: the length and the first 16 in hex.
+func short(b []byte) string {
+	if len(b) > 16 {
+		return fmt.Sprintf("%d bytes %x…", len(b), b[:16])
+	}
+	return fmt.Sprintf("%d bytes %x", len(b), b)
+}
+
+// judge compares the answers with the expected responses, in order.
+func (c *Conn) judge(want []Response, got []*Answer) []string {
+	var bad []string
+	for i := range want {
+		if i >= len(got) {
+			bad = append(bad, fmt.Sprintf("response %d (%s) did not come", i+1, want[i].describe()))
+			continue
+		}
+		for _, m := range c.match(&want[i], got[i]) {
+			bad = append(bad, fmt.Sprintf("response %d: %s", i+1, m))
+		}
+	}
+	for i := len(want); i < len(got); i++ {
+		bad = append(bad, fmt.Sprintf("unexpected response %d: %s", i+1, c.describe(got[i])))
+	}
+	return bad
+}
+
+// progress is what a requester learns from the answers: the next PSN the
+// responder expects (after the last one acknowledged or answered; a NAK PSN
+// sequence error names it) and the last MSN.
+func (c *Conn) progress(got []*Answer, epsn int, msn uint32) (int, uint32) {
+	for _, a := range got {
+		p := &a.Pkt
+		off := c.Offset(p.BTH.PSN)
+		next := off + 1
+		if p.Headers&roce.HdrAETH != 0 {
+			switch p.AETH.Syndrome.Kind() {
+			case roce.KindNAK:
+				if p.AETH.Syndrome.Value() != roce.NAKPSNSequenceError {
+					continue
+				}
+				next = off
+			case roce.KindRNRNAK:
+				continue
+			}
+			if roce.PSNAfter(p.AETH.MSN, msn) {
+				msn = p.AETH.MSN
+			}
+		}
+		if next > epsn {
+			epsn = next
+		}
+	}
+	return epsn, msn
+}

@@ -1,0 +1,129 @@
+package conform
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/xroce/xroce/cmd/xroce/oob"
+)
+
+// peerCmd is a peer server started for one scenario (Options.PeerCmd).
+type peerCmd struct {
+	cmd     *exec.Cmd
+	out     syncBuffer
+	done    chan error
+	ended   bool  // wait saw the end
+	exitErr error // and its error
+}
+
+// expandPeerCmd fills a --peer-cmd template: {server} (write_bw, ...), {size}
+// (the server's -s), {iters} (its -n), {port} (its TCP port), {mtu} (bytes).
+func expandPeerCmd(tmpl string, s *Scenario, port int) string {
+	return strings.NewReplacer("{server}", s.Setup.Server, "{size}", strconv.Itoa(s.Setup.Size),
+		"{iters}", strconv.Itoa(s.Setup.Iters), "{port}", strconv.Itoa(port), "{mtu}", strconv.Itoa(s.Setup.MTU)).Replace(tmpl)
+}
+
+// startPeer runs line with sh -c, its output collected.
+func startPeer(line string) (*peerCmd, error) {
+	p := &peerCmd{cmd: exec.Command("sh", "-c", line), done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("--peer-cmd %q: %w", line, err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	return p, nil
+}
+
+// wait waits up to limit for the peer command to end; past it the command's
+// process group is killed. It returns the command's error (exit status) and output.
+func (p *peerCmd) wait(limit time.Duration) (string, error) {
+	if !p.ended {
+		select {
+		case p.exitErr = <-p.done:
+		case <-time.After(limit):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+			p.exitErr = fmt.Errorf("still running %v after the scenario: killed", limit)
+		}
+		p.ended = true
+	}
+	return p.out.String(), p.exitErr
+}
+
+// exited says, without waiting, whether the command has ended, and how.
+func (p *peerCmd) exited() (bool, error) {
+	if p.ended {
+		return true, p.exitErr
+	}
+	select {
+	case p.exitErr = <-p.done:
+		p.ended = true
+		return true, p.exitErr
+	default:
+		return false, nil
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// dial connects to the server's TCP port, retrying while the connection is
+// refused (a server between two runs, or still starting) until limit passes; then
+// the error says what was tried. A peer command that ends first ends the wait.
+func dial(ctx context.Context, addr string, limit time.Duration, peer *peerCmd) (net.Conn, error) {
+	end := time.Now().Add(limit)
+	var last error
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return nil, fmt.Errorf("cannot reach the perftest server at %s within %v: %v", addr, limit, last)
+		}
+		c, err := oob.Dial(addr, min(left, 2*time.Second))
+		if err == nil {
+			return c, nil
+		}
+		last = err
+		if peer != nil {
+			if done, perr := peer.exited(); done {
+				return nil, fmt.Errorf("the peer command ended (%v) before its server took the connection: %s", perr, tail(peer.out.String(), 5))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

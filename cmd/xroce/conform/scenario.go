@@ -1,0 +1,158 @@
+package conform
+
+import (
+	"time"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// Scenario is one conformance case: a fresh connection to a perftest server, the
+// frames sent at its QP, and what the spec says must come back. The YAML format is
+// documented in docs/conform.md.
+type Scenario struct {
+	Name    string `yaml:"-"` // the file's name without .yaml
+	File    string `yaml:"-"` // where it was read from, for messages
+	Summary string `yaml:"summary"`
+	Spec    string `yaml:"spec"` // the spec section (and kernel source) the expectation follows
+	Setup   Setup  `yaml:"setup"`
+	Send    []Frame `yaml:"send"`
+	Expect  Expect `yaml:"expect"`
+}
+
+// Setup says which peer server the scenario talks to and how.
+type Setup struct {
+	// Server is the perftest server the peer runs: write_bw, read_bw, send_bw or
+	// atomic_bw (ib_write_bw ... on rdma_rxe or an HCA).
+	Server string `yaml:"server"`
+	// Size is the server's -s in bytes (default 65536). A perftest bandwidth server
+	// registers 2*max(Size, 4096) bytes from the address it advertises; "end" in an
+	// address expression is that address plus this length.
+	Size int `yaml:"size"`
+	// MTU is the path MTU in bytes this side offers in the exchange: 256 to 4096
+	// (default 1024); the connection runs at the smaller of both sides'.
+	MTU int `yaml:"mtu"`
+	// Iters is a send_bw server's -n: the SENDs it waits for (default 5). The
+	// suite sends what the scenario left over, so that the server ends.
+	Iters int `yaml:"iters"`
+}
+
+// Frame is one packet to send at the peer's QP.
+type Frame struct {
+	// Opcode is the BTH opcode by the name roce spells (IBTA Vol 1 Table 38), e.g.
+	// RC_RDMA_WRITE_ONLY.
+	Opcode Opcode `yaml:"opcode"`
+	// PSN is the packet's PSN as an offset from the PSN the peer's responder
+	// expects first (0 is the first packet of the connection; -1 a duplicate of
+	// nothing yet, i.e. the PSN before it).
+	PSN int `yaml:"psn"`
+	// AckReq sets the BTH AckReq bit; default: set on the last packet of a
+	// message (LAST, ONLY, READ request, atomics).
+	AckReq *bool   `yaml:"ackreq"`
+	RETH   *RETH   `yaml:"reth"`
+	Atomic *Atomic `yaml:"atomic"`
+	// Imm is the ImmDt of a WITH_IMMEDIATE opcode.
+	Imm     uint32   `yaml:"imm"`
+	Payload *Payload `yaml:"payload"`
+	BTH     BTHEdit  `yaml:"bth"`
+	Corrupt Corrupt  `yaml:"corrupt"`
+	// Delay is waited before the frame is sent (e.g. 5ms).
+	Delay Duration `yaml:"delay"`
+	// Repeat sends the frame this many times back to back (default 1).
+	Repeat int `yaml:"repeat"`
+
+	line int
+}
+
+// RETH gives the RDMA extended transport header of a frame (IBTA Vol 1 §9.3.4).
+type RETH struct {
+	VA   Expr   `yaml:"va"`   // e.g. base, base+4096, end-8
+	RKey Expr   `yaml:"rkey"` // e.g. rkey, rkey^0x80
+	Len  uint32 `yaml:"len"`  // DMA length in bytes
+}
+
+// Atomic gives the AtomicETH of COMPARE_SWAP and FETCH_ADD (IBTA Vol 1 §9.3.5).
+type Atomic struct {
+	VA      Expr   `yaml:"va"`
+	RKey    Expr   `yaml:"rkey"`
+	SwapAdd uint64 `yaml:"swap_add"`
+	Compare uint64 `yaml:"compare"`
+}
+
+// Payload is a frame's data: Size bytes of Fill, or the bytes Hex spells.
+type Payload struct {
+	Size int    `yaml:"size"`
+	Fill uint8  `yaml:"fill"`
+	Hex  string `yaml:"hex"`
+}
+
+// BTHEdit overrides BTH fields the encoder would otherwise set (IBTA Vol 1 §9.2):
+// nil keeps the default.
+type BTHEdit struct {
+	SE     *bool `yaml:"se"`
+	MigReq *bool `yaml:"migreq"`
+	// PadCnt replaces the pad count Encode derives from the payload length; the
+	// payload bytes stay, so the receiver counts fewer (or more) of them as data.
+	PadCnt *uint8  `yaml:"pad_count"`
+	TVer   *uint8  `yaml:"tver"`
+	PKey   *uint16 `yaml:"pkey"`
+	FECN   *bool   `yaml:"fecn"`
+	BECN   *bool   `yaml:"becn"`
+	Resv6  *uint8  `yaml:"resv6"` // the 6 reserved bits of byte 4
+	Resv7  *uint8  `yaml:"resv7"` // the 7 reserved bits of byte 8
+	DestQP *Expr   `yaml:"dest_qp"`
+}
+
+// Corrupt damages a frame after it is encoded.
+type Corrupt struct {
+	ICRC    bool   `yaml:"icrc"`     // flip the ICRC's bits
+	DestGID string `yaml:"dest_gid"` // send to this IP address instead of the peer's (its MAC kept)
+	SrcGID  string `yaml:"src_gid"`  // claim this IP address as the source
+}
+
+// Expect is what the peer must answer.
+type Expect struct {
+	// Responses are the packets the peer must send to this side's QP after the
+	// frames, in order, and nothing else.
+	Responses []Response `yaml:"responses"`
+	// Quiet is how long nothing more may arrive after the last expected
+	// response (or after the last frame when none is expected); default 300ms.
+	Quiet Duration `yaml:"quiet"`
+	// Usable says whether the peer's QP must still work afterwards: a probe (a
+	// WRITE, READ, atomic or SEND as the server's test allows) must be answered
+	// (true) or, after the QP went to the error state, dropped in silence (false).
+	Usable *bool `yaml:"usable"`
+	// ProbePSN is the probe's PSN offset; default: the PSN after the last one the
+	// peer acknowledged or answered.
+	ProbePSN *int `yaml:"probe_psn"`
+
+	line int
+}
+
+// Response is one expected packet.
+type Response struct {
+	Opcode   Opcode    `yaml:"opcode"`
+	PSN      int       `yaml:"psn"` // offset from the first expected PSN
+	Syndrome *Syndrome `yaml:"syndrome"`
+	MSN      *uint32   `yaml:"msn"`
+	// Data is a READ response's payload.
+	Data *Payload `yaml:"data"`
+	// Orig is an ATOMIC_ACKNOWLEDGE's original remote data (AtomicAckETH).
+	Orig *uint64 `yaml:"orig"`
+
+	line int
+}
+
+// Duration is a time.Duration written as Go spells it ("300ms", "2s").
+type Duration time.Duration
+
+// Opcode is a BTH opcode named as roce spells it.
+type Opcode struct{ roce.Opcode }
+
+// Syndrome is an expected AETH syndrome: ACK (any credit count), RNR_NAK (any
+// timer), or one NAK code.
+type Syndrome struct {
+	Name  string
+	Kind  roce.SyndromeKind
+	Code  uint8 // NAK code (Table 43) when Kind is KindNAK
+	Exact bool  // Code must match
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xroce/xroce/cmd/xroce/conform"
+	"github.com/xroce/xroce/cmd/xroce/oob"
+	"github.com/xroce/xroce/xdp"
+)
+
+
+// runConform is `xroce conform`: the conformance suite (package conform) as a
+// requester against a perftest server.
+func runConform(name string, args []string) error {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	var (
+		lo                           linkOptions
+		port                         int
+		peerCmd, dir, jsonOut, pcaps string
+		only                         []string
+		list                         bool
+		connectTimeout               time.Duration
+	)
+	fs.StringVarP(&lo.dev, "ib-dev", "d", "", "network interface to send the frames on")
+	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket; it cannot send a bad ICRC to an IPv4 peer that checks it, see docs/conform.md)")
+	fs.StringVar(&lo.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto")
+	fs.IntVarP(&lo.gidIndex, "gid-index", "x", -1, "GID index of this side (default: the interface's first IPv4 GID)")
+	fs.IntVarP(&port, "port", "p", oob.DefaultPort, "the perftest server's TCP port")
+	fs.StringVar(&peerCmd, "peer-cmd", "", "command (sh -c) that starts a fresh server before each scenario, with {server} {size} {iters} {port} {mtu} filled in, e.g. 'ssh peer ib_{server} -d rxe0 -x 1 -s {size} -n {iters}'; its exit status counts in the verdict")
+	fs.StringVar(&dir, "scenarios", "", "read the scenarios from this directory's *.yaml instead of the built-in ones")
+	fs.StringSliceVar(&only, "run", nil, "run only these scenarios (names or shell patterns, comma-separated)")
+	fs.BoolVar(&list, "list", false, "list the scenarios and exit")
+	fs.StringVar(&jsonOut, "json", "", "write a JSON summary of the run to this file")
+	fs.StringVar(&pcaps, "pcap", "", "write each scenario's frames to DIR/NAME.pcapng")
+	fs.DurationVar(&connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for the server's TCP port before each scenario")
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: xroce conform -d IFACE [flags] SERVER   (xroce conform --list)\n\nRuns RoCE conformance scenarios against a perftest server's responder (docs/conform.md).\n\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errUsage
+		}
+		return err
+	}
+	scenarios, err := loadScenarios(dir, only)
+	if err != nil {
+		return err
+	}
+	if list {
+		conform.PrintList(os.Stdout, scenarios)
+		return nil
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("give the perftest server's address (one argument), e.g. xroce conform -d eth0 10.0.0.1")
+	}
+	if lo.dev == "" {
+		return fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
+	}
+	table, err := xdp.GIDTable(lo.dev)
+	if err != nil {
+		return err
+	}
+	gid, err := pickGID(table, lo.gidIndex, lo.dev, "-x")
+	if err != nil {
+		return err
+	}
+	if !gid.GID.IsIPv4Mapped() {
+		return fmt.Errorf("GID %v is not IPv4: the suite runs RoCEv2 over IPv4; give -x the index of an IPv4 GID", gid.GID)
+	}
+	if pcaps != "" {
+		if err := os.MkdirAll(pcaps, 0o755); err != nil {
+			return err
+		}
+	}
+	link, _, err := openLink(lo)
+	if err != nil {
+		return err
+	}
+	defer atExit(func() { link.Close() })()
+	server := fs.Arg(0)
+	results, runErr := conform.Run(context.Background(), conform.Options{
+		Link: link, GID: gid.GID, Server: server, Port: port, PeerCmd: peerCmd,
+		ConnectTimeout: connectTimeout, PcapDir: pcaps, Log: os.Stderr,
+	}, scenarios)
+	conform.PrintTable(os.Stdout, results)
+	if jsonOut != "" {
+		if err := conform.WriteJSON(jsonOut, server, results, runErr); err != nil {
+			return err
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	for _, r := range results {
+		if !r.Pass {
+			return errors.New("some scenarios failed (the table says which and why)")
+		}
+	}
+	return nil
+}
+
+// loadScenarios reads the built-in scenarios or dir's, keeping those only names
+// (patterns as path.Match takes them); a pattern that matches none is an error.
+func loadScenarios(dir string, only []string) ([]*conform.Scenario, error) {
+	var all []*conform.Scenario
+	var err error
+	if dir == "" {
+		all, err = conform.Builtin()
+	} else {
+		all, err = conform.Load(os.DirFS(dir), ".")
+		if err == nil && len(all) == 0 {
+			err = fmt.Errorf("--scenarios %s: no *.yaml files there", dir)
+		}
+	}
+	if err != nil || len(only) == 0 {
+		return all, err
+	}
+	var out []*conform.Scenario
+	for _, pat := range only {
+		n := 0
+		for _, s := range all {
+			if ok, err := filepath.Match(pat, s.Name); err != nil {
+				return nil, fmt.Errorf("--run %q: %v", pat, err)
+			} else if ok {
+				out = append(out, s)
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("--run %q matches no scenario (xroce conform --list names them)", pat)
+		}
+	}
+	return out, nil
+}
+
