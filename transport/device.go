@@ -286,7 +286,7 @@ func (d *Device) input(f []byte) {
 	}
 	qp := d.qps[p.BTH.DestQP]
 	if qp == nil || qp.state < QPS_RTR || qp.state == QPS_ERR || qp.fatal || p.BTH.Opcode.Service() != qp.svc ||
-		(qp.svc != roce.ServiceUD && p.SrcAddr() != qp.peer) || p.BTH.PKey&0x7FFF != 0x7FFF {
+		(qp.svc != roce.ServiceUD && (p.SrcAddr() != qp.peer || p.DstAddr() != qp.local)) || p.BTH.PKey&0x7FFF != 0x7FFF {
 		d.counters.inc(CntRcvdUnknownQP)
 		return
 	}

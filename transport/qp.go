@@ -407,6 +407,7 @@ func (qp *QueuePair) setPath(path *qpPath, a *QPAttr) {
 	t.UDP = roce.UDP{SrcPort: roce.UDPSourcePort(a.AH.FlowLabel, qp.qpn, a.DestQPN), DstPort: roce.UDPPort}
 	t.BTH = roce.BTH{PKey: 0xFFFF, DestQP: a.DestQPN}
 	qp.peer = dst
+	qp.local = path.src
 	qp.pmtu = a.PathMTU.Bytes()
 }
 

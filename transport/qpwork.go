@@ -21,9 +21,10 @@ type QueuePair struct {
 	pubState atomic.Uint32 // state as posters and State read it
 	attr     QPAttr
 
-	tmpl roce.Packet // Ethernet/IP/UDP/BTH template of this QP's packets
-	peer netip.Addr
-	pmtu int
+	tmpl  roce.Packet // Ethernet/IP/UDP/BTH template of this QP's packets
+	peer  netip.Addr
+	local netip.Addr // the address (SGID) the peer sends to: RC and UC packets to another are dropped
+	pmtu  int
 
 	// transport service (unreliable.go), set at creation
 	svc     roce.Opcode // roce.ServiceRC, ServiceUC or ServiceUD: the opcodes it sends and accepts

@@ -15,7 +15,6 @@ import (
 	"github.com/xroce/xroce/xdp"
 )
 
-
 // runConform is `xroce conform`: the conformance suite (package conform) as a
 // requester against a perftest server.
 func runConform(name string, args []string) error {
@@ -139,4 +138,3 @@ func loadScenarios(dir string, only []string) ([]*conform.Scenario, error) {
 	}
 	return out, nil
 }
-

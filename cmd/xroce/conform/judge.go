@@ -47,8 +47,14 @@ func (r *Response) describe() string {
 			fmt.Fprintf(&b, " msn=%d", *r.MSN)
 		}
 	}
-	if r.Data != nil {
+	switch {
+	case r.Data != nil:
 		fmt.Fprintf(&b, " %dB", len(r.Data.Bytes()))
+	case r.Len != nil:
+		fmt.Fprintf(&b, " %dB", *r.Len)
+	}
+	if r.SameAs > 0 {
+		fmt.Fprintf(&b, " =#%d", r.SameAs)
 	}
 	if r.Orig != nil {
 		fmt.Fprintf(&b, " orig=%#x", *r.Orig)
@@ -74,8 +80,9 @@ func syndromeName(s roce.Syndrome) string {
 	return fmt.Sprintf("syndrome(%#02x)", uint8(s))
 }
 
-// match compares one answer with one expected response and returns what differs.
-func (c *Conn) match(r *Response, a *Answer) []string {
+// match compares one answer with one expected response and returns what differs;
+// prev are the answers before it.
+func (c *Conn) match(r *Response, a *Answer, prev []*Answer) []string {
 	p := &a.Pkt
 	var bad []string
 	if a.BadICRC {
@@ -100,6 +107,12 @@ func (c *Conn) match(r *Response, a *Answer) []string {
 			bad = append(bad, fmt.Sprintf("data %s, want %s", short(p.Payload), short(want)))
 		}
 	}
+	if r.Len != nil && len(p.Payload) != *r.Len {
+		bad = append(bad, fmt.Sprintf("%d bytes of data, want %d", len(p.Payload), *r.Len))
+	}
+	if r.SameAs > 0 && r.SameAs <= len(prev) && !bytes.Equal(p.Payload, prev[r.SameAs-1].Pkt.Payload) {
+		bad = append(bad, fmt.Sprintf("data %s, want response %d's %s", short(p.Payload), r.SameAs, short(prev[r.SameAs-1].Pkt.Payload)))
+	}
 	if r.Orig != nil && p.AtomicAckETH.OrigRemData != *r.Orig {
 		bad = append(bad, fmt.Sprintf("original remote data %#x, want %#x", p.AtomicAckETH.OrigRemData, *r.Orig))
 	}
@@ -122,7 +135,7 @@ func (c *Conn) judge(want []Response, got []*Answer) []string {
 			bad = append(bad, fmt.Sprintf("response %d (%s) did not come", i+1, want[i].describe()))
 			continue
 		}
-		for _, m := range c.match(&want[i], got[i]) {
+		for _, m := range c.match(&want[i], got[i], got[:i]) {
 			bad = append(bad, fmt.Sprintf("response %d: %s", i+1, m))
 		}
 	}

@@ -226,6 +226,9 @@ func (s *Scenario) check() error {
 		if err := r.check(); err != nil {
 			return fmt.Errorf("line %d: %w", r.line, err)
 		}
+		if r.SameAs < 0 || r.SameAs > i {
+			return fmt.Errorf("line %d: same_as %d: the number (from 1) of an earlier response", r.line, r.SameAs)
+		}
 	}
 	return nil
 }
@@ -325,8 +328,11 @@ func (r *Response) check() error {
 	if hasAETH && r.Syndrome == nil {
 		return fmt.Errorf("%v carries an AETH: add syndrome (ACK, NAK_PSN_SEQUENCE_ERROR, NAK_INVALID_REQUEST, NAK_REMOTE_ACCESS_ERROR, ...)", op)
 	}
-	if r.Data != nil && !info.Payload {
-		return fmt.Errorf("%v carries no data: remove data", op)
+	if (r.Data != nil || r.Len != nil || r.SameAs != 0) && !info.Payload {
+		return fmt.Errorf("%v carries no data: remove data, len and same_as", op)
+	}
+	if r.Data != nil && r.Len != nil {
+		return errors.New("give data or len, not both")
 	}
 	if r.Orig != nil && op != roce.RC_ATOMIC_ACKNOWLEDGE {
 		return fmt.Errorf("orig is the AtomicAckETH of RC_ATOMIC_ACKNOWLEDGE, not of %v", op)

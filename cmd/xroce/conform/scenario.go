@@ -10,13 +10,13 @@ import (
 // frames sent at its QP, and what the spec says must come back. The YAML format is
 // documented in docs/conform.md.
 type Scenario struct {
-	Name    string `yaml:"-"` // the file's name without .yaml
-	File    string `yaml:"-"` // where it was read from, for messages
-	Summary string `yaml:"summary"`
-	Spec    string `yaml:"spec"` // the spec section (and kernel source) the expectation follows
-	Setup   Setup  `yaml:"setup"`
+	Name    string  `yaml:"-"` // the file's name without .yaml
+	File    string  `yaml:"-"` // where it was read from, for messages
+	Summary string  `yaml:"summary"`
+	Spec    string  `yaml:"spec"` // the spec section (and kernel source) the expectation follows
+	Setup   Setup   `yaml:"setup"`
 	Send    []Frame `yaml:"send"`
-	Expect  Expect `yaml:"expect"`
+	Expect  Expect  `yaml:"expect"`
 }
 
 // Setup says which peer server the scenario talks to and how.
@@ -134,8 +134,12 @@ type Response struct {
 	PSN      int       `yaml:"psn"` // offset from the first expected PSN
 	Syndrome *Syndrome `yaml:"syndrome"`
 	MSN      *uint32   `yaml:"msn"`
-	// Data is a READ response's payload.
-	Data *Payload `yaml:"data"`
+	// Data is a READ response's payload; Len only its length in bytes; SameAs
+	// the number (from 1) of an earlier response whose payload this one repeats
+	// (a duplicate READ answered again).
+	Data   *Payload `yaml:"data"`
+	Len    *int     `yaml:"len"`
+	SameAs int      `yaml:"same_as"`
 	// Orig is an ATOMIC_ACKNOWLEDGE's original remote data (AtomicAckETH).
 	Orig *uint64 `yaml:"orig"`
 
