@@ -24,8 +24,8 @@ func PrintTable(w io.Writer, results []Result) {
 		for _, p := range r.Problems {
 			fmt.Fprintf(tw, "  ! %s\t\t\t\n", p)
 		}
-		if r.Peer != "" {
-			for _, l := range strings.Split(r.Peer, "\n") {
+		if !r.Pass && r.PeerOutput != "" {
+			for _, l := range strings.Split(tail(r.PeerOutput, 8), "\n") {
 				fmt.Fprintf(tw, "  | %s\t\t\t\n", l)
 			}
 		}

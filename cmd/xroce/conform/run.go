@@ -50,7 +50,8 @@ type Result struct {
 	Pass     bool     `json:"pass"`
 	Problems []string `json:"problems,omitempty"`
 	Pcap     string   `json:"pcap,omitempty"`
-	Peer     string   `json:"peer_output,omitempty"` // the peer command's output when it failed
+	// PeerOutput is what the peer command (Options.PeerCmd) printed.
+	PeerOutput string `json:"peer_output,omitempty"`
 }
 
 // Verdict is PASS or FAIL.
@@ -140,9 +141,9 @@ func runOne(ctx context.Context, o *Options, s *Scenario, qpn uint32) (Result, e
 	}
 	if peer != nil {
 		out, err := peer.wait(15 * time.Second)
+		res.PeerOutput = out
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("the peer command: %v", err))
-			res.Peer = tail(out, 10)
 		}
 	}
 	res.Problems, res.Pass = bad, len(bad) == 0
