@@ -83,6 +83,7 @@ func runConform(name string, args []string) error {
 		return err
 	}
 	defer atExit(func() { link.Close() })()
+	defer atExit(conform.KillPeers)()
 	server := fs.Arg(0)
 	results, runErr := conform.Run(context.Background(), conform.Options{
 		Link: link, GID: gid.GID, Server: server, Port: port, PeerCmd: peerCmd,

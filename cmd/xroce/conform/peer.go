@@ -40,7 +40,26 @@ func startPeer(line string) (*peerCmd, error) {
 		return nil, fmt.Errorf("--peer-cmd %q: %w", line, err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
+	running.Lock()
+	running.m[p] = struct{}{}
+	running.Unlock()
 	return p, nil
+}
+
+// running are the peer commands started and not yet waited for.
+var running = struct {
+	sync.Mutex
+	m map[*peerCmd]struct{}
+}{m: map[*peerCmd]struct{}{}}
+
+// KillPeers kills the process groups of the peer commands still running: for
+// xroce's SIGINT and SIGTERM handling, so an interrupted run leaves no server.
+func KillPeers() {
+	running.Lock()
+	defer running.Unlock()
+	for p := range running.m {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
 }
 
 // wait waits up to limit for the peer command to end; past it the command's
@@ -48,15 +67,23 @@ func startPeer(line string) (*peerCmd, error) {
 func (p *peerCmd) wait(limit time.Duration) (string, error) {
 	if !p.ended {
 		select {
-		case p.exitErr = <-p.done:
+		case err := <-p.done:
+			p.end(err)
 		case <-time.After(limit):
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
-			p.exitErr = fmt.Errorf("still running %v after the scenario: killed", limit)
+			p.end(fmt.Errorf("still running %v after the scenario: killed", limit))
 		}
-		p.ended = true
 	}
 	return p.out.String(), p.exitErr
+}
+
+// end records the command's end.
+func (p *peerCmd) end(err error) {
+	p.ended, p.exitErr = true, err
+	running.Lock()
+	delete(running.m, p)
+	running.Unlock()
 }
 
 // exited says, without waiting, whether the command has ended, and how.
@@ -65,8 +92,8 @@ func (p *peerCmd) exited() (bool, error) {
 		return true, p.exitErr
 	}
 	select {
-	case p.exitErr = <-p.done:
-		p.ended = true
+	case err := <-p.done:
+		p.end(err)
 		return true, p.exitErr
 	default:
 		return false, nil
