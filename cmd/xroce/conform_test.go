@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/cmd/xroce/conform"
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// TestConformSelf is issue 16's self-run: `xroce conform` in namespace A against
+// fresh xroce servers in namespace B (started by --peer-cmd, one per scenario,
+// each with --guard 4096) passes every built-in scenario; every server reports
+// the 4096 bytes on each side of its registered region unchanged after its
+// scenario; the JSON summary and each scenario's capture are written; and a few
+// verdicts are checked exactly.
+func TestConformSelf(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	dir := t.TempDir()
+	sum := filepath.Join(dir, "run.json")
+	peer := fmt.Sprintf("ip netns exec %s %s {server} -d %s --link xdp -s {size} -n {iters} -m {mtu} -p {port} --guard 4096", n.NsB, bin, n.IfB)
+	p := startIn(t, n.NsA, 10*time.Minute, "conform", "-d", n.IfA, "--peer-cmd", peer, "--json", sum, "--pcap", dir, n.IPB.String())
+	err := p.wait(10 * time.Minute)
+	out := p.out.String()
+	if err != nil {
+		t.Fatalf("xroce conform: %v\n%s", err, out)
+	}
+	all, err := conform.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s conform.Summary
+	b, err := os.ReadFile(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Passed != len(all) || s.Failed != 0 || len(s.Results) != len(all) || s.Peer != n.IPB.String() {
+		t.Fatalf("summary: %d passed, %d failed of %d, peer %q; want all %d\n%s", s.Passed, s.Failed, len(s.Results), s.Peer, len(all), out)
+	}
+	if !strings.Contains(out, fmt.Sprintf("\n%d of %d scenarios passed\n", len(all), len(all))) {
+		t.Errorf("no tally line in\n%s", out)
+	}
+	const guard = " Guard: the 4096 bytes on each side of the registered region are unchanged\n"
+	for _, r := range s.Results {
+		if !r.Pass || !strings.Contains(r.PeerOutput, guard) {
+			t.Errorf("%s: pass %v, server output:\n%s", r.Name, r.Pass, r.PeerOutput)
+		}
+		if fi, err := os.Stat(r.Pcap); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: capture %s: %v", r.Name, r.Pcap, err)
+		}
+	}
+	exact := map[string][2]string{
+		"psn-sequence-error-write": {"ACKNOWLEDGE +0 NAK_PSN_SEQUENCE_ERROR msn=0 · usable", ""},
+		"write-past-end":           {"ACKNOWLEDGE +0 NAK_REMOTE_ACCESS_ERROR msn=0 · QP in error", ""},
+		"atomic-duplicate":         {"ATOMIC_ACKNOWLEDGE +0 ACK msn=1 orig=0x0, ATOMIC_ACKNOWLEDGE +0 ACK msn=1 orig=0x0, ATOMIC_ACKNOWLEDGE +1 ACK msn=2 orig=0x5 · usable", ""},
+		"bad-icrc":                 {"silence · usable", ""},
+	}
+	for _, r := range s.Results {
+		if w, ok := exact[r.Name]; ok && r.Observed != w[0] {
+			t.Errorf("%s observed %q, want %q", r.Name, r.Observed, w[0])
+		}
+	}
+	// The capture of the bad-ICRC scenario holds the bad frame and the probe's
+	// exchange: three frames, one with a bad ICRC.
+	d := testnet.Sh(t, bin, "dump", filepath.Join(dir, "bad-icrc.pcapng"))
+	if !strings.Contains(d, "3 frames; 3 RoCE: 2 ICRC ok, 1 ICRC BAD, 0 malformed") {
+		t.Errorf("bad-icrc capture:\n%s", d)
+	}
+}
+
+// TestConformErrors: a server that is not there is named within seconds; a
+// broken scenario file is named with its line; --run needs a match; --list
+// lists the built-in scenarios.
+func TestConformErrors(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	start := time.Now()
+	p := startIn(t, n.NsA, time.Minute, "conform", "-d", n.IfA, "--connect-timeout", "2s", "--run", "bad-icrc", n.IPB.String())
+	err := p.wait(time.Minute)
+	want := fmt.Sprintf("xroce conform: scenario bad-icrc: cannot reach the perftest server at %s:18515 within 2s: oob: %s:18515 refused the connection", n.IPB, n.IPB)
+	if exitCode(err) != 1 || !strings.Contains(p.out.String(), want) || time.Since(start) > 10*time.Second {
+		t.Errorf("unreachable server: %v after %v:\n%s\nwant %q", err, time.Since(start), p.out.String(), want)
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("summary: s\nsetup: {server: write_bw}\nsend:\n  - opcode: RC_WRITE_ONLY\nexpect: {usable: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runXroce("conform", "--list", "--scenarios", dir)
+	if exitCode(err) != 1 || !strings.Contains(out, `xroce conform: broken.yaml: line 4: opcode "RC_WRITE_ONLY": want a name from IBTA Vol 1 Table 38`) {
+		t.Errorf("broken scenario: %v\n%s", err, out)
+	}
+	out, err = runXroce("conform", "--list", "--run", "no-such-*")
+	if exitCode(err) != 1 || !strings.Contains(out, `--run "no-such-*" matches no scenario`) {
+		t.Errorf("--run without a match: %v\n%s", err, out)
+	}
+	out, err = runXroce("conform", "--list")
+	all, _ := conform.Builtin()
+	if err != nil || strings.Count(out, "\n") != len(all)+1 || !strings.Contains(out, "\nwrite-rkey-violation ") {
+		t.Errorf("--list: %v\n%s", err, out)
+	}
+}
+
+// runXroce runs xroce with args here and returns its combined output.
+func runXroce(args ...string) (string, error) {
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	return string(out), err
+}
