@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -28,7 +29,7 @@ func runConform(name string, args []string) error {
 		connectTimeout               time.Duration
 	)
 	fs.StringVarP(&lo.dev, "ib-dev", "d", "", "network interface to send the frames on")
-	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket; it cannot send a bad ICRC to an IPv4 peer that checks it, see docs/conform.md)")
+	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket: the scenarios that need frames sent as built, with a bad ICRC, another IP address or TVer, are left out)")
 	fs.StringVar(&lo.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto")
 	fs.IntVarP(&lo.gidIndex, "gid-index", "x", -1, "GID index of this side (default: the interface's first IPv4 GID)")
 	fs.IntVarP(&port, "port", "p", oob.DefaultPort, "the perftest server's TCP port")
@@ -72,6 +73,23 @@ func runConform(name string, args []string) error {
 	}
 	if !gid.GID.IsIPv4Mapped() {
 		return fmt.Errorf("GID %v is not IPv4: the suite runs RoCEv2 over IPv4; give -x the index of an IPv4 GID", gid.GID)
+	}
+	if lo.link == "udp" {
+		var kept []*conform.Scenario
+		var skipped []string
+		for _, s := range scenarios {
+			if s.NeedsRawLink() {
+				skipped = append(skipped, s.Name)
+			} else {
+				kept = append(kept, s)
+			}
+		}
+		if len(skipped) > 0 {
+			fmt.Fprintf(os.Stderr, "xroce conform: not run on --link udp, which cannot send their frames as built (bad ICRC, another IP address, TVer): %s\n", strings.Join(skipped, ", "))
+		}
+		if scenarios = kept; len(scenarios) == 0 {
+			return errors.New("no scenario left to run on --link udp")
+		}
 	}
 	if pcaps != "" {
 		if err := os.MkdirAll(pcaps, 0o755); err != nil {

@@ -160,3 +160,17 @@ type Syndrome struct {
 	Code  uint8 // NAK code (Table 43) when Kind is KindNAK
 	Exact bool  // Code must match
 }
+
+// NeedsRawLink reports whether a frame of s can only be sent on a link that puts
+// frames on the wire as built (AF_XDP): a bad ICRC, another destination or source
+// IP, or a BTH version other than 0. The kernel UDP link rebuilds the IP header,
+// recomputes the ICRC and routes by the destination address.
+func (s *Scenario) NeedsRawLink() bool {
+	for i := range s.Send {
+		f := &s.Send[i]
+		if f.Corrupt.ICRC || f.Corrupt.DestGID != "" || f.Corrupt.SrcGID != "" || f.BTH.TVer != nil && *f.BTH.TVer != 0 {
+			return true
+		}
+	}
+	return false
+}
