@@ -19,7 +19,11 @@ func TestBuiltin(t *testing.T) {
 		t.Fatalf("%d built-in scenarios, want at least 40", len(all))
 	}
 	seen := map[string]bool{}
+	var raw []string
 	for _, s := range all {
+		if s.NeedsRawLink() {
+			raw = append(raw, s.Name)
+		}
 		if seen[s.Name] || s.File != "scenarios/"+s.Name+".yaml" {
 			t.Errorf("scenario %q from %s: duplicate or misnamed", s.Name, s.File)
 		}
@@ -27,6 +31,9 @@ func TestBuiltin(t *testing.T) {
 		if s.Summary == "" || s.Spec == "" {
 			t.Errorf("%s: summary and spec are required of a built-in scenario", s.Name)
 		}
+	}
+	if strings.Join(raw, ",") != "bad-icrc,spoofed-src-gid,tver-nonzero,wrong-dest-gid" {
+		t.Errorf("scenarios that need a raw link: %v", raw)
 	}
 }
 
