@@ -18,7 +18,7 @@ import (
 // peerCmd is a peer server started for one scenario (Options.PeerCmd).
 type peerCmd struct {
 	cmd     *exec.Cmd
-	out     syncBuffer
+	out     bytes.Buffer // read only after the command ended (exec's copying is done then)
 	done    chan error
 	ended   bool  // wait saw the end
 	exitErr error // and its error
@@ -98,23 +98,6 @@ func (p *peerCmd) exited() (bool, error) {
 	default:
 		return false, nil
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // dial connects to the server's TCP port, retrying while the connection is
