@@ -70,6 +70,10 @@ func TestBuild(t *testing.T) {
 	if err != nil || !p.BTH.AckReq || p.AtomicETH != (roce.AtomicETH{VA: 0x7f0000001008, RKey: 0x101, SwapAdd: 7, Compare: 9}) {
 		t.Fatalf("atomic: %v %+v %+v", err, p.BTH, p.AtomicETH)
 	}
+	p, err = decode(mustParse(t, "{opcode: RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, reth: {va: base, rkey: rkey, len: 0}, imm: 0x1234}"))
+	if err != nil || p.ImmDt != 0x1234 || p.Headers&roce.HdrImmDt == 0 {
+		t.Fatalf("immediate: %v %#x", err, p.ImmDt)
+	}
 	// Corruption.
 	if _, err := decode(mustParse(t, "{opcode: RC_SEND_ONLY, corrupt: {icrc: true}}")); err != roce.ErrBadICRC {
 		t.Errorf("corrupt.icrc: %v", err)

@@ -255,6 +255,9 @@ func (f *Frame) check() error {
 	if h&(roce.HdrDETH|roce.HdrFETH|roce.HdrAETH|roce.HdrAtomicAckETH|roce.HdrIETH) != 0 {
 		return fmt.Errorf("%v: the suite sends requests (SEND, WRITE, READ request, atomics) and CNPs; other opcodes are not supported yet", op)
 	}
+	if f.Imm != 0 && h&roce.HdrImmDt == 0 {
+		return fmt.Errorf("%v carries no ImmDt: remove imm, or use a WITH_IMMEDIATE opcode", op)
+	}
 	if f.Payload != nil && !info.Payload {
 		return fmt.Errorf("%v carries no payload: remove payload", op)
 	}

@@ -100,6 +100,7 @@ func TestParseErrors(t *testing.T) {
 		{"syndrome", "NAK_PSN_SEQUENCE_ERROR|NAK_SEQ", `x.yaml: line 13: syndrome "NAK_SEQ": want one of ACK,`},
 		{"usable", "  usable: false\n|", "x.yaml: line 12: expect.usable is missing"},
 		{"duration", "50ms|fast", `x.yaml: line 14: duration "fast": want e.g. 300ms or 2s`},
+		{"imm", "    delay: 5ms|    imm: 7\n    delay: 5ms", "x.yaml: line 5: RC_RDMA_READ_REQUEST carries no ImmDt: remove imm, or use a WITH_IMMEDIATE opcode"},
 		{"pad count", "pad_count: 2|pad_count: 4", "x.yaml: line 5: bth.pad_count 4: want 0 to 3"},
 		{"mtu", "mtu: 2048|mtu: 1500", "x.yaml: setup.mtu 1500: want 256, 512, 1024, 2048 or 4096"},
 		{"response opcode", "RC_RDMA_READ_RESPONSE_ONLY|RC_SEND_ONLY", "x.yaml: line 13: a responder answers with RC_ACKNOWLEDGE, RC_ATOMIC_ACKNOWLEDGE or RC_RDMA_READ_RESPONSE_*, not RC_SEND_ONLY"},

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -228,7 +227,7 @@ func (x *exchange) scenario(s *Scenario, res *Result) ([]string, error) {
 		return nil, err
 	}
 	bad := x.c.judge(s.Expect.Responses, got)
-	res.Expected = describeAll(s.Expect.Responses, nil)
+	res.Expected = describeAll(s.Expect.Responses)
 	res.Observed = x.describeGot(got)
 	x.epsn, x.msn = x.c.progress(got, 0, 0)
 	if s.Expect.ProbePSN != nil {
@@ -251,7 +250,8 @@ func (x *exchange) scenario(s *Scenario, res *Result) ([]string, error) {
 	return append(bad, probeBad...), nil
 }
 
-func describeAll(want []Response, _ []*Answer) string {
+// describeAll renders the expected responses as Conn.describe renders answers.
+func describeAll(want []Response) string {
 	if len(want) == 0 {
 		return "silence"
 	}
@@ -445,7 +445,7 @@ func (x *exchange) answer(f []byte) *Answer {
 	} else if err != nil {
 		return nil
 	}
-	if a.Pkt.BTH.DestQP != x.c.LocalQPN || a.Pkt.SrcAddr() != netip.Addr(x.c.PeerIP) {
+	if a.Pkt.BTH.DestQP != x.c.LocalQPN || a.Pkt.SrcAddr() != x.c.PeerIP {
 		return nil
 	}
 	return a
