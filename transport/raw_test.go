@@ -635,3 +635,33 @@ func TestRNRProbeMultiPacket(t *testing.T) {
 		t.Errorf("rcvd_rnr_err %d, want 3", c)
 	}
 }
+
+// TestForeignAddressDropped: an RC request from the QP's peer to another
+// destination IP than the QP's source GID, or from another source IP, is dropped
+// and counted as for an unknown QP, with no answer and nothing written (rdma_rxe
+// rxe_recv.c check_addr; xroce conform's wrong-dest-gid and spoofed-src-gid); the
+// same request correctly addressed is then acknowledged at the same PSN.
+func TestForeignAddressDropped(t *testing.T) {
+	r := newRaw(t, 1, 40, pairConfig{})
+	write := func(edit func(p *roce.Packet)) {
+		r.send(roce.RC_RDMA_WRITE_ONLY, 40, func(p *roce.Packet) {
+			p.BTH.AckReq = true
+			p.RETH = roce.RETH{VA: r.e.mr.Addr(), RKey: r.e.mr.RKey(), DMALen: 4}
+			p.Payload = []byte{1, 2, 3, 4}
+			edit(p)
+		})
+	}
+	before := r.e.dev.Counters().Get(transport.CntRcvdUnknownQP)
+	write(func(p *roce.Packet) { p.IPv4.Dst = [4]byte{192, 0, 2, 1} })
+	write(func(p *roce.Packet) { p.IPv4.Src = [4]byte{192, 0, 2, 2} })
+	if out := r.step(); len(out) != 0 {
+		t.Fatalf("answered %v", summary(out))
+	}
+	if got := r.e.dev.Counters().Get(transport.CntRcvdUnknownQP); got != before+2 {
+		t.Errorf("dropped as unknown QP: %d, want %d", got, before+2)
+	}
+	checkBytes(t, "memory", r.e.buf[:4], []byte{0, 0, 0, 0})
+	write(func(*roce.Packet) {})
+	expect(t, "addressed write", r.step(), roce.RC_ACKNOWLEDGE, 40)
+	checkBytes(t, "memory", r.e.buf[:4], []byte{1, 2, 3, 4})
+}
