@@ -27,10 +27,10 @@ const (
 // (or the generic XDP mode) refused it.
 var ErrZeroCopy = errors.New("AF_XDP zero-copy refused")
 
-// ParseBind parses auto, zero-copy or copy.
+// ParseBind parses auto (or ""), zero-copy or copy.
 func ParseBind(s string) (Bind, error) {
 	switch s {
-	case "auto":
+	case "auto", "":
 		return BindAuto, nil
 	case "zero-copy":
 		return BindZeroCopy, nil

@@ -31,6 +31,7 @@ func runConform(name string, args []string) error {
 	fs.StringVarP(&lo.dev, "ib-dev", "d", "", "network interface to send the frames on")
 	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket: the scenarios that need frames sent as built, with a bad ICRC, another IP address or TVer, are left out)")
 	fs.StringVar(&lo.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto")
+	fs.StringVar(&lo.xdpBind, "xdp-bind", "auto", "AF_XDP sockets: zero-copy, copy, or auto (zero-copy where the driver has it)")
 	fs.IntVarP(&lo.gidIndex, "gid-index", "x", -1, "GID index of this side (default: the interface's first IPv4 GID)")
 	fs.IntVarP(&port, "port", "p", oob.DefaultPort, "the perftest server's TCP port")
 	fs.StringVar(&peerCmd, "peer-cmd", "", "command (sh -c) that starts a fresh server before each scenario, with {server} {size} {iters} {port} {mtu} filled in, e.g. 'ssh peer ib_{server} -d rxe0 -x 1 -s {size} -n {iters}'; its exit status counts in the verdict")

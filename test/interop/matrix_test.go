@@ -663,11 +663,7 @@ func TestMatrix(t *testing.T) {
 	t.Logf("guest image ready in %v (downloaded: %v)", img.Prepared.Round(time.Millisecond), img.Downloaded)
 	bin := xroceBin(t)
 	var guestBin string // xroce with the verbs provider, for cells with verbs
-	keep, err := filepath.Abs("captures")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = os.MkdirAll(keep, 0o755)
+	keep := keepDir(t)
 	labs := map[int]*Lab{}
 	var mu sync.Mutex
 	defer func() {

@@ -1,0 +1,133 @@
+package interop
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// guestPeerScript runs a perftest server in the guest for `xroce conform
+// --peer-cmd`: its arguments are {server} {size} {iters} {port} {mtu}; it hands the
+// command to the guest through the 9p share (as VM.Guest does), waits for it and
+// exits with its status. ib_atomic_bw takes no -s.
+const guestPeerScript = `#!/bin/sh
+share=%s
+server=$1 size=$2 iters=$3 port=$4 mtu=$5
+cmd="ib_$server -d rxe0 -x 1 -F -n $iters -m $mtu -p $port"
+[ "$server" = atomic_bw ] || cmd="$cmd -s $size"
+id=conform$$
+printf '%%s\n' "timeout 60 $cmd" > $share/tmp.$id && mv $share/tmp.$id $share/cmd.$id
+i=0
+while [ ! -e $share/rc.$id ]; do
+	sleep 0.05; i=$((i+1))
+	[ $i -lt 1600 ] || { echo "the guest did not finish: $cmd"; exit 124; }
+done
+cat $share/out.$id
+exit $(cat $share/rc.$id)
+`
+
+// conformSummary is the part of `xroce conform --json` this test reads.
+type conformSummary struct {
+	Passed, Failed int
+	Error          string
+	Results        []struct {
+		Name, Expected, Observed, Spec string
+		Pass                           bool
+		Problems                       []string
+		PeerOutput                     string `json:"peer_output"`
+	} `json:"scenarios"`
+}
+
+// TestConformRxe runs `xroce conform` (requester role) against Debian's perftest
+// servers on rdma_rxe in the guest, a fresh server per scenario, and writes
+// rdma_rxe's table (scenario, expected, observed, verdict) to
+// captures/conform-rxe.md. Every scenario must end in a verdict; each departure
+// from the spec must be one rxeDepartures explains, with its reason, and every
+// departure listed there must still happen.
+func TestConformRxe(t *testing.T) {
+	if os.Getenv("XROCE_INTEROP") == "" {
+		t.Skip("set XROCE_INTEROP=full (make interop)")
+	}
+	img, err := Prepare(15 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := xroceBin(t)
+	lab, err := NewLab(img, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	defer killHostProcs()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "guest-peer")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf(guestPeerScript, lab.Share)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(dir, "run.json")
+	cmd := exec.Command("ip", "netns", "exec", lab.NS, "timeout", "1200", bin, "conform", "-d", lab.XIf,
+		"--peer-cmd", script+" {server} {size} {iters} {port} {mtu}", "--connect-timeout", "30s",
+		"--json", js, "--pcap", filepath.Join(keepDir(t), "conform-rxe"), lab.GuestIP.String())
+	out, err := cmd.CombinedOutput()
+	t.Logf("xroce conform against rdma_rxe (exit %v):\n%s", err, out)
+	b, rerr := os.ReadFile(js)
+	if rerr != nil {
+		t.Fatalf("no JSON summary: %v", rerr)
+	}
+	var s conformSummary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Error != "" {
+		t.Errorf("the run stopped: %s", s.Error)
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "| scenario | expected | rdma_rxe | verdict |\n| --- | --- | --- | --- |\n")
+	departed := map[string]bool{}
+	for _, r := range s.Results {
+		v := "pass"
+		if !r.Pass {
+			v = "departs"
+			departed[r.Name] = true
+			why, known := rxeDepartures[r.Name]
+			if !known {
+				t.Errorf("%s: rdma_rxe departs from the spec, unexplained: expected %s, observed %s %v\n%s", r.Name, r.Expected, r.Observed, r.Problems, tail(r.PeerOutput, 600))
+			} else {
+				v += ": " + why
+			}
+		}
+		fmt.Fprintf(&md, "| %s | %s | %s | %s |\n", r.Name, r.Expected, r.Observed, v)
+	}
+	for name := range rxeDepartures {
+		if !departed[name] {
+			t.Errorf("%s: listed as a departure of rdma_rxe, but it passed (or did not run)", name)
+		}
+	}
+	fmt.Fprintf(&md, "\n%d of %d scenarios as the spec says, %s\n", s.Passed, len(s.Results), time.Now().UTC().Format("2006-01-02"))
+	_ = os.WriteFile(filepath.Join(keepDir(t), "conform-rxe.md"), []byte(md.String()), 0o644)
+	t.Log("\n" + md.String())
+}
+
+// rxeDepartures are the scenarios in which rdma_rxe (Debian 12's kernel 6.1) does
+// not answer as IBTA Vol 1 chapter 9 says, with the reason from its source
+// (drivers/infiniband/sw/rxe).
+var rxeDepartures = map[string]string{}
+
+// keepDir is test/interop/captures, where failed cells' captures and the tables
+// are kept.
+func keepDir(t *testing.T) string {
+	t.Helper()
+	keep, err := filepath.Abs("captures")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return keep
+}
