@@ -53,17 +53,7 @@ func TestConformRxe(t *testing.T) {
 	if os.Getenv("XROCE_INTEROP") == "" {
 		t.Skip("set XROCE_INTEROP=full (make interop)")
 	}
-	img, err := Prepare(15 * time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := xroceBin(t)
-	lab, err := NewLab(img, 1500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lab.Close()
-	defer killHostProcs()
+	lab, bin := rxeLab(t, 1500)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "guest-peer")
 	if err := os.WriteFile(script, []byte(fmt.Sprintf(guestPeerScript, lab.Share)), 0o755); err != nil {

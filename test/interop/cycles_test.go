@@ -21,17 +21,7 @@ func TestCMCycles(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set XROCE_INTEROP_CYCLES=N (e.g. 1000)")
 	}
-	img, err := Prepare(15 * time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := xroceBin(t)
-	lab, err := NewLab(img, 1500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lab.Close()
-	defer killHostProcs()
+	lab, bin := rxeLab(t, 1500)
 	qps := func() string {
 		out, _, _ := lab.Guest("rdma resource show qp | grep -vc 'lqpn 1 '")(20 * time.Second)
 		return strings.TrimSpace(out)
@@ -65,4 +55,25 @@ func TestCMCycles(t *testing.T) {
 	}
 	t.Logf("%d rdma_rxe rping clients against xroce rping -s -P passed in %v; rdma_rxe QPs left (not QP1): %s", n, time.Since(start).Round(time.Second), qps())
 	_ = p.cmd.Process.Kill()
+}
+
+// rxeLab prepares the guest image and starts a lab at netdev MTU mtu for a test
+// outside the matrix, and builds xroce; the lab and any host processes go with the
+// test.
+func rxeLab(t *testing.T, mtu int) (*Lab, string) {
+	t.Helper()
+	img, err := Prepare(15 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := xroceBin(t)
+	lab, err := NewLab(img, mtu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		killHostProcs()
+		lab.Close()
+	})
+	return lab, bin
 }
