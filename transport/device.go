@@ -13,9 +13,11 @@ import (
 
 // Device is a RoCEv2 endpoint on a Link: the engine that owns every queue pair.
 type Device struct {
-	link  Link
-	clock Clock
-	gids  roce.GIDTable
+	link Link
+	// lender is link as a TxLender, or nil: frames are then built in bufs.
+	lender TxLender
+	clock  Clock
+	gids   roce.GIDTable
 
 	mu      sync.Mutex // guards the engine state below; held by Progress for a whole pass
 	qps     map[uint32]*QueuePair
@@ -117,6 +119,7 @@ func Open(link Link, opts Options) (*Device, error) {
 	if d.gids == nil {
 		d.gids = roce.BuildGIDTable(link.HardwareAddr(), link.Addrs())
 	}
+	d.lender, _ = link.(TxLender)
 	d.rxBatch = make([][]byte, rxBatchSize)
 	// The largest frame: Ethernet with VLAN, IPv6, UDP, the longest header stack,
 	// a 4096-byte payload and the ICRC.
@@ -308,6 +311,25 @@ func (d *Device) input(f []byte) {
 	qp.resp.request(qp, p)
 }
 
+// lendTx returns n bytes of the link's transmit memory for a frame of flow sport
+// (TxLender), or nil.
+func (d *Device) lendTx(n int, sport uint16) []byte {
+	if d.lender == nil {
+		return nil
+	}
+	return d.lender.LendTx(n, sport)
+}
+
+// releaseTx takes back a frame buffer the link will not send: a lent one goes back
+// to the link, the engine's own to its free list.
+func (d *Device) releaseTx(buf []byte, lent bool) {
+	if lent {
+		d.lender.ReturnTx(buf)
+		return
+	}
+	d.bufs = append(d.bufs, buf[:cap(buf)])
+}
+
 // frame returns a free frame buffer.
 func (d *Device) frame() []byte {
 	if k := len(d.bufs); k > 0 {
@@ -326,12 +348,16 @@ func (d *Device) emit(qp *QueuePair) int {
 		d.ipID++
 		p.IPv4.ID = d.ipID
 	}
-	buf := d.frame()
-	n, err := p.Encode(buf)
 	m := d.txNext
 	d.txNext = txInfo{}
+	buf := d.lendTx(p.Len(), p.UDP.SrcPort)
+	m.lent = buf != nil
+	if buf == nil {
+		buf = d.frame()
+	}
+	n, err := p.Encode(buf)
 	if err != nil { // the engine builds packets from the opcode table: a bug if reached
-		d.bufs = append(d.bufs, buf)
+		d.releaseTx(buf, m.lent)
 		d.counters.inc(CntSendErr)
 		return 0
 	}
@@ -365,9 +391,12 @@ func (d *Device) flushTx() (bool, error) {
 		batch := d.txBatch()
 		n, err := d.link.Send(batch)
 		for i := 0; i < n; i++ {
-			d.bufs = append(d.bufs, batch[i][:cap(batch[i])])
+			m := d.txMeta.at(0)
+			if !m.lent { // a lent buffer is the link's again
+				d.bufs = append(d.bufs, batch[i][:cap(batch[i])])
+			}
 			d.txq.popFront()
-			if m := d.txMeta.at(0); m.qp != nil {
+			if m.qp != nil {
 				m.qp.req.departed(m.qp, m)
 			}
 			d.txMeta.popFront()

@@ -42,6 +42,21 @@ type Link interface {
 	Close() error
 }
 
+// TxLender is a Link that lends its transmit memory, so that the engine encodes a
+// frame where the link sends it from and the link does not copy it: the AF_XDP
+// link lends UMEM chunks (issue 20: one copy fewer per frame). The engine asks for a
+// buffer per frame and passes it to Send as any frame; Send takes it without a
+// copy. A lent buffer belongs to the link again once Send accepted it, or with
+// ReturnTx.
+type TxLender interface {
+	// LendTx returns n writable bytes of transmit memory for a frame of the flow
+	// whose UDP source port is sport, or nil when the link has none free or n does
+	// not fit one piece (the engine then uses its own buffer).
+	LendTx(n int, sport uint16) []byte
+	// ReturnTx gives back a buffer from LendTx that will not be sent.
+	ReturnTx(buf []byte)
+}
+
 // LinkCaps describes what a link can carry and what it guarantees about the frames
 // it receives, beyond its netdev MTU. The zero value is a link with no limit of its
 // own that delivers frames exactly as they were on the wire (the Pipe, by default).

@@ -117,6 +117,7 @@ type txInfo struct {
 	qp     *QueuePair // nil: not a request packet
 	psn    uint32
 	ackReq bool
+	lent   bool // the frame is in the link's memory (TxLender), not in Device.bufs
 }
 
 // departed is called when the link accepts a frame the requester built: its

@@ -81,6 +81,8 @@ type queue struct {
 	received uint64   // frames delivered by Recv
 	chained  uint64   // of which arrived as chained descriptors
 	sent     uint64   // frames submitted to the TX ring
+	inPlace  uint64   // of which the engine encoded in a lent chunk (no copy)
+	lent     int      // chunks lent (LendTx) and not yet submitted or returned
 	slots    int      // free TX ring slots during a Send; -1 before Send looks
 	rxRefill []uint64 // chunks handed out by the last Recv, to give back to the fill ring
 	txFree   []uint64 // free TX chunk addresses
@@ -213,8 +215,9 @@ func newQueue(ifindex, q int, multi bool, bind Bind) (qu *queue, err error) {
 	return qu, nil
 }
 
-// Send implements transport.Link: it copies each frame into free TX chunks of the
-// queue txQueue picks for it (a frame longer than a chunk into several, chained with
+// Send implements transport.Link: a frame the engine encoded in a chunk lent by
+// LendTx goes to the kernel as it is; any other it copies into free TX chunks of
+// the queue txQueue picks for it (a frame longer than a chunk into several, chained with
 // XDP_PKT_CONTD, when the link is multi-buffer), submits them and kicks the kernel
 // on every queue it used, retrying the kick on EAGAIN. It accepts fewer than
 // len(frames) when the chosen queue's TX ring or chunks run out (the engine resends
@@ -235,6 +238,13 @@ func (l *Link) Send(frames [][]byte) (int, error) {
 	sent := 0
 	for _, f := range frames {
 		if len(f) == 0 { // nothing to put on the wire (the engine never builds one)
+			sent++
+			continue
+		}
+		if q, addr, ok := l.lentChunk(f); ok {
+			if !q.stageLent(f, addr) {
+				break
+			}
 			sent++
 			continue
 		}
@@ -270,13 +280,34 @@ func (l *Link) Send(frames [][]byte) (int, error) {
 	return sent, err
 }
 
-// stage copies frame f, k chunks long, into free TX chunks of q and adds its
-// descriptors to q.descs, or reports false when q has no room for it.
-func (q *queue) stage(f []byte, k int) bool {
+// stageLent adds the descriptor of frame f, which the engine encoded in place in
+// q's chunk at addr (LendTx), to q.descs, or reports false when q's TX ring has no
+// room for it.
+func (q *queue) stageLent(f []byte, addr uint64) bool {
+	q.openSend()
+	if q.slots < 1 {
+		return false
+	}
+	q.descs = append(q.descs, unix.XDPDesc{Addr: addr, Len: uint32(len(f))})
+	q.slots--
+	q.sent++
+	q.inPlace++
+	q.lent--
+	return true
+}
+
+// openSend looks at q's free TX ring slots the first time a Send uses q.
+func (q *queue) openSend() {
 	if q.slots < 0 {
 		q.reclaim()
 		q.slots = q.xsk.Tx.Free()
 	}
+}
+
+// stage copies frame f, k chunks long, into free TX chunks of q and adds its
+// descriptors to q.descs, or reports false when q has no room for it.
+func (q *queue) stage(f []byte, k int) bool {
+	q.openSend()
 	if k > len(q.txFree) || k > q.slots {
 		return false
 	}
@@ -493,6 +524,16 @@ func (l *Link) Stats() (unix.XDPStatistics, error) {
 
 // QueueFrames returns, per receive queue, how many frames its socket delivered.
 func (l *Link) QueueFrames() []uint64 { return l.perQueue(func(q *queue) uint64 { return q.received }) }
+
+// TxInPlace returns how many frames Send submitted without a copy, from chunks
+// the engine encoded them in (LendTx), summed over the queues.
+func (l *Link) TxInPlace() uint64 {
+	var n uint64
+	for _, c := range l.perQueue(func(q *queue) uint64 { return q.inPlace }) {
+		n += c
+	}
+	return n
+}
 
 // QueueSent returns, per queue, how many frames its socket submitted for
 // transmission (txQueue picks the socket by the frame's flow).

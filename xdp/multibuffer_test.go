@@ -280,3 +280,74 @@ func TestQueuesTransmit(t *testing.T) {
 		t.Fatalf("received %d of %d frames; per receive queue %v", got, flows, lb.QueueFrames())
 	}
 }
+
+// TestLendTx: a frame encoded in a chunk lent by LendTx is sent as it is (no copy)
+// and arrives byte for byte, in order with copied frames around it; a frame longer
+// than a chunk is not lent; a queue's chunks run out after TxFrames loans and are
+// free again once returned.
+func TestLendTx(t *testing.T) {
+	n := newTestNet(t, 9000, false)
+	la, lb := openXDP(t, n, bpf.ModeNative)
+	var frames, want [][]byte
+	for i := range 5 {
+		f := flowFrame(t, la, lb, n.ipA, n.ipB, 0xC001, 200+i, uint64(i))
+		want = append(want, f)
+		if i%2 == 0 { // frames 0, 2 and 4 in lent chunks
+			b := la.LendTx(len(f), 0xC001)
+			if b == nil || len(b) != len(f) || cap(b) != xdp.FrameSize {
+				t.Fatalf("LendTx(%d): %d bytes, cap %d", len(f), len(b), cap(b))
+			}
+			copy(b, f)
+			f = b
+		}
+		frames = append(frames, f)
+	}
+	if k, err := la.Send(frames); k != 5 || err != nil {
+		t.Fatalf("Send: %d, %v", k, err)
+	}
+	var got [][]byte
+	buf := make([][]byte, 8)
+	for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); {
+		k, err := lb.Recv(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range buf[:k] {
+			got = append(got, bytes.Clone(f))
+		}
+		if k == 0 {
+			lb.Wait(time.Now().Add(10 * time.Millisecond))
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("received %d of %d frames", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("frame %d: got %d bytes, want %d, or other bytes", i, len(got[i]), len(want[i]))
+		}
+	}
+	if in := la.TxInPlace(); in != 3 {
+		t.Errorf("%d frames sent from lent chunks, want 3", in)
+	}
+	if b := la.LendTx(xdp.FrameSize+1, 0xC001); b != nil {
+		t.Errorf("lent %d bytes for a frame longer than a chunk", len(b))
+	}
+	var loans [][]byte
+	for {
+		b := la.LendTx(64, 0xC001)
+		if b == nil {
+			break
+		}
+		loans = append(loans, b)
+	}
+	if len(loans) != xdp.TxFrames {
+		t.Errorf("%d chunks lent before they ran out, want %d (TxFrames)", len(loans), xdp.TxFrames)
+	}
+	for _, b := range loans {
+		la.ReturnTx(b)
+	}
+	if b := la.LendTx(64, 0xC001); b == nil {
+		t.Error("no chunk to lend after every loan was returned")
+	}
+}

@@ -29,10 +29,22 @@ func TestAFXDPTransfer(t *testing.T) {
 				if la.Mode() != mode {
 					t.Fatalf("attached in %v mode", la.Mode())
 				}
-				transferAll(t, la, lb, n.ipA, n.ipB, c.pathMTU, transferSizes)
+				a, b := transferAll(t, la, lb, n.ipA, n.ipB, c.pathMTU, transferSizes)
 				chained := la.ChainedFrames() + lb.ChainedFrames()
-				if big := c.pathMTU == roce.MTU4096; big != (chained > 0) {
+				big := c.pathMTU == roce.MTU4096
+				if big != (chained > 0) {
 					t.Errorf("%d frames arrived as chained descriptors at path MTU %d", chained, c.pathMTU.Bytes())
+				}
+				// Every frame that fits a chunk was encoded in a lent chunk and sent
+				// without a copy; at path MTU 4096 the full frames (two chunks) were not.
+				for _, s := range []struct {
+					l *xdp.Link
+					e *endpoint
+				}{{la, a}, {lb, b}} {
+					sent, inPlace := s.e.dev.Counters().Map()["sent_pkts"], s.l.TxInPlace()
+					if (!big && inPlace != sent) || (big && (inPlace == 0 || inPlace >= sent)) {
+						t.Errorf("%s: %d of %d frames sent from lent chunks", s.l.Name(), inPlace, sent)
+					}
 				}
 			})
 		}
