@@ -7,7 +7,7 @@ GO       ?= go
 FUZZTIME ?= 50000x
 BENCHTIME ?= 1s
 
-.PHONY: build test fuzz bench gobench generate lint clean demo bin/xroce interop interop-quick verbs libverbs
+.PHONY: build test fuzz fuzz-long bench gobench generate lint clean demo bin/xroce interop interop-quick verbs libverbs
 
 build: bin/xroce
 	$(GO) build ./...
@@ -57,6 +57,13 @@ fuzz:
 			$(GO) test $$pkg -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME); \
 		done; \
 	done
+
+# Every fuzz target for 10^7 executions, or FUZZLONG_SECONDS each, one worker
+# (issue 16); the executions each reached are in README ("Fuzzing").
+FUZZLONG ?= 10000000
+FUZZLONG_SECONDS ?= 600
+fuzz-long:
+	GO=$(GO) test/scripts/fuzz-long.sh -n $(FUZZLONG) -t $(FUZZLONG_SECONDS) -o bin/fuzz-long.md
 
 # Issue 9's benchmark (test/bench), under 10 minutes, needs root: on a veth pair
 # between two namespaces, the raw AF_XDP ceiling, xroce over AF_XDP and over UDP,
