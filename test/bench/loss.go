@@ -112,6 +112,6 @@ func lossTable(r results, med string) table {
 		}
 		t.rows = append(t.rows, row)
 	}
-	t.notes = append(t.notes, "Namespaces A and B each have a veth into a bridge in a third namespace, whose nftables bridge-family forward chain drops that share of the UDP/4791 frames at random (`numgen random mod 100 < N drop`), both directions. Issue 18's targets: at least 50 % of the lossless row at 2 %, 25 % at 5 %. READ keeps little: a lost response costs the rest of the 1 MiB READ (bounded READ retransmission is not done; docs/congestion.md).")
+	t.notes = append(t.notes, "Namespaces A and B each have a veth into a bridge in a third namespace, whose nftables bridge-family forward chain drops that share of the UDP/4791 frames at random (`numgen random mod 100 < N drop`), both directions. Issue 18's targets: at least 50 % of the lossless row at 2 %, 25 % at 5 %. READ keeps less: a lost response costs the rest of its segment, half the window (bounded READ retransmission, docs/congestion.md), and waits for the READs queued behind it at the responder.")
 	return t
 }
