@@ -87,6 +87,20 @@ func (m *Manager) reject(to netip.Addr, tid uint64, local, remote uint32, which 
 // 2^value) more to answer its REQ (passive) or REP (active); a duplicate of that
 // message gets the MRA again.
 func (m *Manager) SendMRA(c *Conn, serviceTimeout uint8) error {
+	return m.mra(c, serviceTimeout, true)
+}
+
+// DelayMRA is SendMRA with Linux's IB_CM_MRA_FLAG_DELAY (drivers/infiniband/core/
+// cm.c, ib_send_cm_mra): the MRA is prepared but sent only when the peer sends its
+// REQ or REP again, i.e. when the answer is late enough for the peer to retry.
+// rdma_cm does this for every REQ it hands to its consumer (cma.c,
+// cma_ib_req_handler, CMA_CM_MRA_SETTING: delayed, service timeout 24).
+func (m *Manager) DelayMRA(c *Conn, serviceTimeout uint8) error {
+	return m.mra(c, serviceTimeout, false)
+}
+
+// mra moves c to MRA sent and keeps the MRA for duplicates; send sends it now.
+func (m *Manager) mra(c *Conn, serviceTimeout uint8, send bool) error {
 	mra := cm.MRA{LocalCommID: c.localID, RemoteCommID: c.remoteID, ServiceTimeout: serviceTimeout}
 	switch c.state {
 	case StateREQRcvd:
@@ -97,7 +111,9 @@ func (m *Manager) SendMRA(c *Conn, serviceTimeout uint8) error {
 		return stateError("SendMRA", c)
 	}
 	c.lastMRA = encode(c.tid, &mra)
-	m.send(c.peer, c.lastMRA)
+	if send {
+		m.send(c.peer, c.lastMRA)
+	}
 	return nil
 }
 

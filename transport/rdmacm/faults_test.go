@@ -186,3 +186,71 @@ func waitMADs(t *testing.T, tp *tap, n int) []cm.Message {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestSlowAccept (MRA): a consumer that takes longer to accept than the client's
+// REQ retries last (3 × about 25 ms with fastCM) still connects. As rdma_cm
+// (CMA_CM_MRA_SETTING), the server's CM answers the client's second REQ with an MRA
+// for the REQ with service timeout 24 (69 s), the client then waits instead of
+// giving up, and the REP comes when the consumer accepts. The MRA is sent once, for
+// the duplicate REQ only: a consumer that answers in time sends none.
+func TestSlowAccept(t *testing.T) {
+	a, b, _, _ := newPair(t, pairConfig{opts: fastCM})
+	l, err := b.svc.Listen(18515, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	qa, qb := a.newQP(t), b.newQP(t)
+	type res struct {
+		c   *rdmacm.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := a.svc.Dial(ctx5(t), qa, netip.AddrPortFrom(ipB, 18515), rdmacm.Param{RetryCount: 7, RNRRetryCount: 7}, rdmacm.DialOptions{})
+		ch <- res{c, err}
+	}()
+	req, err := l.Accept(ctx5(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the client's REQ retries without an MRA
+	sc, err := req.Accept(qb, rdmacm.Param{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("Dial: %v", r.err)
+	}
+	if err := sc.WaitEstablished(ctx5(t)); err != nil {
+		t.Fatal(err)
+	}
+	sendPing(t, a, b, connected{client: r.c, server: sc, req: req})
+	count := func(n *node) (reqs, mras, reps int, mra *cm.MRA) {
+		_, ms, _ := n.tap.cmSent(t)
+		for _, m := range ms {
+			switch m := m.(type) {
+			case *cm.REQ:
+				reqs++
+			case *cm.MRA:
+				mras++
+				mra = m
+			case *cm.REP:
+				reps++
+			}
+		}
+		return
+	}
+	reqs, _, _, _ := count(a)
+	_, mras, reps, mra := count(b)
+	if reqs != 2 || mras != 1 || reps != 1 {
+		t.Fatalf("client sent %d REQs, server %d MRAs and %d REPs; want 2, 1, 1", reqs, mras, reps)
+	}
+	if mra.MessageMRAed != cm.RefREQ || mra.ServiceTimeout != 24 {
+		t.Errorf("MRA %+v: want the REQ MRAed, service timeout 24", mra)
+	}
+	if st := a.svc.Stats(); st.Retransmits != 1 {
+		t.Errorf("client retransmits %d, want 1 (the REQ the MRA answered)", st.Retransmits)
+	}
+}

@@ -176,8 +176,16 @@ func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
 	r.c = newConn(s, id, nil, r.Local, r.Remote)
 	r.c.sgid = sgid
 	r.c.peer = r.Param
+	// As rdma_cm: an MRA, sent if the peer asks again before the consumer answers,
+	// gives the consumer up to mraServiceTimeout more.
+	_ = s.mgr.DelayMRA(id, mraServiceTimeout)
 	s.deliver(l, r)
 }
+
+// mraServiceTimeout is the service timeout of the MRA a REQ gets when the consumer
+// takes long to answer: 24, 4.096 µs × 2^24 ≈ 69 s (CMA_CM_MRA_SETTING in Linux's
+// drivers/infiniband/core/cma.c).
+const mraServiceTimeout = 24
 
 // deliver hands a request to OnEvent, or to the listener's backlog (a full one
 // rejects it); s.mu is held.
