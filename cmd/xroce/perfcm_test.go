@@ -76,7 +76,7 @@ func TestPerftestRDMACMInterop(t *testing.T) {
 	for _, c := range tools {
 		for _, perftestServes := range []bool{true, false} {
 			port++
-			common := []string{"-R", "-p", fmt.Sprint(port), "-n", "200", "-s", "4096"}
+			common := []string{"-R", "-F", "-p", fmt.Sprint(port), "-n", "200", "-s", "4096"}
 			name := c.perftest + " server, xroce " + c.ours + " client"
 			if !perftestServes {
 				name = "xroce " + c.ours + " server, " + c.perftest + " client"

@@ -116,7 +116,7 @@ func TestVerbsPerftestRDMACM(t *testing.T) {
 	p := newVerbsPair(t)
 	for i, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat"} {
 		needTool(t, "/usr/bin/"+tool, "perftest")
-		args := []string{tool, "-R", "-p", fmt.Sprint(18700 + i), "-n", "200", "-s", "4096"}
+		args := []string{tool, "-R", "-F", "-p", fmt.Sprint(18700 + i), "-n", "200", "-s", "4096"}
 		sout, sdone := cmServer(t, p, args...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
 		cerr := wait(t, tool+" client", cdone, cout, 60*time.Second)

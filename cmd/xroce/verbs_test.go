@@ -227,7 +227,7 @@ func TestVerbsPerftest(t *testing.T) {
 		{[]string{"ib_write_bw", "-n", "200", "-s", "4096", "-q", "2"}, []string{"4096"}, "400"}, // two QPs, 200 each
 		{[]string{"ib_write_bw", "-a", "-n", "20"}, all, "20"},
 	} {
-		args := append(run.args, "-x", "1", "-p", fmt.Sprint(18620+i))
+		args := append(run.args, "-x", "1", "-F", "-p", fmt.Sprint(18620+i))
 		_, sout, sdone := server(t, p.n.NsA, p.dirA, args...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
 		cerr := wait(t, args[0]+" client", cdone, cout, 60*time.Second)
@@ -295,7 +295,7 @@ func TestVerbsPerftestWrAPI(t *testing.T) {
 		{"8", []string{"ib_atomic_bw", "-n", "200"}},                         // wr_atomic_fetch_add
 	} {
 		size := run.size
-		args := append(run.args, "-x", "1", "-p", fmt.Sprint(18640+i))
+		args := append(run.args, "-x", "1", "-F", "-p", fmt.Sprint(18640+i))
 		_, sout, sdone := server(t, p.n.NsA, p.dirA, args...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
 		cerr := wait(t, args[0]+" client", cdone, cout, 30*time.Second)
@@ -322,7 +322,7 @@ func TestVerbsTwoApps(t *testing.T) {
 		t.Skip("no /usr/bin/ib_write_bw: apt-get install perftest (.ci/run installs it)")
 	}
 	p := newVerbsPair(t)
-	bw := []string{"ib_write_bw", "-x", "1", "-p", "18640", "-D", "3", "-s", "65536", "--use_old_post_send"}
+	bw := []string{"ib_write_bw", "-x", "1", "-F", "-p", "18640", "-D", "3", "-s", "65536", "--use_old_post_send"}
 	pp := []string{"ibv_rc_pingpong", "-g", "1", "-p", "18641", "-c", "-n", "200", "-s", "4096"}
 	_, bwSrv, bwSrvDone := server(t, p.n.NsA, p.dirA, bw...)
 	_, bwCli, bwCliDone := app(t, p.n.NsB, p.dirB, append(bw, p.n.IPA.String())...)
@@ -393,7 +393,7 @@ func TestVerbsPerftestLat(t *testing.T) {
 		{[]string{"ib_send_lat", "-a", "-n", "5"}, all, "5"},
 	} {
 		tool := run.args[0]
-		args := append(run.args, "-x", "1", "-p", fmt.Sprint(18650+i))
+		args := append(run.args, "-x", "1", "-F", "-p", fmt.Sprint(18650+i))
 		_, sout, sdone := server(t, p.n.NsA, p.dirA, args...)
 		_, cout, cdone := app(t, p.n.NsB, p.dirB, append(args, p.n.IPA.String())...)
 		cerr := wait(t, tool+" client", cdone, cout, 60*time.Second)
