@@ -16,15 +16,15 @@ import (
 
 // TestConformSelf is issue 16's self-run: `xroce conform` in namespace A against
 // fresh xroce servers in namespace B (started by --peer-cmd, one per scenario,
-// each with --guard 4096) passes every built-in scenario; every server reports
-// the 4096 bytes on each side of its registered region unchanged after its
+// each with --guard 8192) passes every built-in scenario; every server reports
+// the 8192 bytes on each side of its registered region unchanged after its
 // scenario; the JSON summary and each scenario's capture are written; and a few
 // verdicts are checked exactly.
 func TestConformSelf(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	dir := t.TempDir()
 	sum := filepath.Join(dir, "run.json")
-	peer := fmt.Sprintf("ip netns exec %s %s {server} -d %s --link xdp -s {size} -n {iters} -m {mtu} -p {port} --guard 4096", n.NsB, bin, n.IfB)
+	peer := fmt.Sprintf("ip netns exec %s %s {server} -d %s --link xdp -s {size} -n {iters} -m {mtu} -p {port} --guard 8192", n.NsB, bin, n.IfB)
 	p := startIn(t, n.NsA, 10*time.Minute, "conform", "-d", n.IfA, "--peer-cmd", peer, "--json", sum, "--pcap", dir, n.IPB.String())
 	err := p.wait(10 * time.Minute)
 	out := p.out.String()
@@ -49,7 +49,7 @@ func TestConformSelf(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("\n%d of %d scenarios passed\n", len(all), len(all))) {
 		t.Errorf("no tally line in\n%s", out)
 	}
-	const guard = " Guard: the 4096 bytes on each side of the registered region are unchanged\n"
+	const guard = " Guard: the 8192 bytes on each side of the registered region are unchanged\n"
 	for _, r := range s.Results {
 		if !r.Pass || !strings.Contains(r.PeerOutput, guard) {
 			t.Errorf("%s: pass %v, server output:\n%s", r.Name, r.Pass, r.PeerOutput)

@@ -60,7 +60,7 @@ func (c *Conn) Build(f *Frame) ([]byte, error) {
 	}
 	if f.Atomic != nil {
 		pk.AtomicETH = roce.AtomicETH{VA: f.Atomic.VA.Eval(c.Peer), RKey: uint32(f.Atomic.RKey.Eval(c.Peer)),
-			SwapAdd: f.Atomic.SwapAdd, Compare: f.Atomic.Compare}
+			SwapAdd: f.Atomic.SwapAdd.Eval(c.Peer), Compare: f.Atomic.Compare.Eval(c.Peer)}
 	}
 	if f.AckReq != nil {
 		pk.BTH.AckReq = *f.AckReq

@@ -70,6 +70,16 @@ func TestBuild(t *testing.T) {
 	if err != nil || !p.BTH.AckReq || p.AtomicETH != (roce.AtomicETH{VA: 0x7f0000001008, RKey: 0x101, SwapAdd: 7, Compare: 9}) {
 		t.Fatalf("atomic: %v %+v %+v", err, p.BTH, p.AtomicETH)
 	}
+	// swap_add and compare from an earlier answer's original remote data.
+	c.Peer.Orig = []uint64{^uint64(0) - 1}
+	cas := mustParse(t, "{opcode: RC_COMPARE_SWAP, atomic: {va: base, rkey: rkey}}")
+	cas.Atomic.SwapAdd, _ = ParseExpr("orig1+7")
+	cas.Atomic.Compare, _ = ParseExpr("orig1")
+	p, err = decode(cas)
+	c.Peer.Orig = nil
+	if err != nil || p.AtomicETH != (roce.AtomicETH{VA: 0x7f0000001000, RKey: 0x101, SwapAdd: 5, Compare: ^uint64(0) - 1}) {
+		t.Fatalf("atomic from orig1: %v %+v", err, p.AtomicETH)
+	}
 	p, err = decode(mustParse(t, "{opcode: RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, reth: {va: base, rkey: rkey, len: 0}, imm: 0x1234}"))
 	if err != nil || p.ImmDt != 0x1234 || p.Headers&roce.HdrImmDt == 0 {
 		t.Fatalf("immediate: %v %#x", err, p.ImmDt)
@@ -147,6 +157,47 @@ expect:
 	bad = c.judge(s.Expect.Responses[:1], nil)
 	if len(bad) != 1 || bad[0] != "response 1 (ACKNOWLEDGE +0 NAK_PSN_SEQUENCE_ERROR msn=0) did not come" {
 		t.Fatalf("missing: %q", bad)
+	}
+	// An alternative opcode: either matches, a third is named against both.
+	alt, err := Parse("t.yaml", []byte(`setup: {server: read_bw}
+send: [{opcode: RC_RDMA_READ_REQUEST, reth: {va: base, rkey: rkey, len: 4}}]
+expect:
+  usable: true
+  responses:
+    - {opcode: RC_RDMA_READ_RESPONSE_ONLY, or_opcodes: [RC_RDMA_READ_RESPONSE_LAST], psn: 0, syndrome: ACK, len: 4}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for op, want := range map[roce.Opcode]string{
+		roce.RC_RDMA_READ_RESPONSE_ONLY:  "",
+		roce.RC_RDMA_READ_RESPONSE_LAST:  "",
+		roce.RC_RDMA_READ_RESPONSE_FIRST: "response 1: opcode RC_RDMA_READ_RESPONSE_FIRST, want RC_RDMA_READ_RESPONSE_ONLY|RC_RDMA_READ_RESPONSE_LAST",
+	} {
+		bad := c.judge(alt.Expect.Responses, answers(t, c, ack(op, 0, roce.SyndromeACK, 1, []byte{1, 2, 3, 4})))
+		if strings.Join(bad, "\n") != want {
+			t.Errorf("%v: %q, want %q", op, bad, want)
+		}
+	}
+	if d := alt.Expect.Responses[0].describe(); d != "RDMA_READ_RESPONSE_ONLY|RDMA_READ_RESPONSE_LAST +0 ACK 4B" {
+		t.Errorf("describe: %q", d)
+	}
+	// An original value relative to an earlier response's.
+	atomic := func(off int, msn uint32, orig uint64) roce.Packet {
+		p := ack(roce.RC_ATOMIC_ACKNOWLEDGE, off, roce.SyndromeACK, msn, nil)
+		p.AtomicAckETH.OrigRemData = orig
+		return p
+	}
+	a, err := Parse("a.yaml", []byte(atomicScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := c.judge(a.Expect.Responses, answers(t, c, atomic(0, 1, 0xe6317bbc3925d5d9), atomic(1, 2, 0xe6317bbc3925d5d9))); len(bad) != 0 {
+		t.Errorf("orig1 matched: %q", bad)
+	}
+	bad = c.judge(a.Expect.Responses, answers(t, c, atomic(0, 1, 0xe6317bbc3925d5d9), atomic(1, 2, 0xe6317bbc3925d5de)))
+	if len(bad) != 1 || bad[0] != "response 2: original remote data 0xe6317bbc3925d5de, want 0xe6317bbc3925d5d9 (orig1)" {
+		t.Errorf("orig1 differs: %q", bad)
 	}
 	// The NAK names PSN +0; the READ response moves the expected PSN to +1 and the
 	// MSN to 1; the remote access NAK changes neither.

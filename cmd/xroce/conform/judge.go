@@ -40,7 +40,7 @@ func (c *Conn) describe(a *Answer) string {
 // describe renders an expected response in the form Conn.describe uses.
 func (r *Response) describe() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %+d", shortOp(r.Opcode.Opcode), r.PSN)
+	fmt.Fprintf(&b, "%s %+d", r.opcodeNames(false), r.PSN)
 	if r.Syndrome != nil {
 		b.WriteString(" " + r.Syndrome.Name)
 		if r.MSN != nil {
@@ -57,7 +57,7 @@ func (r *Response) describe() string {
 		fmt.Fprintf(&b, " =#%d", r.SameAs)
 	}
 	if r.Orig != nil {
-		fmt.Fprintf(&b, " orig=%#x", *r.Orig)
+		fmt.Fprintf(&b, " orig=%s", r.Orig)
 	}
 	return b.String()
 }
@@ -88,8 +88,8 @@ func (c *Conn) match(r *Response, a *Answer, prev []*Answer) []string {
 	if a.BadICRC {
 		bad = append(bad, "the answer's ICRC is wrong")
 	}
-	if p.BTH.Opcode != r.Opcode.Opcode {
-		bad = append(bad, fmt.Sprintf("opcode %v, want %v", p.BTH.Opcode, r.Opcode.Opcode))
+	if !r.allows(p.BTH.Opcode) {
+		bad = append(bad, fmt.Sprintf("opcode %v, want %s", p.BTH.Opcode, r.opcodeNames(true)))
 		return bad
 	}
 	if got := c.Offset(p.BTH.PSN); got != r.PSN {
@@ -113,10 +113,22 @@ func (c *Conn) match(r *Response, a *Answer, prev []*Answer) []string {
 	if r.SameAs > 0 && r.SameAs <= len(prev) && !bytes.Equal(p.Payload, prev[r.SameAs-1].Pkt.Payload) {
 		bad = append(bad, fmt.Sprintf("data %s, want response %d's %s", short(p.Payload), r.SameAs, short(prev[r.SameAs-1].Pkt.Payload)))
 	}
-	if r.Orig != nil && p.AtomicAckETH.OrigRemData != *r.Orig {
-		bad = append(bad, fmt.Sprintf("original remote data %#x, want %#x", p.AtomicAckETH.OrigRemData, *r.Orig))
+	if r.Orig != nil {
+		if want := r.Orig.Eval(Peer{Orig: origs(prev)}); p.AtomicAckETH.OrigRemData != want {
+			bad = append(bad, fmt.Sprintf("original remote data %#x, want %#x (%s)", p.AtomicAckETH.OrigRemData, want, r.Orig))
+		}
 	}
 	return bad
+}
+
+// origs are the answers' original remote data, in order (0 where an answer has
+// no AtomicAckETH), for origK expressions.
+func origs(got []*Answer) []uint64 {
+	out := make([]uint64, len(got))
+	for i, a := range got {
+		out[i] = a.Pkt.AtomicAckETH.OrigRemData
+	}
+	return out
 }
 
 // short renders bytes for a message: the length and the first 16 in hex.

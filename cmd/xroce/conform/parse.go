@@ -229,6 +229,34 @@ func (s *Scenario) check() error {
 		if r.SameAs < 0 || r.SameAs > i {
 			return fmt.Errorf("line %d: same_as %d: the number (from 1) of an earlier response", r.line, r.SameAs)
 		}
+		if r.Orig != nil && r.Orig.Ref > 0 {
+			if err := e.origRef(r.Orig, i); err != nil {
+				return fmt.Errorf("line %d: orig: %w", r.line, err)
+			}
+		}
+	}
+	for i := range s.Send {
+		f := &s.Send[i]
+		for _, x := range f.exprs() {
+			if x.Ref == 0 {
+				continue
+			}
+			if err := e.origRef(&x, len(e.Responses)); err != nil {
+				return fmt.Errorf("line %d: %w", f.line, err)
+			}
+		}
+	}
+	return nil
+}
+
+// origRef checks that x's origK names one of the first n expected responses and
+// that it is an ATOMIC_ACKNOWLEDGE.
+func (e *Expect) origRef(x *Expr, n int) error {
+	if x.Ref > n {
+		return fmt.Errorf("%s: orig%d is not one of the %d expected responses before it", x.Text, x.Ref, n)
+	}
+	if op := e.Responses[x.Ref-1].Opcode.Opcode; op != roce.RC_ATOMIC_ACKNOWLEDGE {
+		return fmt.Errorf("%s: response %d is %v; origK names an RC_ATOMIC_ACKNOWLEDGE", x.Text, x.Ref, op)
 	}
 	return nil
 }
@@ -315,14 +343,17 @@ func (p *Payload) check() error {
 func (r *Response) check() error {
 	op := r.Opcode.Opcode
 	info := op.Info()
-	switch op {
-	case roce.RC_ACKNOWLEDGE, roce.RC_ATOMIC_ACKNOWLEDGE, roce.RC_RDMA_READ_RESPONSE_FIRST,
-		roce.RC_RDMA_READ_RESPONSE_MIDDLE, roce.RC_RDMA_READ_RESPONSE_LAST, roce.RC_RDMA_READ_RESPONSE_ONLY:
-	default:
+	if !responseOp(op) {
 		if info.Name == "" {
 			return errors.New("opcode is missing: e.g. opcode: RC_ACKNOWLEDGE")
 		}
 		return fmt.Errorf("a responder answers with RC_ACKNOWLEDGE, RC_ATOMIC_ACKNOWLEDGE or RC_RDMA_READ_RESPONSE_*, not %v", op)
+	}
+	for _, o := range r.OrOpcodes {
+		oi := o.Info()
+		if !responseOp(o.Opcode) || oi.Headers != info.Headers || oi.Payload != info.Payload || o.Opcode == op {
+			return fmt.Errorf("or_opcodes: %v is not another opcode with %v's headers", o.Opcode, op)
+		}
 	}
 	hasAETH := info.Headers&roce.HdrAETH != 0
 	if !hasAETH && (r.Syndrome != nil || r.MSN != nil) {
@@ -341,6 +372,16 @@ func (r *Response) check() error {
 		return fmt.Errorf("orig is the AtomicAckETH of RC_ATOMIC_ACKNOWLEDGE, not of %v", op)
 	}
 	return r.Data.check()
+}
+
+// responseOp reports whether a responder answers with op.
+func responseOp(op roce.Opcode) bool {
+	switch op {
+	case roce.RC_ACKNOWLEDGE, roce.RC_ATOMIC_ACKNOWLEDGE, roce.RC_RDMA_READ_RESPONSE_FIRST,
+		roce.RC_RDMA_READ_RESPONSE_MIDDLE, roce.RC_RDMA_READ_RESPONSE_LAST, roce.RC_RDMA_READ_RESPONSE_ONLY:
+		return true
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

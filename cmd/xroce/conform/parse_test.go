@@ -105,6 +105,8 @@ func TestParseErrors(t *testing.T) {
 		{"mtu", "mtu: 2048|mtu: 1500", "x.yaml: setup.mtu 1500: want 256, 512, 1024, 2048 or 4096"},
 		{"response opcode", "RC_RDMA_READ_RESPONSE_ONLY|RC_SEND_ONLY", "x.yaml: line 13: a responder answers with RC_ACKNOWLEDGE, RC_ATOMIC_ACKNOWLEDGE or RC_RDMA_READ_RESPONSE_*, not RC_SEND_ONLY"},
 		{"same_as", "msn: 7, len: 8}|msn: 7, same_as: 1}", "x.yaml: line 13: same_as 1: the number (from 1) of an earlier response"},
+		{"or_opcodes headers", "RC_RDMA_READ_RESPONSE_ONLY,|RC_RDMA_READ_RESPONSE_ONLY, or_opcodes: [RC_RDMA_READ_RESPONSE_MIDDLE],", "x.yaml: line 13: or_opcodes: RC_RDMA_READ_RESPONSE_MIDDLE is not another opcode with RC_RDMA_READ_RESPONSE_ONLY's headers"},
+		{"or_opcodes request", "RC_RDMA_READ_RESPONSE_ONLY,|RC_RDMA_READ_RESPONSE_ONLY, or_opcodes: [RC_SEND_LAST_WITH_IMMEDIATE],", "x.yaml: line 13: or_opcodes: RC_SEND_LAST_WITH_IMMEDIATE is not another opcode"},
 		{"yaml syntax", "summary: s|summary: [s", "x.yaml: line 1: did not find expected ',' or ']'"},
 		{"two documents", "summary: s|---\nsummary: s\n---\nsummary: t", "x.yaml: "},
 		{"hex", "RC_RDMA_READ_REQUEST\n    psn: -2\n    reth: {va: end-8, rkey: rkey^0x10, len: 8}\n|RC_SEND_ONLY\n    psn: -2\n    payload: {hex: abc}\n", "x.yaml: line 5: payload.hex: encoding/hex: odd length hex string: want an even number of hex digits"},
@@ -122,6 +124,46 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// atomicScenario learns a value with a FETCH_ADD and swaps relative to it.
+const atomicScenario = `setup: {server: atomic_bw}
+send:
+  - {opcode: RC_FETCH_ADD, atomic: {va: base, rkey: rkey, swap_add: 0}}
+  - {opcode: RC_COMPARE_SWAP, psn: 1, atomic: {va: base, rkey: rkey, swap_add: orig1+7, compare: orig1}}
+expect:
+  usable: true
+  responses:
+    - {opcode: RC_ATOMIC_ACKNOWLEDGE, psn: 0, syndrome: ACK}
+    - {opcode: RC_ATOMIC_ACKNOWLEDGE, psn: 1, syndrome: ACK, orig: orig1}
+`
+
+// TestParseOrigRefs: origK names an earlier expected ATOMIC_ACKNOWLEDGE (a
+// frame: any expected one); anything else is an error naming the line.
+func TestParseOrigRefs(t *testing.T) {
+	s, err := Parse("a.yaml", []byte(atomicScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Send[0].refs() != 0 || s.Send[1].refs() != 1 || s.Expect.Responses[1].Orig.Ref != 1 {
+		t.Fatalf("refs %d %d, orig %+v", s.Send[0].refs(), s.Send[1].refs(), s.Expect.Responses[1].Orig)
+	}
+	for _, c := range []struct{ name, edit, want string }{
+		{"later response", "orig: orig1}|orig: orig2}", "a.yaml: line 9: orig: orig2: orig2 is not one of the 1 expected responses before it"},
+		{"frame past the responses", "compare: orig1|compare: orig3", "a.yaml: line 4: orig3: orig3 is not one of the 2 expected responses before it"},
+		{"not an atomic ACK", "RC_ATOMIC_ACKNOWLEDGE, psn: 0, syndrome: ACK}|RC_ACKNOWLEDGE, psn: 0, syndrome: ACK}", "a.yaml: line 9: orig: orig1: response 1 is RC_ACKNOWLEDGE; origK names an RC_ATOMIC_ACKNOWLEDGE"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			from, to, _ := strings.Cut(c.edit, "|")
+			if !strings.Contains(atomicScenario, from) {
+				t.Fatalf("%q not in the scenario", from)
+			}
+			_, err := Parse("a.yaml", []byte(strings.Replace(atomicScenario, from, to, 1)))
+			if err == nil || err.Error() != c.want {
+				t.Fatalf("error %v\nwant %q", err, c.want)
+			}
+		})
+	}
+}
+
 // TestParseNotMapping: a file that is not a mapping says what a scenario is.
 func TestParseNotMapping(t *testing.T) {
 	for _, data := range []string{"- a\n- b\n", "", "just text"} {
@@ -134,17 +176,18 @@ func TestParseNotMapping(t *testing.T) {
 
 // TestExpr: symbols, operators and numbers.
 func TestExpr(t *testing.T) {
-	p := Peer{QPN: 0x123, RKey: 0xabc, Base: 0x10000, RegionLen: 0x2000}
+	p := Peer{QPN: 0x123, RKey: 0xabc, Base: 0x10000, RegionLen: 0x2000, Orig: []uint64{0xfffffffffffffffe, 7}}
 	for in, want := range map[string]uint64{
 		"0": 0, "42": 42, "0x10": 16, "base": 0x10000, "base+64": 0x10040, "base - 64": 0xFFC0,
 		"end": 0x12000, "end-1": 0x11FFF, "rkey^0xff": 0xa43, "qpn+1": 0x124, "0xffffffffffffffff": ^uint64(0),
+		"orig1": 0xfffffffffffffffe, "orig1+5": 3, "orig2-1": 0x6, "orig3": 0,
 	} {
 		e, err := ParseExpr(in)
 		if err != nil || e.Eval(p) != want {
 			t.Errorf("%q: %#x, %v; want %#x", in, e.Eval(p), err, want)
 		}
 	}
-	for _, in := range []string{"", "base*2", "rkey+", "x", "0x", "-1", "baseline"} {
+	for _, in := range []string{"", "base*2", "rkey+", "x", "0x", "-1", "baseline", "orig", "orig0", "orig+1", "orig01", "origx"} {
 		if _, err := ParseExpr(in); err == nil {
 			t.Errorf("%q parsed", in)
 		}

@@ -205,16 +205,12 @@ const maxWait = 2 * time.Second
 // the differences from the expectation; an error means the link failed.
 func (x *exchange) scenario(s *Scenario, res *Result) ([]string, error) {
 	x.drain()
-	var frames [][]byte
+	var frames []*Frame
 	var delays []time.Duration
 	for i := range s.Send {
 		f := &s.Send[i]
-		b, err := x.c.Build(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", s.File, f.line, err)
-		}
 		for k := 0; k < f.Repeat; k++ {
-			frames = append(frames, b)
+			frames = append(frames, f)
 			d := time.Duration(0)
 			if k == 0 {
 				d = time.Duration(f.Delay)
@@ -224,7 +220,7 @@ func (x *exchange) scenario(s *Scenario, res *Result) ([]string, error) {
 	}
 	got, err := x.sendAndCollect(frames, delays, len(s.Expect.Responses), time.Duration(s.Expect.Quiet))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", s.File, err)
 	}
 	bad := x.c.judge(s.Expect.Responses, got)
 	res.Expected = describeAll(s.Expect.Responses)
@@ -316,11 +312,7 @@ func (x *exchange) probe(s *Scenario) ([]string, bool, error) {
 	f, want := probeFrame(s.Setup.Server, x.epsn)
 	msn := x.msn + 1
 	want.MSN = &msn
-	b, err := x.c.Build(&f)
-	if err != nil {
-		return nil, false, err
-	}
-	got, err := x.sendAndCollect([][]byte{b}, []time.Duration{0}, 1, time.Duration(s.Expect.Quiet))
+	got, err := x.sendAndCollect([]*Frame{&f}, []time.Duration{0}, 1, time.Duration(s.Expect.Quiet))
 	if err != nil {
 		return nil, false, err
 	}
@@ -349,11 +341,7 @@ func (x *exchange) finishSend(s *Scenario) error {
 	}
 	for int(x.msn) < s.Setup.Iters {
 		f, _ := probeFrame("send_bw", x.epsn)
-		b, err := x.c.Build(&f)
-		if err != nil {
-			return err
-		}
-		got, err := x.sendAndCollect([][]byte{b}, []time.Duration{0}, 1, 0)
+		got, err := x.sendAndCollect([]*Frame{&f}, []time.Duration{0}, 1, 0)
 		if err != nil {
 			return err
 		}
@@ -377,10 +365,12 @@ func (x *exchange) drain() {
 	}
 }
 
-// sendAndCollect sends frames (each after its delay), then collects the peer's
-// packets to this side's QP: until want have come and nothing more for quiet, or
-// until maxWait passes without one while fewer than want have come.
-func (x *exchange) sendAndCollect(frames [][]byte, delays []time.Duration, want int, quiet time.Duration) ([]*Answer, error) {
+// sendAndCollect builds and sends frames (each after its delay and, when it uses
+// an earlier answer's original remote data, once that answer has come or maxWait
+// passed), then collects the peer's packets to this side's QP: until want have
+// come and nothing more for quiet, or until maxWait passes without one while
+// fewer than want have come.
+func (x *exchange) sendAndCollect(frames []*Frame, delays []time.Duration, want int, quiet time.Duration) ([]*Answer, error) {
 	var got []*Answer
 	bufs := make([][]byte, 64)
 	for i, f := range frames {
@@ -390,7 +380,17 @@ func (x *exchange) sendAndCollect(frames [][]byte, delays []time.Duration, want 
 				return nil, err
 			}
 		}
-		if err := x.send(f); err != nil {
+		for dl := time.Now().Add(maxWait); len(got) < f.refs() && time.Now().Before(dl); {
+			if err := x.collect(&got, bufs, dl); err != nil {
+				return nil, err
+			}
+		}
+		x.c.Peer.Orig = origs(got)
+		b, err := x.c.Build(f)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", f.line, err)
+		}
+		if err := x.send(b); err != nil {
 			return nil, err
 		}
 	}

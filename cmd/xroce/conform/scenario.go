@@ -24,9 +24,12 @@ type Setup struct {
 	// Server is the perftest server the peer runs: write_bw, read_bw, send_bw or
 	// atomic_bw (ib_write_bw ... on rdma_rxe or an HCA).
 	Server string `yaml:"server"`
-	// Size is the server's -s in bytes (default 65536). A perftest bandwidth server
-	// registers 2*max(Size, 4096) bytes from the address it advertises; "end" in an
-	// address expression is that address plus this length.
+	// Size is the server's -s in bytes (default 65536). With B = max(Size, 4096)
+	// (perftest's BUFF_SIZE with a page as cycle buffer), an xroce server
+	// registers 2*B bytes from the address it advertises, a perftest server 2*B
+	// from B bytes before it (perftest v4.5-0.17 perftest_communication.c: vaddr =
+	// buf + (num_of_qps + i) * BUFF_SIZE). "end" in an address expression is the
+	// advertised address plus 2*B, outside both; base-B-1 and below is too.
 	Size int `yaml:"size"`
 	// MTU is the path MTU in bytes this side offers in the exchange: 256 to 4096
 	// (default 1024); the connection runs at the smaller of both sides'.
@@ -71,11 +74,13 @@ type RETH struct {
 }
 
 // Atomic gives the AtomicETH of COMPARE_SWAP and FETCH_ADD (IBTA Vol 1 §9.3.5).
+// SwapAdd and Compare may name what an earlier atomic found (orig1+7): the frame
+// is then built once that answer has come.
 type Atomic struct {
-	VA      Expr   `yaml:"va"`
-	RKey    Expr   `yaml:"rkey"`
-	SwapAdd uint64 `yaml:"swap_add"`
-	Compare uint64 `yaml:"compare"`
+	VA      Expr `yaml:"va"`
+	RKey    Expr `yaml:"rkey"`
+	SwapAdd Expr `yaml:"swap_add"`
+	Compare Expr `yaml:"compare"`
 }
 
 // Payload is a frame's data: Size bytes of Fill, or the bytes Hex spells.
@@ -130,20 +135,56 @@ type Expect struct {
 
 // Response is one expected packet.
 type Response struct {
-	Opcode   Opcode    `yaml:"opcode"`
-	PSN      int       `yaml:"psn"` // offset from the first expected PSN
-	Syndrome *Syndrome `yaml:"syndrome"`
-	MSN      *uint32   `yaml:"msn"`
+	Opcode Opcode `yaml:"opcode"`
+	// OrOpcodes are other opcodes the spec equally allows in this place, each
+	// with the same headers as Opcode and the same other fields (e.g. a READ
+	// restarted within its response: RC_RDMA_READ_RESPONSE_ONLY or the
+	// original's RC_RDMA_READ_RESPONSE_LAST).
+	OrOpcodes []Opcode  `yaml:"or_opcodes"`
+	PSN       int       `yaml:"psn"` // offset from the first expected PSN
+	Syndrome  *Syndrome `yaml:"syndrome"`
+	MSN       *uint32   `yaml:"msn"`
 	// Data is a READ response's payload; Len only its length in bytes; SameAs
 	// the number (from 1) of an earlier response whose payload this one repeats
 	// (a duplicate READ answered again).
 	Data   *Payload `yaml:"data"`
 	Len    *int     `yaml:"len"`
 	SameAs int      `yaml:"same_as"`
-	// Orig is an ATOMIC_ACKNOWLEDGE's original remote data (AtomicAckETH).
-	Orig *uint64 `yaml:"orig"`
+	// Orig is an ATOMIC_ACKNOWLEDGE's original remote data (AtomicAckETH): a
+	// number, or relative to an earlier response's (orig1+5), since a perftest
+	// server's buffer holds whatever its allocation held.
+	Orig *Expr `yaml:"orig"`
 
 	line int
+}
+
+// allows reports whether op is the expected opcode or one of its alternatives.
+func (r *Response) allows(op roce.Opcode) bool {
+	if op == r.Opcode.Opcode {
+		return true
+	}
+	for _, o := range r.OrOpcodes {
+		if op == o.Opcode {
+			return true
+		}
+	}
+	return false
+}
+
+// opcodeNames renders the expected opcode and its alternatives, e.g.
+// "RDMA_READ_RESPONSE_ONLY|RDMA_READ_RESPONSE_LAST" (full names with full).
+func (r *Response) opcodeNames(full bool) string {
+	name := func(op roce.Opcode) string {
+		if full {
+			return op.String()
+		}
+		return shortOp(op)
+	}
+	out := name(r.Opcode.Opcode)
+	for _, o := range r.OrOpcodes {
+		out += "|" + name(o.Opcode)
+	}
+	return out
 }
 
 // Duration is a time.Duration written as Go spells it ("300ms", "2s").
@@ -159,6 +200,31 @@ type Syndrome struct {
 	Kind  roce.SyndromeKind
 	Code  uint8 // NAK code (Table 43) when Kind is KindNAK
 	Exact bool  // Code must match
+}
+
+// refs is the highest response number (from 1) whose original remote data the
+// frame's expressions use (origK), 0 if none: the frame waits for that answer.
+func (f *Frame) refs() int {
+	n := 0
+	for _, e := range f.exprs() {
+		n = max(n, e.Ref)
+	}
+	return n
+}
+
+// exprs are the frame's expressions.
+func (f *Frame) exprs() []Expr {
+	var out []Expr
+	if f.RETH != nil {
+		out = append(out, f.RETH.VA, f.RETH.RKey)
+	}
+	if f.Atomic != nil {
+		out = append(out, f.Atomic.VA, f.Atomic.RKey, f.Atomic.SwapAdd, f.Atomic.Compare)
+	}
+	if f.BTH.DestQP != nil {
+		out = append(out, *f.BTH.DestQP)
+	}
+	return out
 }
 
 // NeedsRawLink reports whether a frame of s can only be sent on a link that puts
