@@ -96,12 +96,14 @@ lint:
 
 # xroce against a real rdma_rxe peer in a QEMU guest built from Debian packages
 # (cached under ~/.cache/xroce); needs root and qemu-system-x86. Failed cells keep
-# their bridge capture in test/interop/captures/.
+# their bridge capture in test/interop/captures/. make interop also runs the
+# conformance suite against Debian's perftest servers on rdma_rxe (TestConformRxe:
+# rdma_rxe's table in test/interop/captures/conform-rxe.md).
 interop-quick:
 	XROCE_INTEROP=quick $(GO) test -count=1 -v -timeout 20m -run '^TestMatrix$$' ./test/interop/
 
 interop:
-	XROCE_INTEROP=full $(GO) test -count=1 -v -timeout 80m -run '^TestMatrix$$' ./test/interop/
+	XROCE_INTEROP=full $(GO) test -count=1 -v -timeout 90m -run '^(TestMatrix|TestConformRxe)$$' ./test/interop/
 
 clean:
 	$(GO) clean -testcache

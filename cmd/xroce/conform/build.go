@@ -28,9 +28,11 @@ func (c *Conn) PSN(off int) uint32 { return roce.PSNAdd(c.EPSN, off) }
 func (c *Conn) Offset(psn uint32) int { return int(roce.PSNDiff(psn, c.EPSN)) }
 
 // defaultAckReq is the AckReq a requester sets: on the last packet of a message
-// (IBTA Vol 1 §9.2.3; rdma_rxe sets it there and on READ requests and atomics).
+// (IBTA Vol 1 §9.2.3; rdma_rxe sets it there and on READ requests and atomics);
+// never on a CNP or a response (an opcode with an AETH: rxe_resp.c
+// prepare_ack_packet builds them with AckReq 0).
 func defaultAckReq(op roce.Opcode) bool {
-	if op == roce.CNP {
+	if op == roce.CNP || op.Info().Headers&roce.HdrAETH != 0 {
 		return false
 	}
 	pos := op.Info().Position
@@ -61,6 +63,9 @@ func (c *Conn) Build(f *Frame) ([]byte, error) {
 	if f.Atomic != nil {
 		pk.AtomicETH = roce.AtomicETH{VA: f.Atomic.VA.Eval(c.Peer), RKey: uint32(f.Atomic.RKey.Eval(c.Peer)),
 			SwapAdd: f.Atomic.SwapAdd.Eval(c.Peer), Compare: f.Atomic.Compare.Eval(c.Peer)}
+	}
+	if f.AETH != nil {
+		pk.AETH = roce.AETH{Syndrome: roce.Syndrome(f.AETH.Syndrome), MSN: f.AETH.MSN}
 	}
 	if f.AckReq != nil {
 		pk.BTH.AckReq = *f.AckReq

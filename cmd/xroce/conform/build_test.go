@@ -95,6 +95,11 @@ func TestBuild(t *testing.T) {
 	if _, err := decode(mustParse(t, "{opcode: RC_SEND_ONLY, bth: {tver: 1}}")); err != roce.ErrBadVersion {
 		t.Errorf("tver 1: %v", err)
 	}
+	// A ghost ACK: the AETH as given, no AckReq.
+	p, err = decode(mustParse(t, "{opcode: RC_ACKNOWLEDGE, psn: 1, aeth: {syndrome: 0x1f, msn: 0xabcdef}}"))
+	if err != nil || p.AETH != (roce.AETH{Syndrome: roce.SyndromeACK, MSN: 0xabcdef}) || p.BTH.AckReq || p.BTH.PSN != 0xFFFFFF {
+		t.Fatalf("ACK: %v %+v %+v", err, p.AETH, p.BTH)
+	}
 	p, err = decode(mustParse(t, "{opcode: CNP}"))
 	if err != nil || !p.BTH.BECN || p.BTH.AckReq || p.BTH.DestQP != 0x11 {
 		t.Fatalf("CNP: %v %+v", err, p.BTH)

@@ -280,8 +280,17 @@ func (f *Frame) check() error {
 	if h&roce.HdrAtomicETH == 0 && f.Atomic != nil {
 		return fmt.Errorf("%v carries no AtomicETH: remove atomic", op)
 	}
-	if h&(roce.HdrDETH|roce.HdrFETH|roce.HdrAETH|roce.HdrAtomicAckETH|roce.HdrIETH) != 0 {
-		return fmt.Errorf("%v: the suite sends requests (SEND, WRITE, READ request, atomics) and CNPs; other opcodes are not supported yet", op)
+	if h&(roce.HdrDETH|roce.HdrFETH|roce.HdrAtomicAckETH|roce.HdrIETH) != 0 {
+		return fmt.Errorf("%v: the suite sends requests (SEND, WRITE, READ request, atomics), ACKs, READ responses and CNPs; other opcodes are not supported yet", op)
+	}
+	if h&roce.HdrAETH != 0 && f.AETH == nil {
+		return fmt.Errorf("%v carries an AETH: add aeth: {syndrome: 0x1f, msn: N}", op)
+	}
+	if h&roce.HdrAETH == 0 && f.AETH != nil {
+		return fmt.Errorf("%v carries no AETH: remove aeth", op)
+	}
+	if f.AETH != nil && f.AETH.MSN > 0xFFFFFF {
+		return fmt.Errorf("aeth.msn %d: 24 bits, want 0 to 16777215", f.AETH.MSN)
 	}
 	if f.Imm != 0 && h&roce.HdrImmDt == 0 {
 		return fmt.Errorf("%v carries no ImmDt: remove imm, or use a WITH_IMMEDIATE opcode", op)

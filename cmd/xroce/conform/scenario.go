@@ -27,7 +27,7 @@ type Setup struct {
 	// Size is the server's -s in bytes (default 65536). With B = max(Size, 4096)
 	// (perftest's BUFF_SIZE with a page as cycle buffer), an xroce server
 	// registers 2*B bytes from the address it advertises, a perftest server 2*B
-	// from B bytes before it (perftest v4.5-0.17 perftest_communication.c: vaddr =
+	// from B bytes before it (perftest v4.5-0.17 perftest_communication.c set_up_connection: vaddr =
 	// buf + (num_of_qps + i) * BUFF_SIZE). "end" in an address expression is the
 	// advertised address plus 2*B, outside both; base-B-1 and below is too.
 	Size int `yaml:"size"`
@@ -53,6 +53,9 @@ type Frame struct {
 	AckReq *bool   `yaml:"ackreq"`
 	RETH   *RETH   `yaml:"reth"`
 	Atomic *Atomic `yaml:"atomic"`
+	// AETH is the ACK extended transport header of a response opcode sent at the
+	// peer's responder (a ghost ACK): its syndrome byte (0x1f: ACK) and MSN.
+	AETH *FrameAETH `yaml:"aeth"`
 	// Imm is the ImmDt of a WITH_IMMEDIATE opcode.
 	Imm     uint32   `yaml:"imm"`
 	Payload *Payload `yaml:"payload"`
@@ -81,6 +84,13 @@ type Atomic struct {
 	RKey    Expr `yaml:"rkey"`
 	SwapAdd Expr `yaml:"swap_add"`
 	Compare Expr `yaml:"compare"`
+}
+
+// FrameAETH is the AETH of a sent frame (IBTA Vol 1 §9.3.6): the syndrome as a
+// byte (Tables 42 and 43) and the MSN.
+type FrameAETH struct {
+	Syndrome uint8  `yaml:"syndrome"`
+	MSN      uint32 `yaml:"msn"`
 }
 
 // Payload is a frame's data: Size bytes of Fill, or the bytes Hex spells.
