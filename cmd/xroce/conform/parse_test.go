@@ -115,16 +115,24 @@ func TestParseErrors(t *testing.T) {
 		{"hex", "RC_RDMA_READ_REQUEST\n    psn: -2\n    reth: {va: end-8, rkey: rkey^0x10, len: 8}\n|RC_SEND_ONLY\n    psn: -2\n    payload: {hex: abc}\n", "x.yaml: line 5: payload.hex: encoding/hex: odd length hex string: want an even number of hex digits"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			from, to, _ := strings.Cut(c.edit, "|")
-			if !strings.Contains(goodScenario, from) {
-				t.Fatalf("%q not in the scenario", from)
-			}
-			_, err := Parse("x.yaml", []byte(strings.Replace(goodScenario, from, to, 1)))
+			err := parseEdited(t, "x.yaml", goodScenario, c.edit)
 			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 				t.Fatalf("error %v\nwant one starting %q", err, c.want)
 			}
 		})
 	}
+}
+
+// parseEdited parses scenario with edit ("from|to": the first from replaced by
+// to) applied, as file name; from must occur.
+func parseEdited(t *testing.T, name, scenario, edit string) error {
+	t.Helper()
+	from, to, _ := strings.Cut(edit, "|")
+	if !strings.Contains(scenario, from) {
+		t.Fatalf("%q not in the scenario", from)
+	}
+	_, err := Parse(name, []byte(strings.Replace(scenario, from, to, 1)))
+	return err
 }
 
 // atomicScenario learns a value with a FETCH_ADD and swaps relative to it.
@@ -155,11 +163,7 @@ func TestParseOrigRefs(t *testing.T) {
 		{"not an atomic ACK", "RC_ATOMIC_ACKNOWLEDGE, psn: 0, syndrome: ACK}|RC_ACKNOWLEDGE, psn: 0, syndrome: ACK}", "a.yaml: line 9: orig: orig1: response 1 is RC_ACKNOWLEDGE; origK names an RC_ATOMIC_ACKNOWLEDGE"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			from, to, _ := strings.Cut(c.edit, "|")
-			if !strings.Contains(atomicScenario, from) {
-				t.Fatalf("%q not in the scenario", from)
-			}
-			_, err := Parse("a.yaml", []byte(strings.Replace(atomicScenario, from, to, 1)))
+			err := parseEdited(t, "a.yaml", atomicScenario, c.edit)
 			if err == nil || err.Error() != c.want {
 				t.Fatalf("error %v\nwant %q", err, c.want)
 			}
