@@ -50,6 +50,7 @@ func runPerf(name string, args []string) error {
 	if err != nil {
 		return err
 	}
+	oneThread()
 	t := testFor(name)
 	if o.atomicType == "CMP_AND_SWAP" {
 		t.op = transport.WR_ATOMIC_CMP_AND_SWP

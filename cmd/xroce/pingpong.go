@@ -17,7 +17,10 @@ import (
 
 // runPingpong is ibv_rc_pingpong: SENDs bounced between client and server, with its
 // TCP exchange and its output.
-func runPingpong(name string, args []string) error { return pingpong(args, os.Stdout) }
+func runPingpong(name string, args []string) error {
+	oneThread()
+	return pingpong(args, os.Stdout)
+}
 
 func pingpong(args []string, w io.Writer) error {
 	fs := pflag.NewFlagSet(name0("pingpong"), pflag.ContinueOnError)
