@@ -201,15 +201,7 @@ func TestSlowAccept(t *testing.T) {
 	}
 	defer l.Close()
 	qa, qb := a.newQP(t), b.newQP(t)
-	type res struct {
-		c   *rdmacm.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := a.svc.Dial(ctx5(t), qa, netip.AddrPortFrom(ipB, 18515), rdmacm.Param{RetryCount: 7, RNRRetryCount: 7}, rdmacm.DialOptions{})
-		ch <- res{c, err}
-	}()
+	ch := dialAsync(t, a, qa, 18515, rdmacm.Param{RetryCount: 7, RNRRetryCount: 7})
 	req, err := l.Accept(ctx5(t))
 	if err != nil {
 		t.Fatal(err)

@@ -176,6 +176,23 @@ type connected struct {
 	req            *rdmacm.Request
 }
 
+// dialResult is what Dial returned.
+type dialResult struct {
+	c   *rdmacm.Conn
+	err error
+}
+
+// dialAsync dials B's port from a's QP qa with cp in a goroutine; the result comes
+// on the channel.
+func dialAsync(t *testing.T, a *node, qa *transport.QueuePair, port uint16, cp rdmacm.Param) <-chan dialResult {
+	ch := make(chan dialResult, 1)
+	go func() {
+		c, err := a.svc.Dial(ctx5(t), qa, netip.AddrPortFrom(ipB, port), cp, rdmacm.DialOptions{})
+		ch <- dialResult{c, err}
+	}()
+	return ch
+}
+
 // connect listens on port at b, dials from a with cp, accepts with sp.
 func connect(t *testing.T, a, b *node, port uint16, cp, sp rdmacm.Param) connected {
 	t.Helper()
@@ -185,15 +202,7 @@ func connect(t *testing.T, a, b *node, port uint16, cp, sp rdmacm.Param) connect
 	}
 	defer l.Close()
 	qa, qb := a.newQP(t), b.newQP(t)
-	type res struct {
-		c   *rdmacm.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := a.svc.Dial(ctx5(t), qa, netip.AddrPortFrom(ipB, port), cp, rdmacm.DialOptions{})
-		ch <- res{c, err}
-	}()
+	ch := dialAsync(t, a, qa, port, cp)
 	req, err := l.Accept(ctx5(t))
 	if err != nil {
 		t.Fatal(err)
