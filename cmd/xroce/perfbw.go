@@ -191,6 +191,9 @@ func (r *bwRun) post() error {
 				for j := 0; j < list; j++ {
 					wr := r.wrs[i]
 					wr.WRID = wrID(i, uint64(r.posted[i]+len(r.batch)))
+					if r.c.o.verifyAll {
+						r.c.toSlot(&wr, r.posted[i]+len(r.batch))
+					}
 					if j < list-1 {
 						wr.Flags &^= transport.SendSignaled
 					}
@@ -215,7 +218,7 @@ func (r *bwRun) post() error {
 }
 
 // reap counts successful completions per QP (a signaled completion of a post list
-// stands for the list) and posts each completed receive again.
+// stands for the list) and posts each completed receive again (recvDone).
 func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
 	for _, wc := range wcs {
 		qp := wrQP(wc.WRID)
@@ -224,7 +227,7 @@ func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
 		}
 		if wc.Opcode == transport.WC_RECV {
 			r.recvd++
-			if err := r.c.postRecv(qp, wc.WRID&(1<<40-1)); err != nil {
+			if err := r.c.recvDone(qp, wc.WRID&(1<<40-1), wc.ByteLen); err != nil {
 				return err
 			}
 			continue

@@ -31,6 +31,7 @@ type perfOptions struct {
 	output      string // --output: one figure instead of the report
 	runInf      bool
 	verify      bool
+	verifyAll   bool // --verify-all: every message checked (implies verify)
 	counters    bool
 	inline      int
 	qpTimeout   int
@@ -72,6 +73,7 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	if fs.NArg() == 1 {
 		o.server = fs.Arg(0)
 	}
+	o.verify = o.verify || o.verifyAll
 	if o.txDepth > o.iters && o.duration == 0 && !o.runInf {
 		o.txDepth = o.iters // as perftest's parser does: no more in flight than there are
 	}
@@ -128,7 +130,8 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 		_ = fs.MarkHidden(u.long)
 	}
 	addLinkFlags(fs, &o.linkOptions)
-	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce)")
+	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce): the last message of each size, on each QP")
+	fs.BoolVar(&o.verifyAll, "verify-all", false, "write_bw, read_bw and send_bw: verify every message (implies --verify; give it on both sides): each has content and a buffer slot of its own on both sides, -q × -n × -s at most 1 GiB; one size, so not with -a, -b, -D or --run_infinitely (nor atomic_bw or the latency tests)")
 	fs.IntVar(&o.guard, "guard", 0, "watch this many bytes on each side of the registered buffer (a multiple of 4096, at most 1 MiB): filled with a pattern, checked when the test ends; a change fails the run (xroce conform's memory-safety check)")
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 }
@@ -226,6 +229,9 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-p %d: RDMA CM ports are 1..65535", o.port)
 	}
 	if err := checkOutput(o.output, lat); err != nil {
+		return err
+	}
+	if err := o.checkVerifyAll(name); err != nil {
 		return err
 	}
 	if _, err := ccOption(o.linkOptions); err != nil {

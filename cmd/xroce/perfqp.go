@@ -16,6 +16,9 @@ func (c *conn) setup() error {
 	if c.split() && c.writeOffs() {
 		c.half *= 2 // the sizes' places of a verified write_bw -a (writeOff) in the landing half
 	}
+	if c.o.verifyAll {
+		c.half = max(c.half, slotsHalf(c.o.iters, c.o.size)) // every message's slot
+	}
 	var err error
 	if c.buf, err = c.allocGuarded(q * 2 * c.half); err != nil {
 		return err
@@ -37,7 +40,7 @@ func (c *conn) setup() error {
 		rkey = 0 // as perftest's send tests advertise
 	}
 	for i := 0; i < q; i++ {
-		qp, err := prov.CreateQP(c.cq, c.cq, transport.QPCap{MaxSendWR: depth, MaxRecvWR: 512, MaxSendSGE: 1, MaxRecvSGE: 1,
+		qp, err := prov.CreateQP(c.cq, c.cq, transport.QPCap{MaxSendWR: depth, MaxRecvWR: recvWindow, MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInlineData: c.o.inline})
 		if err != nil {
 			return err
@@ -51,9 +54,9 @@ func (c *conn) setup() error {
 			vaddr += uint64(c.half)
 		}
 		c.local = append(c.local, oob.Dest{OutReads: outReads, QPN: qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF, RKey: rkey,
-			VAddr: vaddr, GID: c.env.gid.GID})
+			VAddr: vaddr, GID: c.env.gid.GID, SRQN: c.keySRQN()})
 	}
-	if c.o.verify && (!c.client || c.o.bidir) && c.t.op == transport.WR_RDMA_READ {
+	if c.o.verify && !c.o.verifyAll && (!c.client || c.o.bidir) && c.t.op == transport.WR_RDMA_READ {
 		for i := range c.qps { // what the client reads: the advertised area
 			off := int(c.local[i].VAddr - c.mr.Addr())
 			pattern(c.buf[off:off+c.maxSize()], c.readSeed())
@@ -63,9 +66,14 @@ func (c *conn) setup() error {
 }
 
 // startSize gets the buffers ready for a size: with --verify a sender's send areas
-// hold the size's pattern, and a READ client's landing areas are cleared.
+// hold the size's pattern, and a READ client's landing areas are cleared; with
+// --verify-all every message's slot is filled (fillSlots).
 func (c *conn) startSize(size int) error {
 	c.size = size
+	if c.o.verifyAll {
+		c.fillSlots()
+		return nil
+	}
 	if !c.o.verify || c.atomic() || !c.client && !c.t.lat && !c.o.bidir {
 		return nil // atomics count from 0; bw servers do not send (but with -b)
 	}
@@ -99,6 +107,9 @@ func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 		if err := c.checkPeerTest(remote[i]); err != nil {
 			return err
 		}
+		if err := c.checkPeerVerifyAll(remote[i]); err != nil {
+			return err
+		}
 		if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote[i].GID); err != nil {
 			return err
 		}
@@ -118,7 +129,7 @@ func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 	// of a -a run, and those take the largest size.
 	if c.t.op == transport.WR_SEND && (!c.client || c.t.lat || c.o.bidir) {
 		for i := range c.qps {
-			for n := 0; n < min(512, c.o.iters); n++ {
+			for n := 0; n < min(recvWindow, c.o.iters); n++ {
 				if err := c.postRecv(i, uint64(n)); err != nil {
 					return err
 				}
@@ -134,8 +145,13 @@ func wrID(qp int, n uint64) uint64 { return uint64(qp)<<40 | n }
 // wrQP is the QP index of a work request's ID.
 func wrQP(id uint64) int { return int(id >> 40) }
 
+// postRecv posts receive id on QP qp: at the QP's landing area, or with
+// --verify-all at message id's slot.
 func (c *conn) postRecv(qp int, id uint64) error {
 	off := c.base(qp) + c.half*boolInt(c.split())
+	if c.o.verifyAll {
+		off += slotOff(int(id), c.size)
+	}
 	n := max(c.size, 1)
 	if c.o.all {
 		n = c.half

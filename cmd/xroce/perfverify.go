@@ -13,6 +13,7 @@ import (
 // QP, where it is sure to be in place: after the size (SEND, READ, write_lat's
 // server), before its last answer (write_lat's client), or after the whole run
 // (write_bw's server, whose -a sizes each have their place; atomic_bw's counters).
+// --verify-all checks every message instead (perfverifyall.go).
 
 // checkData compares what arrived with what was sent, and says why they differ:
 // nothing arrived or the sender sent no pattern (it lacks --verify), or the
@@ -76,7 +77,7 @@ func (c *conn) checkLatWrite() error {
 
 // verifySize checks the data of the size just run, where this side can.
 func (c *conn) verifySize(bw bool) error {
-	if !c.o.verify {
+	if !c.o.verify || c.o.verifyAll {
 		return nil
 	}
 	n := c.size
@@ -107,6 +108,9 @@ func (c *conn) verifySize(bw bool) error {
 // verifyEnd runs the checks that wait for the end of the run and prints what was
 // verified.
 func (c *conn) verifyEnd() error {
+	if c.o.verifyAll {
+		return c.verifyAllEnd()
+	}
 	if !c.o.verify {
 		return nil
 	}
