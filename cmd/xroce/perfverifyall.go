@@ -227,15 +227,19 @@ func (c *conn) verifyAllEnd() error {
 // verifiedAll says what a --verify-all check verified: q QPs of n messages of
 // size bytes each.
 func verifiedAll(q, n, size int) string {
-	unit := "bytes"
-	if size == 1 {
-		unit = "byte"
-	}
-	s := fmt.Sprintf("every one of the %d messages of %d %s", q*n, size, unit)
+	s := fmt.Sprintf("every one of the %d messages of %s", q*n, byteCount(size))
 	if q > 1 {
 		s += fmt.Sprintf(", %d on each of the %d QPs", n, q)
 	}
 	return s
+}
+
+// byteCount says n bytes in words: "1 byte", "4097 bytes".
+func byteCount(n int) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // sameStart says whether got starts as message 0 of QP 0 at size bytes does.
@@ -266,6 +270,6 @@ func slotError(got, want []byte, qp, msg, n int) error {
 	case qp == 0 && msg == 0 && k > 0 && k != len(want) && k <= transport.MaxMsgSize && sameStart(got, k):
 		why = fmt.Sprintf(": the peer's messages are %d bytes and this side's -s is %d; give both sides the same -s", k, len(want))
 	}
-	return fmt.Errorf("verify-all: QP %d, message %d of %d (%d bytes): byte %d differs, %#02x where %#02x was expected%s",
-		qp, msg, n, len(want), i, got[i], want[i], why)
+	return fmt.Errorf("verify-all: QP %d, message %d of %d (%s): byte %d differs, %#02x where %#02x was expected%s",
+		qp, msg, n, byteCount(len(want)), i, got[i], want[i], why)
 }
