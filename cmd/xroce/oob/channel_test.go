@@ -128,3 +128,24 @@ func TestChannelAgainstCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestDestSRQN: the SRQ number field, which carries xroce's --verify-all mark and
+// -n, goes through both key message formats: big-endian at byte 48 of struct
+// pingpong_dest (-R), "%08x" before the NUL of the text key message.
+func TestDestSRQN(t *testing.T) {
+	d := Dest{OutReads: 1, QPN: 0x1e, PSN: 0xcbab3a, RKey: 0x0ff5, VAddr: 0x558dfedeb000, SRQN: 0x8000012c}
+	b := d.MarshalDest()
+	if got := b[48:52]; !bytes.Equal(got, []byte{0x80, 0x00, 0x01, 0x2c}) {
+		t.Errorf("srqn bytes % x, want 80 00 01 2c", got)
+	}
+	if got, err := ParseDest(b); err != nil || got != d {
+		t.Errorf("ParseDest: %+v, %v; want %+v", got, err, d)
+	}
+	k := d.MarshalKey()
+	if got := string(k[len(k)-10 : len(k)-1]); got != "8000012c:" {
+		t.Errorf("text key message ends %q, want \"8000012c:\"", got)
+	}
+	if got, err := ParseKey(k); err != nil || got != d {
+		t.Errorf("ParseKey: %+v, %v; want %+v", got, err, d)
+	}
+}

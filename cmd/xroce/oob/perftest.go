@@ -653,15 +653,16 @@ func (d Dest) MarshalDest() []byte {
 	return b
 }
 
-// ParseDest reads a struct pingpong_dest as perftest's rdma_read_keys does: lid
-// to the GID (not srqn, gid_index nor the padding).
+// ParseDest reads a struct pingpong_dest as perftest's rdma_read_keys does, lid
+// to the GID (not gid_index nor the padding), and srqn, which perftest's reader
+// skips and sends as 0 without an SRQ: xroce's --verify-all mark and -n.
 func ParseDest(b []byte) (Dest, error) {
 	if len(b) != DestLen {
 		return Dest{}, fmt.Errorf("oob: rdma_cm key message of %d bytes, want %d (struct pingpong_dest of perftest 4.5)", len(b), DestLen)
 	}
 	be := binary.BigEndian
 	d := Dest{LID: uint16(be.Uint32(b[0:])), OutReads: int(be.Uint32(b[4:])), QPN: be.Uint32(b[8:]) & 0xFFFFFF,
-		PSN: be.Uint32(b[12:]) & 0xFFFFFF, RKey: be.Uint32(b[16:]), VAddr: be.Uint64(b[24:])}
+		PSN: be.Uint32(b[12:]) & 0xFFFFFF, RKey: be.Uint32(b[16:]), VAddr: be.Uint64(b[24:]), SRQN: be.Uint32(b[48:])}
 	copy(d.GID[:], b[32:48])
 	return d, nil
 }
