@@ -167,8 +167,9 @@ func errString(err error) string {
 }
 
 // TestVerifyAll: write_bw, read_bw and send_bw --verify-all over AF_XDP between two
-// namespaces at 1 B, 4097 B (on 2 QPs) and 1 MiB, and at 4097 B on 2 QPs with -R
-// (the mark and -n go through the RDMA CM's exchange too): the side the data goes
+// namespaces at 1 B, 4097 B (on 2 QPs) and 1 MiB, at 4097 B on 2 QPs with -R (the
+// mark and -n go through the RDMA CM's exchange too), and at 4097 B with -l 8 (each
+// work request of a post list has its own slot): the side the data goes
 // to checks every message and says so, per QP with -q 2; the other side says who
 // checks. send_bw's 2000 1-byte messages are more than the 512 receives posted at
 // once: the later receives go to their own slots as the earlier ones complete.
@@ -177,13 +178,11 @@ func TestVerifyAll(t *testing.T) {
 	for _, cmd := range []string{"write_bw", "read_bw", "send_bw"} {
 		for _, c := range []struct {
 			size, iters, qps int
-			flag             string
-		}{{1, 2000, 1, ""}, {4097, 300, 2, ""}, {1 << 20, 20, 1, ""}, {4097, 300, 2, "-R"}} {
-			t.Run(fmt.Sprintf("%s/%d%s", cmd, c.size, c.flag), func(t *testing.T) {
+			flags            []string
+		}{{1, 2000, 1, nil}, {4097, 300, 2, nil}, {1 << 20, 20, 1, nil}, {4097, 300, 2, []string{"-R"}}, {4097, 304, 1, []string{"-l", "8"}}} {
+			t.Run(fmt.Sprintf("%s/%d%s", cmd, c.size, strings.Join(c.flags, "")), func(t *testing.T) {
 				args := []string{cmd, "--link", "xdp", "--verify-all", "-s", fmt.Sprint(c.size), "-n", fmt.Sprint(c.iters), "-q", fmt.Sprint(c.qps)}
-				if c.flag != "" {
-					args = append(args, c.flag)
-				}
+				args = append(args, c.flags...)
 				srv, cli := pair(t, n, append(slices.Clip(args), "-d", n.IfB), append(slices.Clip(args), "-d", n.IfA, n.IPB.String()))
 				checkBW(t, "client", cli, c.size, c.qps*c.iters, false)
 				checkBW(t, "server", srv, c.size, c.qps*c.iters, false)
@@ -196,7 +195,7 @@ func TestVerifyAll(t *testing.T) {
 				if !strings.Contains(verifier, want) || strings.Contains(other, "Data verified") || !strings.Contains(other, says) {
 					t.Errorf("want %q from the side that received the data and %q from the other:\nserver:\n%s\nclient:\n%s", want, says, srv, cli)
 				}
-				if c.flag == "-R" && !strings.Contains(cli+srv, " Data ex. method : rdma_cm\n") {
+				if slices.Contains(c.flags, "-R") && !strings.Contains(cli+srv, " Data ex. method : rdma_cm\n") {
 					t.Errorf("not an rdma_cm run:\n%s", cli)
 				}
 			})
