@@ -40,13 +40,9 @@ func TestListenerTakes(t *testing.T) {
 func TestSessionCMErrors(t *testing.T) {
 	dp := startDataPath(t)
 	c := dp.dial(t)
-	sv, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(sv[0])
+	sv := seqpacketPair(t)
 	var ch Handle
-	err = c.CallFD(OpCreateChannel, nil, sv[1], &ch)
+	err := c.CallFD(OpCreateChannel, nil, sv[1], &ch)
 	unix.Close(sv[1])
 	if err != nil {
 		t.Fatal(err)

@@ -344,12 +344,8 @@ func waitWRID(t *testing.T, cq *transport.CompletionQueue, wrid uint64) transpor
 func TestAsyncEvents(t *testing.T) {
 	dp := startDataPath(t)
 	c := dp.dial(t)
-	sv, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(sv[0])
-	err = c.CallFD(OpAsyncChannel, nil, sv[1], nil)
+	sv := seqpacketPair(t)
+	err := c.CallFD(OpAsyncChannel, nil, sv[1], nil)
 	unix.Close(sv[1])
 	if err != nil {
 		t.Fatal(err)
@@ -418,4 +414,16 @@ func TestAsyncEvents(t *testing.T) {
 	if got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("events %+v, want %+v", got, want)
 	}
+}
+
+// seqpacketPair is a SEQPACKET socket pair for an event channel: sv[0] stays with
+// the test (closed at its end), sv[1] goes to the daemon.
+func seqpacketPair(t *testing.T) [2]int {
+	t.Helper()
+	sv, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(sv[0]) })
+	return sv
 }
