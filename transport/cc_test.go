@@ -132,7 +132,8 @@ func checkRTT(t *testing.T, what string, got transport.CongestionState, srtt, rt
 // measured round trips (SRTT, RTTVAR, RTO = SRTT + 4 RTTVAR). Once a loss has made
 // the QP lossy, the adaptive timer resends at exactly that time after the packet
 // left, without spending retry_cnt, and doubles; an answer to a retransmitted PSN
-// gives no sample (Karn), the next fresh one does and ends the backoff.
+// gives no sample (Karn) but ends the backoff (the path works again), and the next
+// fresh one gives a sample.
 func TestRTOFromRTTSamples(t *testing.T) {
 	r := newRaw(t, 10, 500, pairConfig{timeout: 14, retryCnt: 1})
 	qp := r.e.qp
@@ -166,16 +167,16 @@ func TestRTOFromRTTSamples(t *testing.T) {
 	if d := r.e.dev.NextDeadline().Sub(resent); d != 575*time.Microsecond {
 		t.Fatalf("next retransmission due %v after the resend, want 575µs", d)
 	}
-	// The answer may be to either copy: no sample, the backoff stays.
+	// The answer may be to either copy: no sample, but the backoff ends.
 	r.clock.Advance(10 * time.Microsecond)
 	r.send(ack(14, roce.SyndromeACK, 0))
 	r.step()
 	if wcs := r.wcs(); len(wcs) != 1 || wcs[0].Status != transport.WC_SUCCESS {
 		t.Fatalf("completions %+v", wcs)
 	}
-	checkRTT(t, "after the answer to a retransmission", qp.CongestionState(), 96*time.Microsecond, 47875*time.Nanosecond, 575*time.Microsecond)
+	checkRTT(t, "after the answer to a retransmission", qp.CongestionState(), 96*time.Microsecond, 47875*time.Nanosecond, 287500*time.Nanosecond)
 	// A fresh packet answered after 50 µs: RTTVAR = (3 × 47.875 + 46) / 4, SRTT =
-	// (7 × 96 + 50) / 8 = 90.25, and the backoff ends.
+	// (7 × 96 + 50) / 8 = 90.25.
 	r.writeAnswered(15, 50*time.Microsecond)
 	checkRTT(t, "third sample", qp.CongestionState(), 90250*time.Nanosecond, 47406*time.Nanosecond, 279874*time.Nanosecond)
 	// retry_cnt 1 was never spent: the adaptive retransmission does not count.
@@ -365,12 +366,66 @@ func TestSlowRestartAfterIdle(t *testing.T) {
 	wantCounters(t, "never a loss", r.e.qp.Counters(), map[int]uint64{transport.CntRoceSlowRestart: 0})
 }
 
+// TestStaleStreamTailLost: after an implied NAK the responder streams the rest of
+// what was asked before, a packet every 100 µs, and the stream's last packets are
+// lost, as is the request asked again. Four mean spacings (400 µs and the harness's
+// step) after the last packet that came, the requester asks again from the gap: the
+// wait is the stream's pacing, not the local ACK timeout (67 ms at perftest's
+// timeout 14, which under 5 % loss took most of a READ run's time).
+func TestStaleStreamTailLost(t *testing.T) {
+	r := newRaw(t, 100, 500, pairConfig{timeout: 14})
+	qp := r.e.qp
+	const n = 40
+	src := make([]byte, n*1024)
+	fill(src, 22)
+	must(t, postSend(r.e, transport.SendWR{WRID: 9, Opcode: transport.WR_RDMA_READ, SGList: sge(r.e, 0, len(src)),
+		Flags: transport.SendSignaled, RemoteAddr: 0x5000, RKey: 0x1234}))
+	expectRun(t, "read request", r.step(), 100, 1, 100)
+	resp := func(i int) { r.readResponse(src, 100, i, n) }
+	r.clock.Advance(100 * time.Microsecond)
+	resp(0)
+	resp(1) // 2 is lost
+	resp(3)
+	gapAt := r.clock.Now()
+	expectRun(t, "asked again from the gap", r.step(), 102, 1, 102) // and this request is lost
+	last := 30                                                      // 31 to 39, the stream's tail, are lost
+	var lastAt time.Time
+	for i := 4; i <= last; i++ {
+		r.clock.Advance(100 * time.Microsecond)
+		resp(i)
+		lastAt = r.clock.Now()
+		if out := r.step(); len(out) != 0 {
+			t.Fatalf("after response %d: sent %v while the stream is still coming", i, summary(out))
+		}
+	}
+	wait := 4 * lastAt.Sub(gapAt) / time.Duration(last-3) // 4 × (100 µs and the step's microsecond)
+	if due := r.e.dev.NextDeadline().Sub(lastAt); due != wait {
+		t.Fatalf("timer due %v after the stream's last packet, want four mean spacings, %v", due, wait)
+	}
+	r.clock.Set(lastAt.Add(wait))
+	expectRun(t, "asked again after the silence", r.step(), 102, 1, 102)
+	wantCounters(t, "asked again", qp.Counters(), map[int]uint64{transport.CntImpliedNak: 1, transport.CntRoceAdpRetrans: 1,
+		transport.CntLocalAckTimeoutErr: 0})
+	for i := 2; i < n; i++ {
+		resp(i)
+	}
+	r.step()
+	wcs := r.wcs()
+	if len(wcs) != 1 {
+		t.Fatalf("completions %+v", wcs)
+	}
+	checkWC(t, wcs[0], 9, transport.WC_SUCCESS, transport.WC_RDMA_READ, len(src))
+	checkBytes(t, "read data", r.e.buf[:len(src)], src)
+}
+
 // TestImpliedNAKWindowAndStaleStream: a gap in a READ's responses (an implied NAK)
 // cuts the window like a NAK. While the responder still streams what was asked
-// before, only the local ACK timeout runs (an RTO-timed re-request would only queue
-// another copy behind the stream); once the last PSN of that stream has arrived the
-// adaptive timer runs again, and a re-request that was lost is asked again one RTO
-// later rather than one local ACK timeout.
+// before, the adaptive timer waits four of the stream's mean packet spacings after
+// each packet, and only the local ACK timeout runs before its first packet (an
+// RTO-timed re-request would only queue another copy behind the stream); once the
+// last PSN of that stream has arrived the adaptive timer runs from the RTO again,
+// and a re-request that was lost is asked again one RTO later rather than one local
+// ACK timeout.
 func TestImpliedNAKWindowAndStaleStream(t *testing.T) {
 	r := newRaw(t, 100, 500, pairConfig{timeout: 10})
 	qp := r.e.qp
@@ -387,6 +442,7 @@ func TestImpliedNAKWindowAndStaleStream(t *testing.T) {
 	resp(1) // 2 is lost
 	resp(3)
 	at := r.clock.Now()
+	gapAt := at
 	expectRun(t, "asked again from the gap", r.step(), 102, 1, 102)
 	wantWindow(t, "after the implied NAK", qp.CongestionState(), 89, 89)
 	checkRTT(t, "after the implied NAK", qp.CongestionState(), 100*time.Microsecond, 50*time.Microsecond, 300*time.Microsecond)
@@ -400,7 +456,7 @@ func TestImpliedNAKWindowAndStaleStream(t *testing.T) {
 		if out := r.step(); len(out) != 0 {
 			t.Fatalf("after response %d: sent %v while the stream is still coming", i, summary(out))
 		}
-		want := 4194304 * time.Nanosecond
+		want := 4 * at.Sub(gapAt) / time.Duration(i-3) // 4 × 500 µs and the step's microseconds
 		if i == n-1 {
 			want = 300 * time.Microsecond // the stream has ended: the RTO runs again
 		}

@@ -164,7 +164,7 @@ func (r *requester) reask(qp *QueuePair, w *sendWQE, j int) {
 	s := &w.segs[j]
 	s.nakAt = s.got
 	r.askSeg(qp, w, j)
-	r.staleGap(roce.PSNAdd(w.firstPSN, s.start+s.got))
+	r.staleGap(qp.dev.now, roce.PSNAdd(w.firstPSN, s.start+s.got))
 }
 
 // answered handles the first response to a request of w, the oldest WR, sent with

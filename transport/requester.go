@@ -35,6 +35,9 @@ type requester struct {
 	staleLast  uint32    // the last PSN of that stream
 	staleHigh  uint32    // the highest PSN of that stream seen so far
 	staleDone  bool      // it has ended: the adaptive timer may run again
+	staleFrom  time.Time // when the implied NAK came
+	staleAt    time.Time // when the stream's newest packet came
+	staleN     int       // its packets since the implied NAK: their spacing times the adaptive timer meanwhile
 	lossAt     time.Time // the last loss signal (NAK sequence error, implied NAK, timeout)
 	win        window
 	rtt        rttEstimator
@@ -284,6 +287,7 @@ func (r *requester) progress(qp *QueuePair) {
 	r.retrying = false
 	r.rnrProbe = false
 	r.readGap = false
+	r.rtt.backoff = 0
 	r.acked(qp)
 	r.stopTimers()
 	if r.hasOutstanding(qp) {
@@ -346,6 +350,10 @@ func (r *requester) complete(qp *QueuePair, p *roce.Packet) {
 		// an answer began again below what it had reached (its PSNs only grow; its
 		// tail may have been lost).
 		r.staleDone = true
+	}
+	if r.readGap && !r.staleDone && roce.PSNDiff(psn, r.staleHigh) > 0 {
+		r.staleAt = qp.dev.now // the stream goes on: its pacing times the adaptive timer
+		r.staleN++
 	}
 	if !r.timer.IsZero() {
 		// Any response restarts the running retransmit timers, as rxe_comp.c does
@@ -423,6 +431,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 			}
 			qp.retryLeft--
 			r.sampleRTT(qp, roce.PSNNext(psn), false) // the NAK answers the packet after the gap
+			r.rtt.backoff = 0                         // the responder answers: no backoff (rtt.go)
 			r.win.loss(r.sentPSN, r.compPSN)
 			r.lossAt = d.now
 			r.rewind(qp, psn)
@@ -535,14 +544,15 @@ func (r *requester) impliedNak(qp *QueuePair, psn uint32) {
 	r.rewind(qp, psn)
 	// The responder still sends what was asked before (up to the highest PSN sent)
 	// before it answers the request asked again: the adaptive timer waits for it.
-	r.staleGap(psn)
+	r.staleGap(qp.dev.now, psn)
 }
 
 // staleGap notes that the responder is still sending the responses asked before an
 // implied NAK for psn, up to the highest PSN sent: the adaptive timer waits for
 // them.
-func (r *requester) staleGap(psn uint32) {
+func (r *requester) staleGap(now time.Time, psn uint32) {
 	r.readGap, r.staleLast, r.staleHigh, r.staleDone = true, roce.PSNAdd(r.sentPSN, -1), psn, false
+	r.staleFrom, r.staleN = now, 0
 }
 
 // timers runs the QP's retransmit timers (rtt.go). When the local ACK timeout
