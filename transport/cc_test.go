@@ -130,8 +130,9 @@ func checkRTT(t *testing.T, what string, got transport.CongestionState, srtt, rt
 
 // TestRTOFromRTTSamples: the retransmission timeout follows RFC 6298 from the
 // measured round trips (SRTT, RTTVAR, RTO = SRTT + 4 RTTVAR). Once a loss has made
-// the QP lossy, the adaptive timer resends at exactly that time after the packet
-// left, without spending retry_cnt, and doubles; an answer to a retransmitted PSN
+// the QP lossy, a tail-loss probe goes out at 2 SRTT + 10 µs and the adaptive timer
+// resends at exactly the RTO after the packet left, without spending retry_cnt, and
+// doubles; an answer to a retransmitted PSN
 // gives no sample (Karn) but ends the backoff (the path works again), and the next
 // fresh one gives a sample.
 func TestRTOFromRTTSamples(t *testing.T) {
@@ -156,13 +157,17 @@ func TestRTOFromRTTSamples(t *testing.T) {
 	r.write(100)
 	left := r.clock.Now()
 	expectRun(t, "unanswered WRITE", r.step(), 14, 1, 14)
+	if d := r.e.dev.NextDeadline().Sub(left); d != 202*time.Microsecond {
+		t.Fatalf("probe due %v after the packet left, want 2 SRTT + 10µs = 202µs", d)
+	}
+	expectRun(t, "tail-loss probe", r.advance(), 14, 1, 14)
 	resent := r.e.dev.NextDeadline()
 	if d := resent.Sub(left); d != 287500*time.Nanosecond {
 		t.Fatalf("retransmit timer due %v after the packet left, want the RTO 287.5µs", d)
 	}
 	expectRun(t, "adaptive retransmission", r.advance(), 14, 1, 14)
 	wantCounters(t, "after the adaptive retransmission", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1,
-		transport.CntLocalAckTimeoutErr: 0, transport.CntCompleterRetryErr: 2})
+		transport.CntLocalAckTimeoutErr: 0, transport.CntCompleterRetryErr: 2, transport.CntRoceTailProbe: 1})
 	checkRTT(t, "backed off", qp.CongestionState(), 96*time.Microsecond, 47875*time.Nanosecond, 575*time.Microsecond)
 	if d := r.e.dev.NextDeadline().Sub(resent); d != 575*time.Microsecond {
 		t.Fatalf("next retransmission due %v after the resend, want 575µs", d)
@@ -184,7 +189,9 @@ func TestRTOFromRTTSamples(t *testing.T) {
 }
 
 // TestRetryCntWithAdaptiveRTO: with an RTO of 303 µs measured, a loss seen, and the
-// local ACK timeout at 4.194304 ms (timeout 10), a peer that stops answering sees adaptive
+// local ACK timeout at 4.194304 ms (timeout 10), a peer that stops answering sees one
+// tail-loss probe at 212 µs (2 SRTT + 10 µs: the oldest and the last packet again,
+// probe.go; none after, since nothing is acknowledged), adaptive
 // retransmissions at 303, 909 and 2121 µs (the RTO doubling; the window drops to one
 // packet from the second), then the local ACK timeouts decide as before: retry_cnt 2
 // is spent at 4.194304 and 8.388608 ms, and the WR completes with
@@ -211,9 +218,12 @@ func TestRetryCntWithAdaptiveRTO(t *testing.T) {
 			}
 			break
 		}
-		if len(resends) == 0 { // the first timeout cuts the window; the next ones leave one packet
+		switch len(resends) {
+		case 0: // the probe: the oldest unacknowledged packet and the last, with AckReq
+			expectRun(t, fmt.Sprintf("probe at %v", at), out, 13, 2, 13, 14)
+		case 1: // the first timeout cuts the window; the next ones leave one packet
 			expectRun(t, fmt.Sprintf("resend at %v", at), out, 13, 2, 13, 14)
-		} else {
+		default:
 			expectRun(t, fmt.Sprintf("resend at %v", at), out, 13, 1, 13)
 		}
 		resends = append(resends, at.String())
@@ -221,7 +231,7 @@ func TestRetryCntWithAdaptiveRTO(t *testing.T) {
 			t.Fatal("no end")
 		}
 	}
-	if want := []string{"303µs", "909µs", "2.121ms", "4.194304ms", "8.388608ms"}; !slices.Equal(resends, want) {
+	if want := []string{"212µs", "303µs", "909µs", "2.121ms", "4.194304ms", "8.388608ms"}; !slices.Equal(resends, want) {
 		t.Errorf("resent at %v, want %v", resends, want)
 	}
 	wcs := r.wcs()
@@ -231,7 +241,7 @@ func TestRetryCntWithAdaptiveRTO(t *testing.T) {
 	checkWC(t, wcs[0], 1, transport.WC_RETRY_EXC_ERR, transport.WC_RDMA_WRITE, -1)
 	checkWC(t, wcs[1], 2, transport.WC_WR_FLUSH_ERR, transport.WC_SEND, -1)
 	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 3, transport.CntLocalAckTimeoutErr: 3,
-		transport.CntRetryExceededErr: 1, transport.CntCompleterRetryErr: 6})
+		transport.CntRetryExceededErr: 1, transport.CntCompleterRetryErr: 6, transport.CntRoceTailProbe: 1})
 }
 
 // TestTimeoutsDropWindow: with nothing measured the RTO is the local ACK timeout. The

@@ -44,6 +44,7 @@ const (
 	CntNpCNPSent                     // np_cnp_sent: CNPs sent in answer to them, with DCQCN (mlx5's name)
 	CntRpCNPHandled                  // rp_cnp_handled: CNPs that cut a QP's rate, with DCQCN (mlx5's name)
 	CntRpCNPIgnored                  // rp_cnp_ignored: CNPs dropped: no DCQCN, or no QP ready for them (mlx5's name)
+	CntRoceTailProbe                 // roce_tail_probe: the last packet sent again with AckReq after two round trips of silence (RFC 8985's probe; neither rxe nor mlx5 has one)
 	numCounters
 )
 
@@ -55,7 +56,7 @@ var CounterNames = [numCounters]string{
 	"roce_slow_restart", "link_busy",
 	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "ghost_ack", "stale_ack",
 	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
-	"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored",
+	"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "roce_tail_probe",
 }
 
 // Counters is a set of event counters, read safely from any goroutine. A device's

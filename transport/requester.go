@@ -21,8 +21,10 @@ type requester struct {
 	rdInflight int       // READ requests (segments, readseg.go) and atomics sent and not complete
 	reqSeq     uint32    // READ requests sent so far: their order (readseg.go)
 	noack      int       // packets sent since the last AckReq
-	timer      time.Time // earlier of rtoAt and ackBy: the QP's retransmit deadline in the timer heap
+	timer      time.Time // earliest of rtoAt, ackBy and probeAt: the QP's retransmit deadline in the timer heap
 	rtoAt      time.Time // adaptive retransmission deadline (rtt.go); zero when not running
+	probeAt    time.Time // tail-loss probe deadline (probe.go); zero when not running
+	probed     bool      // the probe went out: none again until the requester moves on
 	ackBy      time.Time // local ACK timeout deadline, which spends retry_cnt; zero when not running
 	lastTx     time.Time // when the last request packet left
 	rnrUntil   time.Time // end of an RNR NAK wait; zero when none
@@ -287,6 +289,7 @@ func (r *requester) progress(qp *QueuePair) {
 	r.retrying = false
 	r.rnrProbe = false
 	r.readGap = false
+	r.probed = false
 	r.rtt.backoff = 0
 	r.acked(qp)
 	r.stopTimers()
@@ -431,7 +434,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 			}
 			qp.retryLeft--
 			r.sampleRTT(qp, roce.PSNNext(psn), false) // the NAK answers the packet after the gap
-			r.rtt.backoff = 0                         // the responder answers: no backoff (rtt.go)
+			r.rtt.backoff, r.probed = 0, false        // the responder answers: no backoff (rtt.go), a probe again (probe.go)
 			r.win.loss(r.sentPSN, r.compPSN)
 			r.lossAt = d.now
 			r.rewind(qp, psn)
@@ -581,8 +584,13 @@ func (qp *QueuePair) timers(now time.Time) bool {
 		r.timeout(qp)
 		return true
 	}
+	if !r.probeAt.IsZero() && !now.Before(r.probeAt) && (r.rtoAt.IsZero() || now.Before(r.rtoAt)) {
+		r.tailProbe(qp)
+		r.setTimer(qp)
+		return true
+	}
 	if r.rtoAt.IsZero() || now.Before(r.rtoAt) {
-		r.setTimer(qp) // cannot happen: timer is the earlier of the two
+		r.setTimer(qp) // cannot happen: timer is the earliest of the three
 		return false
 	}
 	qp.count(CntRoceAdpRetrans)

@@ -186,22 +186,23 @@ func (r *requester) startTimers(qp *QueuePair) {
 	if r.rtoAt.IsZero() && r.adaptive(now) {
 		r.rtoAt = now.Add(r.rto(to))
 	}
+	r.armProbe(now, to)
 	r.setTimer(qp)
 }
 
-// restartTimers restarts both timers from now: the responder answered.
+// restartTimers restarts the timers from now: the responder answered.
 func (r *requester) restartTimers(qp *QueuePair) {
-	r.rtoAt, r.ackBy = timeZero, timeZero
+	r.rtoAt, r.ackBy, r.probeAt = timeZero, timeZero, timeZero
 	r.startTimers(qp)
 }
 
 func (r *requester) stopTimers() {
-	r.rtoAt, r.ackBy, r.timer = timeZero, timeZero, timeZero
+	r.rtoAt, r.ackBy, r.probeAt, r.timer = timeZero, timeZero, timeZero, timeZero
 }
 
-// setTimer puts the earlier deadline in the timer heap.
+// setTimer puts the earliest deadline in the timer heap.
 func (r *requester) setTimer(qp *QueuePair) {
-	r.timer = earliest(r.rtoAt, r.ackBy)
+	r.timer = earliest(earliest(r.rtoAt, r.ackBy), r.probeAt)
 	qp.dev.armed(qp, r.timer)
 }
 
