@@ -384,7 +384,6 @@ func TestSlowRestartAfterIdle(t *testing.T) {
 // timeout 14, which under 5 % loss took most of a READ run's time).
 func TestStaleStreamTailLost(t *testing.T) {
 	r := newRaw(t, 100, 500, pairConfig{timeout: 14})
-	qp := r.e.qp
 	const n = 40
 	src := make([]byte, n*1024)
 	fill(src, 22)
@@ -413,19 +412,7 @@ func TestStaleStreamTailLost(t *testing.T) {
 		t.Fatalf("timer due %v after the stream's last packet, want four mean spacings, %v", due, wait)
 	}
 	r.clock.Set(lastAt.Add(wait))
-	expectRun(t, "asked again after the silence", r.step(), 102, 1, 102)
-	wantCounters(t, "asked again", qp.Counters(), map[int]uint64{transport.CntImpliedNak: 1, transport.CntRoceAdpRetrans: 1,
-		transport.CntLocalAckTimeoutErr: 0})
-	for i := 2; i < n; i++ {
-		resp(i)
-	}
-	r.step()
-	wcs := r.wcs()
-	if len(wcs) != 1 {
-		t.Fatalf("completions %+v", wcs)
-	}
-	checkWC(t, wcs[0], 9, transport.WC_SUCCESS, transport.WC_RDMA_READ, len(src))
-	checkBytes(t, "read data", r.e.buf[:len(src)], src)
+	r.readAskedAgain("after the silence", r.step(), src)
 }
 
 // TestImpliedNAKWindowAndStaleStream: a gap in a READ's responses (an implied NAK)
@@ -474,11 +461,22 @@ func TestImpliedNAKWindowAndStaleStream(t *testing.T) {
 			t.Fatalf("after response %d: timer due %v, want %v", i, due, want)
 		}
 	}
-	expectRun(t, "asked again one RTO after the stream ended", r.advance(), 102, 1, 102)
-	wantCounters(t, "asked again", qp.Counters(), map[int]uint64{transport.CntImpliedNak: 1, transport.CntRoceAdpRetrans: 1,
+	r.readAskedAgain("one RTO after the stream ended", r.advance(), src)
+}
+
+// readAskedAgain checks that out asks again for the n-packet READ of src (WR 9,
+// first response PSN 100) from its lost packet 2 on the adaptive timer (one
+// implied NAK, no local ACK timeout), answers it, and checks the READ's completion
+// and data.
+func (r *raw) readAskedAgain(what string, out []roce.Packet, src []byte) {
+	t := r.t
+	t.Helper()
+	expectRun(t, "asked again "+what, out, 102, 1, 102)
+	wantCounters(t, "asked again", r.e.qp.Counters(), map[int]uint64{transport.CntImpliedNak: 1, transport.CntRoceAdpRetrans: 1,
 		transport.CntLocalAckTimeoutErr: 0})
+	n := len(src) / 1024
 	for i := 2; i < n; i++ {
-		resp(i)
+		r.readResponse(src, 100, i, n)
 	}
 	r.step()
 	wcs := r.wcs()
