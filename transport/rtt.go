@@ -77,6 +77,7 @@ const lossMemory = time.Second
 // rttEstimator is RFC 6298's state, and the departure times samples are taken from.
 type rttEstimator struct {
 	srtt, rttvar time.Duration
+	min          time.Duration // the smallest sample: the round trip without a queue (queueing.go)
 	sampled      bool
 	backoff      uint   // RTO doublings since the last sample or answer that moved the requester on
 	karnFrom     uint32 // PSNs before it may have left more than once: no samples from them
@@ -109,6 +110,9 @@ func (e *rttEstimator) rto(ackTimeout time.Duration) time.Duration {
 
 // sample takes one RTT measurement (RFC 6298 §2.2-2.3) and ends any backoff.
 func (e *rttEstimator) sample(r time.Duration) {
+	if !e.sampled || r < e.min {
+		e.min = r
+	}
 	if !e.sampled {
 		e.srtt, e.rttvar, e.sampled = r, r/2, true
 	} else {
@@ -227,6 +231,7 @@ func (r *requester) sampleRTT(qp *QueuePair, psn uint32, ackReq bool) {
 	}
 	rt := time.Duration(qp.dev.now.UnixNano() - e.at)
 	r.rtt.sample(rt)
+	r.queueSignal(qp, rt)
 }
 
 // idleRestart runs before new work goes out with nothing outstanding. A QP no longer

@@ -18,6 +18,12 @@
 #
 #   test/scripts/loss-bench.sh [-p PASSES] [-l "0 2 5"] [-o "write read send"] [-s SCALE] NAME=BINARY...
 #
+# A loss rate of "tbf" is a rate mismatch instead of random loss: the bridge port
+# towards the side the data goes to (B for write and send, A for read) is a tbf of
+# TBF_RATE (default 100mbit: a tenth of what the engine sends here) with a shallow
+# queue (TBF_LIMIT bytes, default 30000: about 28 frames), and the row's ratio is to
+# that rate in MiB/s (100 Mbit/s: 11.92 MiB/s) rather than to the lossless row.
+#
 # KEEP=DIR keeps every run's client and server output there.
 set -euo pipefail
 passes=3 losses="0 2 5" ops="write read send" scale=1
@@ -40,11 +46,15 @@ source "$(dirname "$0")/bridge.sh" 10.98.0
 ip netns exec "$M" nft add table bridge chaos
 ip netns exec "$M" nft add chain bridge chaos fw '{ type filter hook forward priority 0; }'
 
-# iters is -n for a loss rate: 300 messages without loss, 75 at 2 %, 30 at 5 %
-# (times -s, between 4 and 1024): the fixed window's goodput at 5 % is a few MiB/s.
+# iters is -n for a loss rate: 300 messages without loss, 75 at 2 %, 30 at 5 %, 20
+# through the tbf (times -s, between 4 and 1024): the fixed window's goodput at 5 %
+# is a few MiB/s.
 iters() {
-	awk -v l="$1" -v s="$scale" 'BEGIN { n = (l == 0) ? 300 : 150 / l; n = int(n * s); print (n < 4) ? 4 : (n > 1024) ? 1024 : n }'
+	awk -v l="$1" -v s="$scale" 'BEGIN { n = (l == "tbf") ? 20 : (l == 0) ? 300 : 150 / l; n = int(n * s); print (n < 4) ? 4 : (n > 1024) ? 1024 : n }'
 }
+tbf_rate=${TBF_RATE:-100mbit} tbf_limit=${TBF_LIMIT:-30000}
+# tbf_mibs: TBF_RATE in MiB/s (e.g. 100mbit: 11.92)
+tbf_mibs=$(awk -v r="$tbf_rate" 'BEGIN { n = r + 0; u = tolower(r); sub(/^[0-9.]+/, "", u); f = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1; printf "%.2f", n * f / 8 / 1048576 }')
 
 declare -A bw
 run() { # name binary op loss pass
@@ -99,7 +109,12 @@ for pass in $(seq "$passes"); do
 	for op in $ops; do
 		for loss in $losses; do
 			ip netns exec "$M" nft flush chain bridge chaos fw
-			if [ "$loss" != 0 ]; then
+			for p in "$PA" "$PB"; do tc -n "$M" qdisc del dev "$p" root 2>/dev/null || true; done
+			if [ "$loss" = tbf ]; then
+				port=$PB
+				[ "$op" = read ] && port=$PA
+				tc -n "$M" qdisc add dev "$port" root tbf rate "$tbf_rate" burst 32k limit "$tbf_limit"
+			elif [ "$loss" != 0 ]; then
 				ip netns exec "$M" nft add rule bridge chaos fw udp dport 4791 numgen random mod 100 '<' "$loss" drop
 			fi
 			for nb in "$@"; do
@@ -111,7 +126,7 @@ done
 
 # median of the numbers in $1 (FAILED if none)
 median() {
-	tr ' ' '\n' <<<"$1" | grep -E '^[0-9.]+$' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "FAILED"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+	tr ' ' '\n' <<<"$1" | { grep -E '^[0-9.]+$' || true; } | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "FAILED"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 
 echo
@@ -125,11 +140,16 @@ for _ in "$@"; do printf ' --- |'; done
 echo
 for op in $ops; do
 	for loss in $losses; do
-		printf '| %s 1 MiB | %s %% |' "${op^^}" "$loss"
+		if [ "$loss" = tbf ]; then
+			printf '| %s 1 MiB | tbf %s (share of %s MiB/s) |' "${op^^}" "$tbf_rate" "$tbf_mibs"
+		else
+			printf '| %s 1 MiB | %s %% |' "${op^^}" "$loss"
+		fi
 		for nb in "$@"; do
 			name=${nb%%=*}
 			v=$(median "${bw[$name,$op,$loss]}")
 			base=$(median "${bw[$name,$op,0]:-}")
+			[ "$loss" = tbf ] && base=$tbf_mibs
 			if [ "$loss" != 0 ] && [ "$v" != FAILED ] && [ "$base" != FAILED ]; then
 				printf ' %s (%s %%) |' "$v" "$(awk -v a="$v" -v b="$base" 'BEGIN { printf "%.0f", 100 * a / b }')"
 			else

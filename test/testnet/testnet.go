@@ -29,6 +29,7 @@ type Net struct {
 	IfA, IfB       string
 	IPA, IPB       netip.Addr
 	IP6A, IP6B     netip.Addr
+	PortA, PortB   string // with Bridge: the bridge's ports (in NsBr) towards A and B
 }
 
 // Sh runs a command and fails the test if it fails.
@@ -79,7 +80,7 @@ func Create(o Options) (n *Net, remove func(), err error) {
 		IP6A: netip.MustParseAddr("fd00:79::1"), IP6B: netip.MustParseAddr("fd00:79::2")}
 	nss := []string{n.NsA, n.NsB}
 	if o.Bridge {
-		n.NsBr = "xr" + id + "m"
+		n.NsBr, n.PortA, n.PortB = "xr"+id+"m", "pa"+id, "pb"+id
 		nss = append(nss, n.NsBr)
 	}
 	remove = func() {
@@ -103,7 +104,7 @@ func Create(o Options) (n *Net, remove func(), err error) {
 			"peer", "name", n.IfB, "netns", n.NsB, "mtu", m, "numtxqueues", q, "numrxqueues", q})
 	} else {
 		cmds = append(cmds, []string{"ip", "-n", n.NsBr, "link", "add", "br0", "mtu", m, "type", "bridge"})
-		for _, s := range []struct{ ns, ifn, port string }{{n.NsA, n.IfA, "pa" + id}, {n.NsB, n.IfB, "pb" + id}} {
+		for _, s := range []struct{ ns, ifn, port string }{{n.NsA, n.IfA, n.PortA}, {n.NsB, n.IfB, n.PortB}} {
 			cmds = append(cmds, []string{"ip", "link", "add", s.ifn, "netns", s.ns, "mtu", m, "type", "veth", "peer", "name", s.port, "netns", n.NsBr, "mtu", m},
 				[]string{"ip", "-n", n.NsBr, "link", "set", s.port, "master", "br0", "up"})
 		}
