@@ -145,7 +145,7 @@ func (b *bench) setFault(loss int, port string) error {
 
 // lossTable is the loss section's table: goodput, and the ratio to the lossless row.
 func lossTable(r results, med string) table {
-	t := table{title: fmt.Sprintf("Goodput through a bridge with random loss, MiB/s, and its share of the lossless row (1 MiB, AF_XDP, PMTU %d, --verify-all; %s)", sweepPMTU, med),
+	t := table{title: fmt.Sprintf("Goodput through a bridge with random loss or a %s bottleneck, MiB/s, and its share of the lossless row or of the bottleneck (1 MiB, AF_XDP, PMTU %d, --verify-all; %s)", tbfRate, sweepPMTU, med),
 		header: []string{"loss", "WRITE", "READ", "SEND"}}
 	for _, loss := range lossRates {
 		row := []string{fmt.Sprintf("%d %%", loss)}
