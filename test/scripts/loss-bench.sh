@@ -38,6 +38,18 @@ while getopts "p:l:o:s:" o; do
 done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || { echo "usage: $0 [-p PASSES] [-l LOSSES] [-o OPS] [-s SCALE] NAME=BINARY..." >&2; exit 2; }
+for l in $losses; do
+	[[ $l == tbf || ($l =~ ^[0-9]+$ && $l -lt 100) ]] || { echo "$0: -l $l: want loss rates in per cent from 0 to 99, or tbf" >&2; exit 2; }
+done
+for o in $ops; do
+	[[ $o == write || $o == read || $o == send ]] || { echo "$0: -o $o: want write, read or send" >&2; exit 2; }
+done
+[[ $passes =~ ^[1-9][0-9]*$ ]] || { echo "$0: -p $passes: want a number of passes, at least 1" >&2; exit 2; }
+[[ $scale =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "$0: -s $scale: want a positive scale, e.g. 0.5" >&2; exit 2; }
+for nb in "$@"; do
+	b=${nb#*=}
+	[[ $nb == *=* && -n ${nb%%=*} && -x $b && -f $b ]] || { echo "$0: $nb: want NAME=BINARY with an executable xroce binary" >&2; exit 2; }
+done
 [ "$(id -u)" = 0 ] || { echo "$0 needs root" >&2; exit 1; }
 command -v nft >/dev/null || { echo "$0 needs nftables (apt-get install -y nftables)" >&2; exit 1; }
 
