@@ -197,8 +197,10 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-s 0: write_lat needs at least 1 byte: the last byte of each message carries the iteration")
 	case o.busyPoll < 0:
 		return fmt.Errorf("--busy-poll %v: 0 (never) or a positive duration", o.busyPoll)
-	case o.iters <= 0 || o.txDepth <= 0:
-		return fmt.Errorf("-n and -t must be positive")
+	case o.iters <= 0:
+		return fmt.Errorf("-n %d: the number of iterations must be at least 1", o.iters)
+	case o.txDepth <= 0:
+		return fmt.Errorf("-t %d: the TX depth must be at least 1", o.txDepth)
 	case o.tclass < 0 || o.tclass > 255:
 		return fmt.Errorf("--tclass %d: the traffic class is 0..255", o.tclass)
 	case o.gidIndex < -1:

@@ -38,6 +38,8 @@ while getopts "p:l:o:s:" o; do
 done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || { echo "usage: $0 [-p PASSES] [-l LOSSES] [-o OPS] [-s SCALE] NAME=BINARY..." >&2; exit 2; }
+[ -n "${losses// /}" ] || { echo "$0: -l '': want at least one loss rate (0 to 99, or tbf)" >&2; exit 2; }
+[ -n "${ops// /}" ] || { echo "$0: -o '': want at least one of write, read, send" >&2; exit 2; }
 for l in $losses; do
 	[[ $l == tbf || ($l =~ ^[0-9]+$ && $l -lt 100) ]] || { echo "$0: -l $l: want loss rates in per cent from 0 to 99, or tbf" >&2; exit 2; }
 done
@@ -45,7 +47,9 @@ for o in $ops; do
 	[[ $o == write || $o == read || $o == send ]] || { echo "$0: -o $o: want write, read or send" >&2; exit 2; }
 done
 [[ $passes =~ ^[1-9][0-9]*$ ]] || { echo "$0: -p $passes: want a number of passes, at least 1" >&2; exit 2; }
-[[ $scale =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "$0: -s $scale: want a positive scale, e.g. 0.5" >&2; exit 2; }
+[[ $scale =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "$0: -s $scale: want a scale of 0 or more, e.g. 0.5 (each row runs at least 4 messages)" >&2; exit 2; }
+[[ ${TBF_RATE:-100mbit} =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] || { echo "$0: TBF_RATE=$TBF_RATE: want a rate such as 100mbit (bit, kbit, mbit or gbit)" >&2; exit 2; }
+[[ ${TBF_LIMIT:-30000} =~ ^[1-9][0-9]*$ ]] || { echo "$0: TBF_LIMIT=$TBF_LIMIT: want the queue's size in bytes, e.g. 30000" >&2; exit 2; }
 for nb in "$@"; do
 	b=${nb#*=}
 	[[ $nb == *=* && -n ${nb%%=*} && -x $b && -f $b ]] || { echo "$0: $nb: want NAME=BINARY with an executable xroce binary" >&2; exit 2; }
@@ -69,6 +73,7 @@ tbf_rate=${TBF_RATE:-100mbit} tbf_limit=${TBF_LIMIT:-30000}
 tbf_mibs=$(awk -v r="$tbf_rate" 'BEGIN { n = r + 0; u = tolower(r); sub(/^[0-9.]+/, "", u); f = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1; printf "%.2f", n * f / 8 / 1048576 }')
 
 declare -A bw
+fault() { [ "$1" = tbf ] && echo tbf || echo "$1%"; } # a loss rate as the lines print it
 run() { # name binary op loss pass
 	local name=$1 bin=$2 op=$3 loss=$4 pass=$5 args v ok rc
 	args=("${op}_bw" -s 1048576 -m 1024 -n "$(iters "$loss")" "${VERIFY:---verify-all}" --counters)
@@ -90,14 +95,14 @@ run() { # name binary op loss pass
 	done
 	if [ "$rc" != 0 ]; then
 		ok=0
-		echo "!! $name $op ${loss}%: client failed:" >&2
+		echo "!! $name $op $(fault "$loss"): client failed:" >&2
 		tail -5 "$tmp/cli" >&2
 		sleep 2
 		kill "$srv" 2>/dev/null || true
 	fi
 	if ! wait "$srv"; then
 		ok=0
-		echo "!! $name $op ${loss}%: server failed:" >&2
+		echo "!! $name $op $(fault "$loss"): server failed:" >&2
 		tail -5 "$tmp/srv" >&2
 	fi
 	srv=
@@ -109,7 +114,7 @@ run() { # name binary op loss pass
 	v=$(awk '$1 == 1048576 && NF == 5 { l = $4 } END { print l }' "$tmp/cli")
 	[ "$ok" = 1 ] && [ -n "$v" ] || v=FAILED
 	bw[$name,$op,$loss]="${bw[$name,$op,$loss]:-} $v"
-	printf '[pass %d] %-8s %-5s %2s%%  %8s MiB/s  %s\n' "$pass" "$name" "$op" "$loss" "$v" \
+	printf '[pass %d] %-8s %-5s %4s  %8s MiB/s  %s\n' "$pass" "$name" "$op" "$(fault "$loss")" "$v" \
 		"$(grep -h -o 'verified: .*' "$tmp/cli" "$tmp/srv" | head -1)"
 	# The requester's retransmission counters (the client is the requester of every test).
 	awk '/Counters/ { f = 1; next }
