@@ -44,7 +44,7 @@ const (
 	CntNpCNPSent                     // np_cnp_sent: CNPs sent in answer to them, with DCQCN (mlx5's name)
 	CntRpCNPHandled                  // rp_cnp_handled: CNPs that cut a QP's rate, with DCQCN (mlx5's name)
 	CntRpCNPIgnored                  // rp_cnp_ignored: CNPs dropped: no DCQCN, or no QP ready for them (mlx5's name)
-	CntRoceTailProbe                 // roce_tail_probe: the last packet sent again with AckReq after two round trips of silence (RFC 8985's probe; neither rxe nor mlx5 has one)
+	CntRoceTailProbe                 // roce_tail_probe: tail-loss probes, the oldest unacknowledged and the last packet sent again with AckReq after two round trips of silence (probe.go; neither rxe nor mlx5 has one)
 	numCounters
 )
 

@@ -38,6 +38,10 @@ func TestErrorMessages(t *testing.T) {
 	wantErr(t, "negative duration", out, err, "-D -1: the duration is in seconds, 1..31536000")
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "--busy-poll", "-1s")
 	wantErr(t, "negative busy poll", out, err, "--busy-poll -1s: 0 (never) or a positive duration")
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-n", "0")
+	wantErr(t, "no iterations", out, err, "-n 0: the number of iterations must be at least 1")
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-t", "0")
+	wantErr(t, "no TX depth", out, err, "-t 0: the TX depth must be at least 1")
 	// crosscheck and --provider refuse bad values with what they take.
 	out, err = runIn(n.NsA, "crosscheck", "-d", n.IfA, "-m", "1000")
 	wantErr(t, "crosscheck -m", out, err, "-m 1000")
