@@ -82,7 +82,10 @@ type Options struct {
 	// sleeps in Link.Wait (0: DefaultBusyPoll; negative: never). Waking a sleeping
 	// loop costs more than a frame's whole processing: polling briefly through the
 	// gaps of a stream triples the 64-byte message rate over AF_XDP on a veth pair,
-	// at the cost of that much CPU after the traffic stops.
+	// at the cost of that much CPU after the traffic stops. Past it, Run still polls
+	// while a timer is due within 1 ms (a lossy QP's probe or RTO, transport/sched.go
+	// timerHorizon) rather than sleep towards it; with a negative BusyPoll it never
+	// polls.
 	BusyPoll time.Duration
 	// CC selects the congestion control: CCNone (rdma_rxe's behaviour, the default)
 	// or CCDCQCN (docs/congestion.md).
@@ -183,12 +186,16 @@ func (d *Device) Run(ctx context.Context) error {
 			lastBusy = time.Now()
 			continue
 		}
-		if d.busyPoll > 0 && time.Since(lastBusy) < d.busyPoll {
-			if p != nil {
+		busyWindow := time.Since(lastBusy) < d.busyPoll
+		if d.busyPoll > 0 && (busyWindow || d.timerNear()) {
+			if p != nil || !busyWindow {
 				// The producers are other processes (the verbs daemon's
-				// applications): give them this CPU, not only other goroutines.
+				// applications), or, towards a timer, the kernel's softirq
+				// work for this CPU: give them the CPU, not only other
+				// goroutines.
 				yieldCPU()
-			} else {
+			}
+			if p == nil {
 				runtime.Gosched() // let the application's goroutines post and poll
 			}
 			continue

@@ -177,3 +177,16 @@ func (d *Device) runTimers() bool {
 	}
 	return did
 }
+
+// timerHorizon is how near a timer must be for Run to poll through to it rather
+// than sleep: a ppoll timeout ends up to the thread's timer slack (50 µs by
+// default, prctl(2) PR_SET_TIMERSLACK) late, plus a wake-up, which is a large part
+// of a lossy QP's probe and RTO (hundreds of µs, transport/rtt.go). A QP on a clean
+// link waits its local ACK timeout (milliseconds at least), so it still sleeps.
+const timerHorizon = time.Millisecond
+
+// timerNear reports whether a timer is due within timerHorizon.
+func (d *Device) timerNear() bool {
+	t := d.NextDeadline()
+	return !t.IsZero() && time.Until(t) < timerHorizon
+}

@@ -29,3 +29,30 @@ func TestTimerHeapOrder(t *testing.T) {
 		t.Fatalf("%d entries left", len(h))
 	}
 }
+
+// TestTimerNear: Run polls through to a timer due within timerHorizon and sleeps
+// towards a later one; a timer re-armed later counts at its new time.
+func TestTimerNear(t *testing.T) {
+	ea, _ := NewPipe(PipeConfig{}, PipeConfig{})
+	d, err := Open(ea, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.timerNear() {
+		t.Fatal("no timer armed: near")
+	}
+	qp := &QueuePair{dev: d}
+	qp.req.timer = time.Now().Add(timerHorizon / 2)
+	d.armed(qp, qp.req.timer)
+	if !d.timerNear() {
+		t.Fatalf("a timer due in %v: not near", timerHorizon/2)
+	}
+	qp.req.timer = time.Now().Add(5 * timerHorizon)
+	if d.timerNear() {
+		t.Fatalf("the timer re-armed to %v: still near", 5*timerHorizon)
+	}
+	qp.req.timer = timeZero
+	if d.timerNear() {
+		t.Fatal("the timer stopped: still near")
+	}
+}
