@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xroce/xroce/test/testnet"
+	"github.com/xroce/xroce/transport"
 )
 
 // TestCCFlagErrors: --cc takes none or dcqcn, and only the engine's: an RDMA
@@ -70,4 +72,43 @@ func TestCCDCQCN(t *testing.T) {
 		t.Fatalf("--cc none's frames were marked: server counters %v\n%s", sc, srv)
 	}
 	_ = cli
+}
+
+// TestDCQCNFlag: --dcqcn sets the named parameters in their units and leaves the
+// rest zero (mlx5's defaults); bad names, values and combinations are refused
+// with the fix.
+func TestDCQCNFlag(t *testing.T) {
+	p, err := parseDCQCN("dce_tcp_rtt=55, dce_tcp_g=1020,rpg_max_rate=2000,rpg_time_reset=1500,rpg_byte_reset=1048576,min_time_between_cnps=50,rpg_ai_rate=40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := transport.DCQCNParams{AlphaPeriod: 55 * time.Microsecond, G: 1020, MaxRate: 2_000_000_000,
+		TimeReset: 1500 * time.Microsecond, ByteReset: 1 << 20, CNPInterval: 50 * time.Microsecond, AIRate: 40_000_000}
+	if p != want {
+		t.Fatalf("parsed %+v, want %+v", p, want)
+	}
+	p, err = parseDCQCN("software,rpg_max_rate=2000")
+	want = transport.SoftwareDCQCN()
+	want.MaxRate = 2_000_000_000
+	if err != nil || p != want {
+		t.Fatalf("software,rpg_max_rate=2000: %+v, %v; want %+v", p, err, want)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,software"}, "--dcqcn rpg_gd=3,software: the preset software comes first, before the parameters it should not set: software,rpg_gd=3"},
+		{[]string{"--dcqcn", "dce_tcp_g=1020"}, "--dcqcn dce_tcp_g=1020 tunes DCQCN: add --cc dcqcn"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "alpha=3"}, "--dcqcn alpha: not a DCQCN parameter; want one of mlx5's names: rpg_max_rate, "},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_g"}, `--dcqcn "dce_tcp_g": want NAME=VALUE pairs`},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_g=1024"}, "--dcqcn dce_tcp_g=1024: want a whole number of 1/1024 from 1 to 1023"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_min_rate=0"}, "--dcqcn rpg_min_rate=0: want a whole number of Mb/s from 1 to 400000"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_rtt=1.5"}, "--dcqcn dce_tcp_rtt=1.5: want a whole number of µs"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,rpg_gd=4"}, "--dcqcn: rpg_gd given twice"},
+	} {
+		_, err := parsePerf("write_bw", c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
 }

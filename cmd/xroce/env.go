@@ -26,6 +26,7 @@ type linkOptions struct {
 	gidIndex int    // -x; -1 picks the first IPv4 GID, else the first global IPv6 one
 	busyPoll time.Duration
 	cc       string // --cc: none or dcqcn (the engine's congestion control)
+	dcqcn    string // --dcqcn: DCQCN parameters, NAME=VALUE,... (parseDCQCN)
 	gidFlag  string // the flag that sets gidIndex, for messages: -x, or -g in pingpong
 	pcap     pcapOptions
 }
@@ -93,12 +94,12 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 	if bp <= 0 {
 		bp = -1 // --busy-poll 0: never
 	}
-	cc, err := ccOption(o)
+	cc, dcqcn, err := ccOption(o)
 	if err != nil {
 		link.Close()
 		return nil, err
 	}
-	dev, err := transport.Open(link, transport.Options{BusyPoll: bp, CC: cc})
+	dev, err := transport.Open(link, transport.Options{BusyPoll: bp, CC: cc, DCQCN: dcqcn})
 	if err != nil {
 		link.Close()
 		return nil, err

@@ -236,7 +236,7 @@ func (o *perfOptions) check(name string, args []string) error {
 	if err := o.checkVerifyAll(name); err != nil {
 		return err
 	}
-	if _, err := ccOption(o.linkOptions); err != nil {
+	if _, _, err := ccOption(o.linkOptions); err != nil {
 		return err
 	}
 	if _, err := o.pcap.tapOptions(); err != nil {

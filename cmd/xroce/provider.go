@@ -91,21 +91,27 @@ func addLinkFlags(fs *pflag.FlagSet, o *linkOptions) {
 	fs.StringVar(&o.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
 	fs.StringVar(&o.xdpBind, "xdp-bind", "auto", "AF_XDP sockets: zero-copy, copy, or auto (zero-copy where the driver has it)")
 	fs.StringVar(&o.cc, "cc", "none", "engine: congestion control: none (rdma_rxe's wire: no ECN marks, no CNPs) or dcqcn (packets ECT(0), CNPs for CE-marked ones, the rate cut by CNPs; docs/congestion.md)")
+	fs.StringVar(&o.dcqcn, "dcqcn", "", "engine: with --cc dcqcn, DCQCN parameters by mlx5's names, [software,]NAME=VALUE,... (rates in Mb/s, times in µs; software: the set scaled to a software path; the rest keep mlx5's defaults; docs/congestion.md)")
 	addPcapFlags(fs, &o.pcap)
 }
 
 // ccOption returns the congestion control --cc names; with --provider verbs only
 // none, the default, is taken: an HCA runs its own (mlx5's DCQCN is configured in
 // its firmware, rdma_rxe has none).
-func ccOption(o linkOptions) (transport.CongestionControl, error) {
+func ccOption(o linkOptions) (transport.CongestionControl, transport.DCQCNParams, error) {
+	var none transport.DCQCNParams
 	cc, err := transport.ParseCongestionControl(o.cc)
 	if err != nil {
-		return 0, fmt.Errorf("--cc %s: want none (rdma_rxe's wire: no ECN, no CNPs) or dcqcn", o.cc)
+		return 0, none, fmt.Errorf("--cc %s: want none (rdma_rxe's wire: no ECN, no CNPs) or dcqcn", o.cc)
 	}
 	if cc != transport.CCNone && o.provider == "verbs" {
-		return 0, fmt.Errorf("--cc %s is the engine's: with --provider verbs the RDMA device runs its own congestion control (an HCA's DCQCN is set in its firmware; rdma_rxe has none)", o.cc)
+		return 0, none, fmt.Errorf("--cc %s is the engine's: with --provider verbs the RDMA device runs its own congestion control (an HCA's DCQCN is set in its firmware; rdma_rxe has none)", o.cc)
 	}
-	return cc, nil
+	if o.dcqcn != "" && cc != transport.CCDCQCN {
+		return 0, none, fmt.Errorf("--dcqcn %s tunes DCQCN: add --cc dcqcn", o.dcqcn)
+	}
+	p, err := parseDCQCN(o.dcqcn)
+	return cc, p, err
 }
 
 // printWindows prints each engine QP's send window and retransmission timer

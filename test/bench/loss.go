@@ -81,7 +81,7 @@ func lossPlan(scale float64) []measurement {
 			return b.setFault(0, port)
 		}))
 	}
-	return p
+	return append(p, dcqcnPlan()...)
 }
 
 // lossRun is one measurement of the section: op_bw of n 1 MiB messages with

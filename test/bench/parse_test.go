@@ -179,3 +179,30 @@ func TestRawFrameLen(t *testing.T) {
 		t.Errorf("WRITE MIDDLE 1024 B: %d bytes", n)
 	}
 }
+
+// TestDCQCNFigures: the settled rate is the median of the per-second lines from
+// the third on, without the total; the counters are the client's.
+func TestDCQCNFigures(t *testing.T) {
+	out := pairOut{client: ` #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
+ 65536      1029           63.53              63.53                0.001016
+ 65536      1516           94.74              94.74                0.001516
+ 65536      640            40.00              40.00                0.000640
+ 65536      480            30.00              30.00                0.000480
+ 65536      512            32.00              32.00                0.000512
+ 65536      8978           200.70             52.00                0.001496
+ Counters (engine):
+  completer_retry_err      3
+  rp_cnp_handled           12500
+  sent_pkts                574912
+`}
+	r, err := dcqcnFigures(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.fig[figSettled] != 32*(1<<20) || r.fig[figCNPs] != 12500 || r.fig[figGoBacks] != 3 {
+		t.Fatalf("figures %v, want settled 32 MiB/s, 12500 CNPs, 3 go-backs", r.fig)
+	}
+	if _, err := dcqcnFigures(pairOut{client: " 65536      8978           200.70             52.00                0.001496\n"}); err == nil {
+		t.Fatal("one line: no error")
+	}
+}

@@ -122,7 +122,7 @@ func tables(r results, plan []measurement, passes int) []table {
 		cpu.rows = append(cpu.rows, row)
 	}
 	cpu.notes = append(cpu.notes, "A is the client / sender / pinger (namespace A), B the server / receiver / ponger (namespace B). Each is one process from exec to exit (xroce's includes opening the link and the out-of-band exchange); the kernel's softirq work on veth is charged to whichever process it interrupts. For perftest through the library, a side is the application and its namespace's daemon (which runs the engine) together, each from exec to exit.")
-	return []table{raw, good, lat, lib, lossTable(r, med), rat, cpu}
+	return []table{raw, good, lat, lib, lossTable(r, med), dcqcnTable(r, med), rat, cpu}
 }
 
 // libTable puts perftest through the verbs library beside xroce's own tools.
