@@ -17,7 +17,8 @@ const (
 	// CNPs are counted as rp_cnp_ignored (rdma_rxe has no CNP handling at all).
 	CCNone CongestionControl = iota
 	// CCDCQCN is DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA
-	// Deployments", SIGCOMM 2015) with mlx5's default parameters: packets leave
+	// Deployments", SIGCOMM 2015) with Options.DCQCN's parameters (zero: mlx5's
+	// defaults; the tools default to SoftwareDCQCN): packets leave
 	// ECN-capable (ECT(0)), the device answers CE-marked packets with CNPs
 	// (notification point) and paces each QP at the rate the CNPs it receives
 	// leave it (reaction point).

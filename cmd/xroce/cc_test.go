@@ -82,22 +82,34 @@ func TestDCQCNFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := transport.DCQCNParams{AlphaPeriod: 55 * time.Microsecond, G: 1020, MaxRate: 2_000_000_000,
-		TimeReset: 1500 * time.Microsecond, ByteReset: 1 << 20, CNPInterval: 50 * time.Microsecond, AIRate: 40_000_000}
+	want := transport.SoftwareDCQCN()
+	want.AlphaPeriod, want.G, want.MaxRate = 55*time.Microsecond, 1020, 2_000_000_000
+	want.TimeReset, want.ByteReset, want.CNPInterval, want.AIRate = 1500*time.Microsecond, 1<<20, 50*time.Microsecond, 40_000_000
 	if p != want {
 		t.Fatalf("parsed %+v, want %+v", p, want)
 	}
-	p, err = parseDCQCN("software,rpg_max_rate=2000")
-	want = transport.SoftwareDCQCN()
+	for flag, want := range map[string]transport.DCQCNParams{"": transport.SoftwareDCQCN(), "software": transport.SoftwareDCQCN(), "mlx5": transport.DefaultDCQCN()} {
+		if p, err := parseDCQCN(flag); err != nil || p != want {
+			t.Errorf("--dcqcn %q: %+v, %v; want %+v", flag, p, err, want)
+		}
+	}
+	p, err = parseDCQCN("mlx5,rpg_max_rate=2000")
+	want = transport.DefaultDCQCN()
 	want.MaxRate = 2_000_000_000
 	if err != nil || p != want {
-		t.Fatalf("software,rpg_max_rate=2000: %+v, %v; want %+v", p, err, want)
+		t.Fatalf("mlx5,rpg_max_rate=2000: %+v, %v; want %+v", p, err, want)
+	}
+	if sw, mlx := transport.SoftwareDCQCN(), transport.DefaultDCQCN(); sw.MaxRate != 3_000_000_000 || sw.AlphaPeriod != 55*time.Microsecond ||
+		sw.G != 1020 || sw.TimeReset != 1500*time.Microsecond || sw.ByteReset != 1<<20 || sw.AIRate != 40_000_000 || sw.HAIRate != 100_000_000 ||
+		sw.Threshold != 5 || sw.ReducePeriod != mlx.ReducePeriod || sw.Gd != mlx.Gd || sw.CNPInterval != mlx.CNPInterval {
+		t.Fatalf("SoftwareDCQCN %+v: not the set docs/congestion.md gives", sw)
 	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,software"}, "--dcqcn rpg_gd=3,software: the preset software comes first, before the parameters it should not set: software,rpg_gd=3"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,mlx5,rpg_gd=4"}, "the preset mlx5 comes first, before the parameters it should not set: mlx5,rpg_gd=3,rpg_gd=4"},
 		{[]string{"--dcqcn", "dce_tcp_g=1020"}, "--dcqcn dce_tcp_g=1020 tunes DCQCN: add --cc dcqcn"},
 		{[]string{"--cc", "dcqcn", "--dcqcn", "alpha=3"}, "--dcqcn alpha: not a DCQCN parameter; want one of mlx5's names: rpg_max_rate, "},
 		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_g"}, `--dcqcn "dce_tcp_g": want NAME=VALUE pairs`},

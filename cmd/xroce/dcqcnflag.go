@@ -36,31 +36,35 @@ var dcqcnParams = []dcqcnParam{
 	{"cnp_dscp", "DSCP", 63, func(p *transport.DCQCNParams, v int64) { p.CNPDSCP = uint8(v) }},
 }
 
-// dcqcnSoftware is the --dcqcn preset for transport.SoftwareDCQCN.
-const dcqcnSoftware = "software"
+// The --dcqcn presets: software (transport.SoftwareDCQCN), the default, and mlx5
+// (transport.DefaultDCQCN: mlx5's defaults).
+var dcqcnPresets = map[string]func() transport.DCQCNParams{
+	"software": transport.SoftwareDCQCN,
+	"mlx5":     transport.DefaultDCQCN,
+}
 
 // parseDCQCN reads --dcqcn: NAME=VALUE pairs, comma separated, NAME one of mlx5's
-// DCQCN parameters (rates in Mb/s, times in µs), optionally after the preset
-// "software" (transport.SoftwareDCQCN) as the first item. Parameters not named
-// keep the preset's values, or mlx5's defaults (transport.DefaultDCQCN). A value
-// of 0 is refused: in DCQCNParams it means the default.
+// DCQCN parameters (rates in Mb/s, times in µs), optionally after a preset name as
+// the first item: software (the default) or mlx5. Parameters not named keep the
+// preset's values. A value of 0 is refused (in DCQCNParams it means mlx5's
+// default).
 func parseDCQCN(s string) (transport.DCQCNParams, error) {
-	var p transport.DCQCNParams
+	p := transport.SoftwareDCQCN()
 	if s == "" {
 		return p, nil
 	}
 	items := strings.Split(s, ",")
-	if strings.TrimSpace(items[0]) == dcqcnSoftware {
-		p, items = transport.SoftwareDCQCN(), items[1:]
+	if preset, ok := dcqcnPresets[strings.TrimSpace(items[0])]; ok {
+		p, items = preset(), items[1:]
 	}
 	seen := map[string]bool{}
 	for _, kv := range items {
 		name, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if name == dcqcnSoftware {
-			return p, fmt.Errorf("--dcqcn %s: the preset software comes first, before the parameters it should not set: software,%s", s, strings.Replace(s, ","+dcqcnSoftware, "", 1))
+		if _, ok := dcqcnPresets[name]; ok {
+			return p, fmt.Errorf("--dcqcn %s: the preset %s comes first, before the parameters it should not set: %s,%s", s, name, name, strings.Replace(s, ","+name, "", 1))
 		}
 		if !ok {
-			return p, fmt.Errorf("--dcqcn %q: want NAME=VALUE pairs separated by commas, e.g. dce_tcp_rtt=55,dce_tcp_g=1020, optionally after the preset software (first)", kv)
+			return p, fmt.Errorf("--dcqcn %q: want NAME=VALUE pairs separated by commas, e.g. dce_tcp_rtt=55,dce_tcp_g=1020, optionally after a preset first (software or mlx5)", kv)
 		}
 		prm, err := dcqcnParamNamed(name)
 		if err != nil {

@@ -91,7 +91,7 @@ func addLinkFlags(fs *pflag.FlagSet, o *linkOptions) {
 	fs.StringVar(&o.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
 	fs.StringVar(&o.xdpBind, "xdp-bind", "auto", "AF_XDP sockets: zero-copy, copy, or auto (zero-copy where the driver has it)")
 	fs.StringVar(&o.cc, "cc", "none", "engine: congestion control: none (rdma_rxe's wire: no ECN marks, no CNPs) or dcqcn (packets ECT(0), CNPs for CE-marked ones, the rate cut by CNPs; docs/congestion.md)")
-	fs.StringVar(&o.dcqcn, "dcqcn", "", "engine: with --cc dcqcn, DCQCN parameters by mlx5's names, [software,]NAME=VALUE,... (rates in Mb/s, times in µs; software: the set scaled to a software path; the rest keep mlx5's defaults; docs/congestion.md)")
+	fs.StringVar(&o.dcqcn, "dcqcn", "", "engine: with --cc dcqcn, its parameters: [PRESET,]NAME=VALUE,... by mlx5's names (rates in Mb/s, times in µs); PRESET software (the default: scaled to a software path) or mlx5 (mlx5's defaults); docs/congestion.md")
 	addPcapFlags(fs, &o.pcap)
 }
 
