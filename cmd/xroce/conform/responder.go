@@ -17,6 +17,7 @@ type Request struct {
 	// PSNs is how many PSNs the request takes: 1, or a READ's response packets
 	// (its DMA length over the path MTU, at least 1).
 	PSNs   int    `json:"psns"`
+	Pass   int    `json:"pass"` // from 1 (observedPass)
 	AckReq bool   `json:"ackreq"`
 	Reply  string `json:"reply"` // what the suite did with it
 }
@@ -41,14 +42,16 @@ type responder struct {
 	atomics    map[int]uint64
 	lastACK    *Frame // the last ACK or NAK sent (duplicate_ack resends it)
 	mute       bool   // ack_lost: execute, send nothing
+	pass       int    // the current pass of the client's requests
+	passNext   int    // the PSN offset after the last request's: below it starts a pass
 	reqs       []Request
 }
 
-// rule returns the rule for request packet n (from 1): the first whose Packets
-// holds n, or normal.
-func (r *responder) rule(n int) *Rule {
+// rule returns the rule for request packet n (from 1) of pass k: the first
+// whose Packets holds n and Passes k, or normal.
+func (r *responder) rule(n, k int) *Rule {
 	for i := range r.rules {
-		if r.rules[i].Packets.Has(n) {
+		if r.rules[i].Packets.Has(n) && r.rules[i].Passes.Has(k) {
 			return &r.rules[i]
 		}
 	}
@@ -63,13 +66,17 @@ func (r *responder) handle(p *roce.Packet, now time.Time) error {
 		return nil
 	}
 	off := r.c.Offset(p.BTH.PSN)
-	rule := r.rule(len(r.reqs) + 1)
 	psns := 1
 	if op == roce.RC_RDMA_READ_REQUEST {
 		mtu := r.c.MTU.Bytes()
 		psns = max(1, int((uint64(p.RETH.DMALen)+uint64(mtu)-1)/uint64(mtu)))
 	}
-	r.reqs = append(r.reqs, Request{At: now.Sub(r.start), Opcode: op, PSN: off, PSNs: psns, AckReq: p.BTH.AckReq, Reply: rule.Reply.Name})
+	if len(r.reqs) == 0 || off < r.passNext {
+		r.pass++ // as passes() groups them
+	}
+	r.passNext = off + psns
+	rule := r.rule(len(r.reqs)+1, r.pass)
+	r.reqs = append(r.reqs, Request{At: now.Sub(r.start), Opcode: op, PSN: off, PSNs: psns, Pass: r.pass, AckReq: p.BTH.AckReq, Reply: rule.Reply.Name})
 	switch rule.Reply.Kind {
 	case replySilence:
 		return nil
@@ -83,13 +90,14 @@ func (r *responder) handle(p *roce.Packet, now time.Time) error {
 		}
 		return r.ack(at, roce.NAKSyndrome(rule.Reply.NAK), r.msn)
 	case replyRNR:
+		if off != r.ep {
+			return r.normal(p, off, nil)
+		}
 		timer := uint8(1)
 		if rule.Timer != nil {
 			timer = *rule.Timer
 		}
-		if off == r.ep {
-			r.nakPending = true
-		}
+		r.nakPending = true
 		return r.ack(off, roce.RNRNAKSyndrome(timer), r.msn)
 	case replyGhost:
 		msn := (r.msn + 1) & 0xFFFFFF

@@ -18,11 +18,14 @@ import (
 // role").
 
 // Rule says how the suite answers the client's request packets: those whose
-// number (from 1, in arrival order, retransmissions counted) is in Packets. The
-// first rule that matches a packet decides; a packet no rule matches is
-// answered normally.
+// number (from 1, in arrival order, retransmissions counted) is in Packets and
+// whose pass (from 1: a packet below the PSN after the previous request starts
+// the next pass, a retransmission; see observedPass) is in Passes. The first
+// rule that matches a packet decides; a packet no rule matches is answered
+// normally.
 type Rule struct {
 	Packets Range `yaml:"packets"` // e.g. 1, 2-5, 3- (default: every packet)
+	Passes  Range `yaml:"passes"`  // e.g. 1, 1-10 (default: every pass)
 	Reply   Reply `yaml:"reply"`
 	// PSN is the PSN offset (from the client's first PSN) the answer names:
 	// the expected PSN of a NAK (default: the packet's own) or a ghost ACK's
@@ -64,7 +67,9 @@ const (
 	// Rule.PSN, without executing the packet; after a sequence error the suite
 	// expects that PSN next.
 	replyNAK
-	// replyRNR sends an RNR NAK for the packet (Rule.Timer), without executing it.
+	// replyRNR sends an RNR NAK for the packet (Rule.Timer), without executing
+	// it, when it is the packet expected; another is answered as normal does
+	// (beyond the RNR-NAKed one: dropped).
 	replyRNR
 	// replyGhost drops the packet and sends an ACK for Rule.PSN, a PSN the
 	// client never sent (a ghost ACK): a requester must ignore it.
