@@ -181,14 +181,14 @@ func (s *Scenario) check() error {
 		return fmt.Errorf("setup.role %q: want requester (the suite drives a perftest server) or responder (the suite serves a perftest client)", st.Role)
 	}
 	if st.Role == RoleRequester {
+		if st.Client != "" || st.Timeout != 0 || st.Limit != 0 || len(s.Answer) > 0 || len(s.Expect.Requests) > 0 || s.Expect.Client != nil {
+			return errors.New("setup.client, timeout, limit, answer, expect.requests and expect.client are the responder role's: add setup.role: responder, or remove them")
+		}
 		if st.Server == "" {
 			return errors.New("setup.server is missing: name the peer's perftest server, one of " + strings.Join(Servers, ", "))
 		}
 		if !contains(Servers, st.Server) {
 			return fmt.Errorf("setup.server %q: want one of %s", st.Server, strings.Join(Servers, ", "))
-		}
-		if st.Client != "" || st.Timeout != 0 || st.Limit != 0 || len(s.Answer) > 0 || len(s.Expect.Requests) > 0 || s.Expect.Client != nil {
-			return errors.New("setup.client, timeout, limit, answer, expect.requests and expect.client are the responder role's: add setup.role: responder, or remove them")
 		}
 	}
 	if st.Size == 0 {
