@@ -16,16 +16,19 @@ import (
 
 // TestConformSelf is issue 16's self-run: `xroce conform` in namespace A against
 // fresh xroce servers in namespace B (started by --peer-cmd, one per scenario,
-// each with --guard 8192) passes every built-in scenario; every server reports
-// the 8192 bytes on each side of its registered region unchanged after its
-// scenario; the JSON summary and each scenario's capture are written; and a few
-// verdicts are checked exactly.
+// each with --guard 8192) and, in the responder role, as the server of fresh
+// xroce clients in namespace B (--client-cmd, also with --guard 8192) passes
+// every built-in scenario; every server and client reports the 8192 bytes on
+// each side of its registered region unchanged after its scenario; the JSON
+// summary and each scenario's capture are written; and a few verdicts are
+// checked exactly.
 func TestConformSelf(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	dir := t.TempDir()
 	sum := filepath.Join(dir, "run.json")
 	peer := fmt.Sprintf("ip netns exec %s %s {server} -d %s --link xdp -s {size} -n {iters} -m {mtu} -p {port} --guard 8192", n.NsB, bin, n.IfB)
-	p := startIn(t, n.NsA, 10*time.Minute, "conform", "-d", n.IfA, "--peer-cmd", peer, "--json", sum, "--pcap", dir, n.IPB.String())
+	client := fmt.Sprintf("ip netns exec %s %s {client} -d %s --link xdp -s {size} -n {iters} -m {mtu} -p {port} -u {timeout} --guard 8192 {addr}", n.NsB, bin, n.IfB)
+	p := startIn(t, n.NsA, 10*time.Minute, "conform", "-d", n.IfA, "--peer-cmd", peer, "--client-cmd", client, "--json", sum, "--pcap", dir, n.IPB.String())
 	err := p.wait(10 * time.Minute)
 	out := p.out.String()
 	if err != nil {
@@ -73,11 +76,54 @@ func TestConformSelf(t *testing.T) {
 			t.Errorf("%s observed %q, want %q", r.Name, r.Observed, w[0])
 		}
 	}
+	checkResponderRuns(t, s.Results)
 	// The capture of the bad-ICRC scenario holds the bad frame and the probe's
 	// exchange: three frames, one with a bad ICRC.
 	d := testnet.Sh(t, bin, "dump", filepath.Join(dir, "bad-icrc.pcapng"))
 	if !strings.Contains(d, "3 frames; 3 RoCE: 2 ICRC ok, 1 ICRC BAD, 0 malformed") {
 		t.Errorf("bad-icrc capture:\n%s", d)
+	}
+}
+
+// checkResponderRuns checks the responder role's records exactly where they
+// do not depend on timing: the client's request packets (PSN offsets, in
+// order) and how it ended.
+func checkResponderRuns(t *testing.T, results []conform.Result) {
+	t.Helper()
+	want := map[string]struct{ psns, end string }{
+		// Five WRITEs; the first timeout halves xroce's window (still five
+		// packets of 64 B), the later ones drop it to one packet (transport/
+		// cwnd.go timeout), so six more retries resend +0 alone: 1 + retry_cnt
+		// (7) passes, and the WR fails.
+		"resp-retry-exhausted": {"0 1 2 3 4 0 1 2 3 4 0 0 0 0 0 0", "IBV_WC_RETRY_EXC_ERR"},
+		// Five WRITEs lost, a ghost ACK ignored, all five again after the timeout.
+		"resp-ghost-ack": {"0 1 2 3 4 0 1 2 3 4", ""},
+		// Five 4-packet READ requests, then again from the gap at +1.
+		"resp-read-gap": {"0 4 8 12 16 1 4 8 12 16", ""},
+	}
+	seen := 0
+	for _, r := range results {
+		if r.Role != conform.RoleResponder {
+			continue
+		}
+		seen++
+		w, ok := want[r.Name]
+		if !ok {
+			continue
+		}
+		var psns []string
+		for _, q := range r.Requests {
+			psns = append(psns, fmt.Sprint(q.PSN))
+		}
+		if got := strings.Join(psns, " "); got != w.psns {
+			t.Errorf("%s: the client's PSN offsets %s, want %s", r.Name, got, w.psns)
+		}
+		if !strings.Contains(r.PeerOutput, w.end) {
+			t.Errorf("%s: the client's output lacks %q:\n%s", r.Name, w.end, r.PeerOutput)
+		}
+	}
+	if seen < 8 {
+		t.Errorf("%d responder-role scenarios ran, want at least 8", seen)
 	}
 }
 

@@ -21,20 +21,22 @@ import (
 func runConform(name string, args []string) error {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	var (
-		lo                           linkOptions
-		port                         int
-		peerCmd, dir, jsonOut, pcaps string
-		only                         []string
-		list                         bool
-		connectTimeout               time.Duration
+		lo                  linkOptions
+		port                int
+		peerCmd, clientCmd  string
+		dir, jsonOut, pcaps string
+		only                []string
+		list                bool
+		connectTimeout      time.Duration
 	)
 	fs.StringVarP(&lo.dev, "ib-dev", "d", "", "network interface to send the frames on")
 	fs.StringVar(&lo.link, "link", "xdp", "datapath: xdp (AF_XDP) or udp (kernel UDP socket: the scenarios that need frames sent as built, with a bad ICRC, another IP address or TVer, are left out)")
 	fs.StringVar(&lo.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto")
 	fs.StringVar(&lo.xdpBind, "xdp-bind", "auto", "AF_XDP sockets: zero-copy, copy, or auto (zero-copy where the driver has it)")
 	fs.IntVarP(&lo.gidIndex, "gid-index", "x", -1, "GID index of this side (default: the interface's first IPv4 GID)")
-	fs.IntVarP(&port, "port", "p", oob.DefaultPort, "the perftest server's TCP port")
+	fs.IntVarP(&port, "port", "p", oob.DefaultPort, "the perftest server's TCP port (responder role: the port this side listens on)")
 	fs.StringVar(&peerCmd, "peer-cmd", "", "command (sh -c) that starts a fresh server before each scenario, with {server} {size} {iters} {port} {mtu} filled in, e.g. 'ssh peer ib_{server} -d rxe0 -x 1 -s {size} -n {iters}'; its exit status counts in the verdict")
+	fs.StringVar(&clientCmd, "client-cmd", "", "command (sh -c) that starts the perftest client of each responder-role scenario, with {client} {size} {iters} {port} {mtu} {timeout} {limit} {addr} filled in, e.g. 'ssh peer ib_{client} -d rxe0 -x 1 -s {size} -n {iters} -u {timeout} {addr}'; its exit status and output are the client's end")
 	fs.StringVar(&dir, "scenarios", "", "read the scenarios from this directory's *.yaml instead of the built-in ones")
 	fs.StringSliceVar(&only, "run", nil, "run only these scenarios (names or shell patterns, comma-separated)")
 	fs.BoolVar(&list, "list", false, "list the scenarios and exit")
@@ -42,7 +44,7 @@ func runConform(name string, args []string) error {
 	fs.StringVar(&pcaps, "pcap", "", "write each scenario's frames to DIR/NAME.pcapng")
 	fs.DurationVar(&connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for the server's TCP port before each scenario")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: xroce conform -d IFACE [flags] SERVER   (xroce conform --list)\n\nRuns RoCE conformance scenarios against a perftest server's responder (docs/conform.md).\n\n%s", fs.FlagUsages())
+		fmt.Fprintf(os.Stderr, "usage: xroce conform -d IFACE [flags] PEER   (xroce conform --list)\n\nRuns RoCE conformance scenarios against a perftest server's responder (requester role) and as the server of a perftest client's requester (responder role; PEER is then where --peer-cmd's servers run, and the clients connect to this side's address) (docs/conform.md).\n\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -58,7 +60,11 @@ func runConform(name string, args []string) error {
 		conform.PrintList(os.Stdout, scenarios)
 		return nil
 	}
-	if fs.NArg() != 1 {
+	requester := false
+	for _, s := range scenarios {
+		requester = requester || !s.Responder()
+	}
+	if fs.NArg() > 1 || fs.NArg() == 0 && requester {
 		return fmt.Errorf("give the perftest server's address (one argument), e.g. xroce conform -d eth0 10.0.0.1")
 	}
 	if lo.dev == "" {
@@ -103,9 +109,9 @@ func runConform(name string, args []string) error {
 	}
 	defer atExit(func() { link.Close() })()
 	defer atExit(conform.KillPeers)()
-	server := fs.Arg(0)
+	server := fs.Arg(0) // "" when only responder-role scenarios run
 	results, runErr := conform.Run(context.Background(), conform.Options{
-		Link: link, GID: gid.GID, Server: server, Port: port, PeerCmd: peerCmd,
+		Link: link, GID: gid.GID, Server: server, Port: port, PeerCmd: peerCmd, ClientCmd: clientCmd,
 		ConnectTimeout: connectTimeout, PcapDir: pcaps, Log: os.Stderr,
 	}, scenarios)
 	conform.PrintTable(os.Stdout, results)

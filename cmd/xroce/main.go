@@ -38,7 +38,7 @@ var commands = map[string]command{
 	"replay":     {"emulate one endpoint of a capture and compare its answers (replay FILE --as IP)", runReplay},
 	"daemon":     {"serve an xroce device to unmodified verbs applications (daemon -d IFACE; daemon status)", runDaemon},
 	"stat":       {"the devices xroce daemons serve, their clients and counters (= daemon status)", runStat},
-	"conform":    {"RoCE conformance scenarios against a perftest server's responder (docs/conform.md)", runConform},
+	"conform":    {"RoCE conformance scenarios against a perftest server's responder or client's requester (docs/conform.md)", runConform},
 	"run":        {"run a verbs application on xroce devices (run -- APP ARGS: LD_PRELOAD of the verbs library)", runApp},
 }
 

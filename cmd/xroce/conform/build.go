@@ -67,6 +67,10 @@ func (c *Conn) Build(f *Frame) ([]byte, error) {
 	if f.AETH != nil {
 		pk.AETH = roce.AETH{Syndrome: roce.Syndrome(f.AETH.Syndrome), MSN: f.AETH.MSN}
 	}
+	pk.AtomicAckETH.OrigRemData = f.orig
+	if f.payload != nil {
+		pk.Payload = f.payload
+	}
 	if f.AckReq != nil {
 		pk.BTH.AckReq = *f.AckReq
 	}

@@ -4,11 +4,14 @@
 // IBTA Vol 1 chapter 9 (9.7.4 ACK generation, 9.7.5 responder behaviour, 9.9 error
 // classes) and Annex A17 (RoCEv2).
 //
-// In this increment the suite plays the requester: it connects to a standard
-// perftest server (ib_write_bw, ib_read_bw, ib_send_bw or ib_atomic_bw; rdma_rxe,
-// an HCA or xroce's own) through perftest's out-of-band exchange (package oob),
-// learns the server's QPN, expected PSN, rkey and address, then sends the
-// scenario's frames straight on a transport.Link and compares what comes back with
-// the scenario's expectation. The frames are built and parsed by package roce.
-// The responder role (answering a peer's requester) is not done yet.
+// It plays two roles. As requester it connects to a standard perftest server
+// (ib_write_bw, ib_read_bw, ib_send_bw or ib_atomic_bw; rdma_rxe, an HCA or
+// xroce's own) through perftest's out-of-band exchange (package oob), learns the
+// server's QPN, expected PSN, rkey and address, then sends the scenario's frames
+// straight on a transport.Link and compares what comes back with the scenario's
+// expectation (run.go). As responder it is the server of a perftest client: it
+// makes the exchange as the server, answers the client's request packets by the
+// scenario's rules (responder.go, rules.go) and judges the client's
+// retransmission passes and how it ends (passes.go, rrun.go). The frames are
+// built and parsed by package roce.
 package conform

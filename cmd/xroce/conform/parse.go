@@ -107,7 +107,7 @@ func parse(name string, data []byte) (*Scenario, error) {
 		return nil, cleanYAMLErr(err)
 	}
 	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return nil, errors.New("line 1: a scenario is a mapping with summary, spec, setup, send and expect")
+		return nil, errors.New("line 1: a scenario is a mapping with summary, spec, setup, send (or answer) and expect")
 	}
 	s := &Scenario{Name: strings.TrimSuffix(path.Base(name), path.Ext(name)), File: name}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -126,6 +126,12 @@ func parse(name string, data []byte) (*Scenario, error) {
 	for i := range s.Expect.Responses {
 		s.Expect.Responses[i].line = itemLine(doc, i, "expect", "responses")
 	}
+	for i := range s.Answer {
+		s.Answer[i].line = itemLine(doc, i, "answer")
+	}
+	for i := range s.Expect.Requests {
+		s.Expect.Requests[i].line = itemLine(doc, i, "expect", "requests")
+	}
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -139,7 +145,7 @@ func cleanYAMLErr(err error) error {
 	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n")
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	msg = strings.ReplaceAll(msg, "  line", "line")
-	for _, t := range []string{"conform.Scenario", "conform.Setup", "conform.Frame", "conform.RETH", "conform.Atomic", "conform.Payload", "conform.BTHEdit", "conform.Corrupt", "conform.Expect", "conform.Response"} {
+	for _, t := range []string{"conform.Scenario", "conform.Setup", "conform.Frame", "conform.RETH", "conform.Atomic", "conform.Payload", "conform.BTHEdit", "conform.Corrupt", "conform.Expect", "conform.Response", "conform.Rule", "conform.Pass", "conform.Span"} {
 		msg = strings.ReplaceAll(msg, "in type "+t, "in "+strings.ToLower(strings.TrimPrefix(t, "conform."))+" (docs/conform.md lists the fields)")
 	}
 	return errors.New(msg)
@@ -167,11 +173,23 @@ func itemLine(n *yaml.Node, i int, keys ...string) int {
 
 func (s *Scenario) check() error {
 	st := &s.Setup
-	if st.Server == "" {
-		return errors.New("setup.server is missing: name the peer's perftest server, one of " + strings.Join(Servers, ", "))
+	switch st.Role {
+	case "":
+		st.Role = RoleRequester
+	case RoleRequester, RoleResponder:
+	default:
+		return fmt.Errorf("setup.role %q: want requester (the suite drives a perftest server) or responder (the suite serves a perftest client)", st.Role)
 	}
-	if !contains(Servers, st.Server) {
-		return fmt.Errorf("setup.server %q: want one of %s", st.Server, strings.Join(Servers, ", "))
+	if st.Role == RoleRequester {
+		if st.Client != "" || st.Timeout != 0 || st.Limit != 0 || len(s.Answer) > 0 || len(s.Expect.Requests) > 0 || s.Expect.Client != nil {
+			return errors.New("setup.client, timeout, limit, answer, expect.requests and expect.client are the responder role's: add setup.role: responder, or remove them")
+		}
+		if st.Server == "" {
+			return errors.New("setup.server is missing: name the peer's perftest server, one of " + strings.Join(Servers, ", "))
+		}
+		if !contains(Servers, st.Server) {
+			return fmt.Errorf("setup.server %q: want one of %s", st.Server, strings.Join(Servers, ", "))
+		}
 	}
 	if st.Size == 0 {
 		st.Size = 65536
@@ -190,6 +208,9 @@ func (s *Scenario) check() error {
 	}
 	if st.Iters < 1 || st.Iters > 512 {
 		return fmt.Errorf("setup.iters %d: want 1 to 512", st.Iters)
+	}
+	if st.Role == RoleResponder {
+		return s.checkResponder()
 	}
 	if len(s.Send) == 0 {
 		return errors.New("send is empty: list at least one frame")

@@ -61,7 +61,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "x" || s.Setup != (Setup{Server: "read_bw", Size: 100, MTU: 2048, Iters: 5}) {
+	if s.Name != "x" || s.Setup != (Setup{Role: RoleRequester, Server: "read_bw", Size: 100, MTU: 2048, Iters: 5}) {
 		t.Fatalf("name %q setup %+v", s.Name, s.Setup)
 	}
 	f := s.Send[0]

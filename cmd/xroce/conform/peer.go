@@ -78,6 +78,15 @@ func (p *peerCmd) wait(limit time.Duration) (string, error) {
 	return p.out.String(), p.exitErr
 }
 
+// kill ends the command's process group now and waits for it.
+func (p *peerCmd) kill() {
+	if p.ended {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.end(<-p.done)
+}
+
 // end records the command's end.
 func (p *peerCmd) end(err error) {
 	p.ended, p.exitErr = true, err

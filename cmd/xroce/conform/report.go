@@ -66,12 +66,13 @@ func WriteJSON(path, peer string, results []Result, runErr error) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// PrintList writes one line per scenario: its name, server and summary.
+// PrintList writes one line per scenario: its name, role, peer tool (the
+// server it drives, or the client it serves) and summary.
 func PrintList(w io.Writer, scenarios []*Scenario) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tserver\tsummary")
+	fmt.Fprintln(tw, "scenario\trole\tpeer\tsummary")
 	for _, s := range scenarios {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Setup.Server, s.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.Setup.Role, s.PeerTool(), s.Summary)
 	}
 	tw.Flush()
 }

@@ -30,7 +30,13 @@ type Options struct {
 	// status is part of the verdict (xroce's servers with --guard exit 1 when
 	// memory beside their registered region changed).
 	PeerCmd string
-	// ConnectTimeout bounds the wait for the server's TCP port (default 10s).
+	// ClientCmd, when set, is run (sh -c) before each responder-role scenario to
+	// start the perftest client that connects to the suite, with {client},
+	// {size}, {iters}, {port}, {mtu}, {timeout}, {limit} and {addr} filled in
+	// (expandClientCmd); its exit status and output are the client's end.
+	ClientCmd string
+	// ConnectTimeout bounds the wait for the server's TCP port, and in the
+	// responder role for the client's connection (default 10s).
 	ConnectTimeout time.Duration
 	// PcapDir, when set, receives NAME.pcapng per scenario: every frame sent and
 	// received on the link during it.
@@ -42,15 +48,19 @@ type Options struct {
 // Result is one scenario's outcome.
 type Result struct {
 	Name     string   `json:"name"`
-	Server   string   `json:"server"`
+	Role     string   `json:"role"`
+	Server   string   `json:"server,omitempty"`
+	Client   string   `json:"client,omitempty"` // the responder role's perftest client
 	Spec     string   `json:"spec"`
 	Expected string   `json:"expected"`
 	Observed string   `json:"observed"`
 	Pass     bool     `json:"pass"`
 	Problems []string `json:"problems,omitempty"`
 	Pcap     string   `json:"pcap,omitempty"`
-	// PeerOutput is what the peer command (Options.PeerCmd) printed.
+	// PeerOutput is what the peer command (Options.PeerCmd or ClientCmd) printed.
 	PeerOutput string `json:"peer_output,omitempty"`
+	// Requests are the client's request packets (responder role).
+	Requests []Request `json:"requests,omitempty"`
 }
 
 // Verdict is PASS or FAIL.
@@ -69,11 +79,19 @@ func Run(ctx context.Context, o Options, scenarios []*Scenario) ([]Result, error
 		o.ConnectTimeout = 10 * time.Second
 	}
 	var out []Result
+	var l listener
+	defer l.close()
 	for i, s := range scenarios {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		r, err := runOne(ctx, &o, s, uint32(0x100+i))
+		var r Result
+		var err error
+		if s.Responder() {
+			r, err = runResponder(ctx, &o, s, uint32(0x100+i), &l)
+		} else {
+			r, err = runOne(ctx, &o, s, uint32(0x100+i))
+		}
 		if err != nil {
 			return out, fmt.Errorf("scenario %s: %w", s.Name, err)
 		}
@@ -96,7 +114,7 @@ func kindOf(server string) oob.Kind {
 // runOne runs a scenario on a fresh connection: the peer command, the exchange,
 // the frames, the answers, the probe, the end of the exchange.
 func runOne(ctx context.Context, o *Options, s *Scenario, qpn uint32) (Result, error) {
-	res := Result{Name: s.Name, Server: s.Setup.Server, Spec: s.Spec}
+	res := Result{Name: s.Name, Role: RoleRequester, Server: s.Setup.Server, Spec: s.Spec}
 	var peer *peerCmd
 	if o.PeerCmd != "" {
 		var err error

@@ -16,11 +16,48 @@ type Scenario struct {
 	Spec    string  `yaml:"spec"` // the spec section (and kernel source) the expectation follows
 	Setup   Setup   `yaml:"setup"`
 	Send    []Frame `yaml:"send"`
-	Expect  Expect  `yaml:"expect"`
+	// Answer is the responder role's rules: how the suite answers each request
+	// packet of the peer's client (responder.go).
+	Answer []Rule `yaml:"answer"`
+	Expect Expect `yaml:"expect"`
 }
+
+// Responder reports whether the scenario plays the responder (the server of a
+// perftest client) rather than the requester.
+func (s *Scenario) Responder() bool { return s.Setup.Role == RoleResponder }
+
+// PeerTool names the perftest tool the scenario talks to: the server (requester
+// role) or the client (responder role).
+func (s *Scenario) PeerTool() string {
+	if s.Responder() {
+		return s.Setup.Client
+	}
+	return s.Setup.Server
+}
+
+// The roles a scenario plays (setup.role).
+const (
+	RoleRequester = "requester"
+	RoleResponder = "responder"
+)
 
 // Setup says which peer server the scenario talks to and how.
 type Setup struct {
+	// Role is requester (the default: the suite drives a perftest server's
+	// responder) or responder (the suite is the server of a perftest client and
+	// answers its requester as the scenario's answer rules say).
+	Role string `yaml:"role"`
+	// Client is the responder role's perftest client: write_bw, read_bw,
+	// send_bw or atomic_bw (ib_write_bw ... SERVER on rdma_rxe or an HCA, or
+	// xroce write_bw ... SERVER).
+	Client string `yaml:"client"`
+	// Timeout is the client's -u, its QP's local ACK timeout as a verbs code:
+	// 4.096 µs × 2^Timeout (IBTA Vol 1 §11.2.4.2); 1 to 31, default 14 (67 ms,
+	// perftest's DEF_QP_TIME). Responder role only.
+	Timeout int `yaml:"timeout"`
+	// Limit bounds the client's run in the responder role: past it the suite
+	// ends the client (its outcome: "running"); default 10s, at most 60s.
+	Limit Duration `yaml:"limit"`
 	// Server is the perftest server the peer runs: write_bw, read_bw, send_bw or
 	// atomic_bw (ib_write_bw ... on rdma_rxe or an HCA).
 	Server string `yaml:"server"`
@@ -67,6 +104,11 @@ type Frame struct {
 	Repeat int `yaml:"repeat"`
 
 	line int
+	// orig is the AtomicAckETH of an RC_ATOMIC_ACKNOWLEDGE, and payload the
+	// data of a READ response, that the responder role sends (never from a
+	// file; payload replaces Payload).
+	orig    uint64
+	payload []byte
 }
 
 // RETH gives the RDMA extended transport header of a frame (IBTA Vol 1 §9.3.4).
@@ -139,6 +181,14 @@ type Expect struct {
 	// ProbePSN is the probe's PSN offset; default: the PSN after the last one the
 	// peer acknowledged or answered.
 	ProbePSN *int `yaml:"probe_psn"`
+	// Requests is the responder role's expectation of what the client sends:
+	// its request packets as passes (runs of rising PSNs; a packet at or below
+	// the previous PSN starts the next pass: a retransmission), in order, and
+	// nothing else.
+	Requests []Pass `yaml:"requests"`
+	// Client is the responder role's expected end of the client: success, or
+	// the work completion status it fails with (Outcomes).
+	Client *Outcome `yaml:"client"`
 
 	line int
 }
