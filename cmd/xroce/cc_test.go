@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,8 +20,8 @@ func TestCCFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--cc", "reno"}, "--cc reno: want none (rdma_rxe's wire: no ECN, no CNPs) or dcqcn"},
-		{[]string{"--provider", "verbs", "-d", "rxe0", "--cc", "dcqcn"}, "--cc dcqcn is the engine's: with --provider verbs the RDMA device runs its own"},
+		{[]string{"--cc", "reno"}, "--cc \"reno\": want none (rdma_rxe's wire: no ECN, no CNPs) or dcqcn"},
+		{[]string{"--provider", "verbs", "-d", "rxe0", "--cc", "dcqcn"}, "--cc and --dcqcn are the engine's: with --provider verbs the RDMA device runs its own"},
 	} {
 		_, err := parsePerf("write_bw", c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -82,6 +83,9 @@ func TestDCQCNFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if q, err := parseDCQCN(" dce_tcp_rtt = 55 , dce_tcp_g=1020"); err != nil || q.AlphaPeriod != 55*time.Microsecond || q.G != 1020 {
+		t.Errorf("spaces around the items and '=': %+v, %v", q, err)
+	}
 	want := transport.SoftwareDCQCN()
 	want.AlphaPeriod, want.G, want.MaxRate = 55*time.Microsecond, 1020, 2_000_000_000
 	want.TimeReset, want.ByteReset, want.CNPInterval, want.AIRate = 1500*time.Microsecond, 1<<20, 50*time.Microsecond, 40_000_000
@@ -108,19 +112,52 @@ func TestDCQCNFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,software"}, "--dcqcn rpg_gd=3,software: the preset software comes first, before the parameters it should not set: software,rpg_gd=3"},
-		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,mlx5,rpg_gd=4"}, "the preset mlx5 comes first, before the parameters it should not set: mlx5,rpg_gd=3,rpg_gd=4"},
-		{[]string{"--dcqcn", "dce_tcp_g=1020"}, "--dcqcn dce_tcp_g=1020 tunes DCQCN: add --cc dcqcn"},
-		{[]string{"--cc", "dcqcn", "--dcqcn", "alpha=3"}, "--dcqcn alpha: not a DCQCN parameter; want one of mlx5's names: rpg_max_rate, "},
-		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_g"}, `--dcqcn "dce_tcp_g": want NAME=VALUE pairs`},
-		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_g=1024"}, "--dcqcn dce_tcp_g=1024: want a whole number of 1/1024 from 1 to 1023"},
-		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_min_rate=0"}, "--dcqcn rpg_min_rate=0: want a whole number of Mb/s from 1 to 400000"},
-		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_rtt=1.5"}, "--dcqcn dce_tcp_rtt=1.5: want a whole number of µs"},
-		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,rpg_gd=4"}, "--dcqcn: rpg_gd given twice"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,software"}, `--dcqcn "rpg_gd=3,software": one preset at most, and only as the first item, e.g. software,dce_tcp_rtt=55`},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "software,mlx5"}, `--dcqcn "software,mlx5": one preset at most, and only as the first item`},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "mlx5=1"}, `--dcqcn "mlx5=1": mlx5 is a preset and takes no value; name it alone, as the first item`},
+		{[]string{"--dcqcn", "dce_tcp_g=1020"}, `--dcqcn "dce_tcp_g=1020" tunes DCQCN: add --cc dcqcn`},
+		{[]string{"--provider", "verbs", "-d", "rxe0", "--dcqcn", "mlx5"}, "--cc and --dcqcn are the engine's: with --provider verbs the RDMA device runs its own"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "alpha=3"}, `--dcqcn "alpha": not a DCQCN parameter; want one of mlx5's names: rpg_max_rate, `},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_g"}, `--dcqcn "dce_tcp_g": "dce_tcp_g" is not NAME=VALUE`},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_g=1024"}, "--dcqcn dce_tcp_g=1024: want a whole number from 1 to 1023 (1/1024)"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_min_rate=0"}, "--dcqcn rpg_min_rate=0: want a whole number from 1 to 400000 (Mb/s)"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_min_dec_fac=100"}, "--dcqcn rpg_min_dec_fac=100: want a whole number from 1 to 99 (per cent; 100 would forbid every cut)"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_rtt=1.5"}, "--dcqcn dce_tcp_rtt=1.5: want a whole number from 1 to 10000000 (µs)"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_gd=3,rpg_gd=4"}, `--dcqcn "rpg_gd=3,rpg_gd=4": rpg_gd given twice`},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "mlx5,"}, `--dcqcn "mlx5,": item 2 is empty (a stray comma?)`},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_min_rate=5000,rpg_max_rate=100"}, "rpg_min_rate 5000 Mb/s is above rpg_max_rate 100 Mb/s, the line rate"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "rpg_hai_rate=4000"}, "rpg_ai_rate 40 and rpg_hai_rate 4000 Mb/s must not exceed rpg_max_rate 3000 Mb/s"},
+		{[]string{"--cc", "dcqcn", "--dcqcn", "dce_tcp_rtt=55", "--dcqcn", "dce_tcp_g=1020"}, `--dcqcn given twice ("dce_tcp_rtt=55", then "dce_tcp_g=1020"): give one, its items comma separated`},
+		{[]string{"--cc", " dcqcn"}, `--cc " dcqcn": want none`},
 	} {
 		_, err := parsePerf("write_bw", c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestLinkFlagsCheckedFirst: every tool with the engine's link flags refuses a bad
+// --cc or --dcqcn before it opens the interface (which does not exist here, so a
+// tool that opened it first would name the interface instead).
+func TestLinkFlagsCheckedFirst(t *testing.T) {
+	for _, args := range [][]string{
+		{"write_bw", "-d", "nosuch0"},
+		{"pingpong", "-d", "nosuch0"},
+		{"rping", "-s", "--dev", "nosuch0"},
+		{"daemon", "-d", "nosuch0", "--name", "xrocetest9"},
+		{"crosscheck", "-d", "nosuch0"},
+	} {
+		for _, bad := range [][]string{{"--cc", "bogus"}, {"--cc", "dcqcn", "--dcqcn", "mlx5,"}} {
+			a := append(append([]string{}, args...), bad...)
+			out, err := exec.Command(bin, a...).CombinedOutput()
+			want := `--cc "bogus": want none`
+			if bad[0] == "--cc" && len(bad) > 2 {
+				want = `--dcqcn "mlx5,": item 2 is empty`
+			}
+			if err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), "nosuch0") {
+				t.Errorf("xroce %s: %v\n%s\nwant %q before anything names the interface", strings.Join(a, " "), err, out, want)
+			}
 		}
 	}
 }

@@ -33,7 +33,7 @@ func runDaemon(name string, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: xroce daemon -d IFACE [--name NAME] [--link xdp|udp] [--any-user]\n       xroce daemon status\n\nThe control socket is $XROCE_RUN_DIR/NAME.sock (default %s).\n\n%s", daemon.DefaultRunDir, fs.FlagUsages())
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, &o); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errUsage
 		}

@@ -236,10 +236,7 @@ func (o *perfOptions) check(name string, args []string) error {
 	if err := o.checkVerifyAll(name); err != nil {
 		return err
 	}
-	if _, _, err := ccOption(o.linkOptions); err != nil {
-		return err
-	}
-	if _, err := o.pcap.tapOptions(); err != nil {
+	if err := o.linkOptions.check(); err != nil {
 		return err
 	}
 	if o.mtu != 0 {

@@ -38,7 +38,7 @@ func pingpong(args []string, w io.Writer) error {
 	events := fs.BoolP("events", "e", false, "sleep on completion events; without it pingpong polls its CQ a while before it sleeps")
 	connection := fs.String("connection", "RC", "RC, UC or UD: ibv_rc_pingpong, ibv_uc_pingpong or ibv_ud_pingpong (pingpong_unrel.go)")
 	addLinkFlags(fs, &lo)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, &lo); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errUsage
 		}

@@ -91,7 +91,7 @@ func addLinkFlags(fs *pflag.FlagSet, o *linkOptions) {
 	fs.StringVar(&o.xdpMode, "xdp-mode", "auto", "XDP attach mode: native, generic, or auto (native where the driver has it)")
 	fs.StringVar(&o.xdpBind, "xdp-bind", "auto", "AF_XDP sockets: zero-copy, copy, or auto (zero-copy where the driver has it)")
 	fs.StringVar(&o.cc, "cc", "none", "engine: congestion control: none (rdma_rxe's wire: no ECN marks, no CNPs) or dcqcn (packets ECT(0), CNPs for CE-marked ones, the rate cut by CNPs; docs/congestion.md)")
-	fs.StringVar(&o.dcqcn, "dcqcn", "", "engine: with --cc dcqcn, its parameters: [PRESET,]NAME=VALUE,... by mlx5's names (rates in Mb/s, times in µs); PRESET software (the default: scaled to a software path) or mlx5 (mlx5's defaults); docs/congestion.md")
+	fs.Var(&onceString{v: &o.dcqcn, name: "--dcqcn"}, "dcqcn", "engine: with --cc dcqcn, its parameters: [PRESET,]NAME=VALUE,... by mlx5's names (rates in Mb/s, times in µs); PRESET software (the default: scaled to a software path) or mlx5 (mlx5's defaults); docs/congestion.md")
 	addPcapFlags(fs, &o.pcap)
 }
 
@@ -102,13 +102,13 @@ func ccOption(o linkOptions) (transport.CongestionControl, transport.DCQCNParams
 	var none transport.DCQCNParams
 	cc, err := transport.ParseCongestionControl(o.cc)
 	if err != nil {
-		return 0, none, fmt.Errorf("--cc %s: want none (rdma_rxe's wire: no ECN, no CNPs) or dcqcn", o.cc)
+		return 0, none, fmt.Errorf("--cc %q: want none (rdma_rxe's wire: no ECN, no CNPs) or dcqcn", o.cc)
 	}
-	if cc != transport.CCNone && o.provider == "verbs" {
-		return 0, none, fmt.Errorf("--cc %s is the engine's: with --provider verbs the RDMA device runs its own congestion control (an HCA's DCQCN is set in its firmware; rdma_rxe has none)", o.cc)
+	if (cc != transport.CCNone || o.dcqcn != "") && o.provider == "verbs" {
+		return 0, none, fmt.Errorf("--cc and --dcqcn are the engine's: with --provider verbs the RDMA device runs its own congestion control (an HCA's DCQCN is set in its firmware; rdma_rxe has none)")
 	}
 	if o.dcqcn != "" && cc != transport.CCDCQCN {
-		return 0, none, fmt.Errorf("--dcqcn %s tunes DCQCN: add --cc dcqcn", o.dcqcn)
+		return 0, none, fmt.Errorf("--dcqcn %q tunes DCQCN: add --cc dcqcn", o.dcqcn)
 	}
 	p, err := parseDCQCN(o.dcqcn)
 	return cc, p, err
@@ -155,3 +155,47 @@ func printCounters(w io.Writer, label string, before, after map[string]uint64) {
 		fmt.Fprintf(w, "  %-24s %d\n", n, after[n]-before[n])
 	}
 }
+
+// check refuses bad link flags (--cc, --dcqcn, the --pcap flags) before anything
+// opens the link.
+func (o linkOptions) check() error {
+	if _, _, err := ccOption(o); err != nil {
+		return err
+	}
+	_, err := o.pcap.tapOptions()
+	return err
+}
+
+// parseFlags parses args into fs and then checks the link flags in o, so that every
+// tool refuses a bad --cc, --dcqcn or --pcap flag before it touches the network.
+func parseFlags(fs *pflag.FlagSet, args []string, o *linkOptions) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return o.check()
+}
+
+// onceString is a string flag that may be given once: a second one would
+// silently replace the first (pflag's StringVar), dropping its parameters.
+type onceString struct {
+	v    *string
+	name string
+	set  bool
+}
+
+func (s *onceString) String() string {
+	if s.v == nil {
+		return ""
+	}
+	return *s.v
+}
+
+func (s *onceString) Set(v string) error {
+	if s.set {
+		return fmt.Errorf("%s given twice (%q, then %q): give one, its items comma separated", s.name, *s.v, v)
+	}
+	*s.v, s.set = v, true
+	return nil
+}
+
+func (s *onceString) Type() string { return "string" }

@@ -72,7 +72,7 @@ func rping(args []string, w, errw io.Writer) error {
 	fs.BoolVarP(&o.selfQP, "self-create-qp", "q", false, "rping's own QP moves (not supported)")
 	fs.StringVar(&o.lo.dev, "dev", "", "network interface (default: the one holding -a or -I, the client's route to -a, or the only one with an address)")
 	addLinkFlags(fs, &o.lo)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, &o.lo); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errUsage
 		}

@@ -34,7 +34,7 @@ func crosscheck(args []string, w io.Writer) error {
 	mtu := fs.IntP("mtu", "m", 0, "path MTU (default: the largest the port carries)")
 	counters := fs.Bool("counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 	addLinkFlags(fs, &lo)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, &lo); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errUsage
 		}

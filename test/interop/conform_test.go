@@ -20,16 +20,8 @@ share=%s
 server=$1 size=$2 iters=$3 port=$4 mtu=$5
 cmd="ib_$server -d rxe0 -x 1 -F -n $iters -m $mtu -p $port"
 [ "$server" = atomic_bw ] || cmd="$cmd -s $size"
-id=conform$$
-printf '%%s\n' "timeout 60 $cmd" > $share/tmp.$id && mv $share/tmp.$id $share/cmd.$id
-i=0
-while [ ! -e $share/rc.$id ]; do
-	sleep 0.05; i=$((i+1))
-	[ $i -lt 1600 ] || { echo "the guest did not finish: $cmd"; exit 124; }
-done
-cat $share/out.$id
-exit $(cat $share/rc.$id)
-`
+run="timeout 60 $cmd"
+` + guestRunScript
 
 // guestClientScript runs a perftest client in the guest for `xroce conform
 // --client-cmd` (the responder role): its arguments are {client} {size} {iters}
@@ -42,12 +34,18 @@ share=%s
 client=$1 size=$2 iters=$3 port=$4 mtu=$5 qptimeout=$6 limit=$7 addr=$8
 cmd="ib_$client -d rxe0 -x 1 -F -n $iters -m $mtu -p $port -u $qptimeout"
 [ "$client" = atomic_bw ] || cmd="$cmd -s $size"
-id=conformc$$
-printf '%%s\n' "timeout $((limit + 3)) $cmd $addr" > $share/tmp.$id && mv $share/tmp.$id $share/cmd.$id
+run="timeout $((limit + 3)) $cmd $addr"
+` + guestRunScript
+
+// guestRunScript ends both scripts: it hands $run to the guest through the 9p
+// share $share, waits for its exit status (80 s at most), prints its output and
+// exits with its status.
+const guestRunScript = `id=conform$$
+printf '%%s\n' "$run" > $share/tmp.$id && mv $share/tmp.$id $share/cmd.$id
 i=0
 while [ ! -e $share/rc.$id ]; do
 	sleep 0.05; i=$((i+1))
-	[ $i -lt 1600 ] || { echo "the guest did not finish: $cmd $addr"; exit 124; }
+	[ $i -lt 1600 ] || { echo "the guest did not finish: $run"; exit 124; }
 done
 cat $share/out.$id
 exit $(cat $share/rc.$id)

@@ -37,6 +37,15 @@ shift $((OPTIND - 1))
 [[ -z $dur || $dur =~ ^[1-9][0-9]*$ ]] || { echo "$0: -D $dur: want a whole number of seconds" >&2; exit 2; }
 [ $# = 1 ] || { echo "usage: $0 [-p PASSES] [-n MESSAGES] [-D SECONDS] [-r TBF_RATE|none] [-m MARK_RATE] [-q QUEUE_BYTES] [-d PARAMS] BINARY" >&2; exit 2; }
 bin=$1
+[[ $passes =~ ^[1-9][0-9]*$ ]] || { echo "$0: -p $passes: want a number of passes, at least 1" >&2; exit 2; }
+[[ $msgs =~ ^[1-9][0-9]*$ ]] || { echo "$0: -n $msgs: want a number of messages, at least 1" >&2; exit 2; }
+[[ -x $bin && -f $bin ]] || { echo "$0: $bin: want an executable xroce binary" >&2; exit 2; }
+if [ -n "$params" ]; then # refused flags name --dcqcn before anything opens an interface
+	if out=$("$bin" write_bw --cc dcqcn --dcqcn "$params" -d xroce-no-such-if 2>&1) || [[ $out == *--dcqcn* ]]; then
+		echo "$0: -d $params: $out" >&2
+		exit 2
+	fi
+fi
 [ "$(id -u)" = 0 ] || { echo "$0 needs root" >&2; exit 1; }
 
 # shellcheck source=test/scripts/bridge.sh
@@ -52,6 +61,7 @@ drops() { tc -n "$M" -s qdisc show dev "$PB" | awk '/dropped/ { sub(",", "", $7)
 marks() { ip netns exec "$M" nft list chain bridge cemark fw | awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") print $(i + 1) }'; }
 
 declare -A res
+failed=0
 run() { # cc pass: the counters are cumulative, a run's are the differences
 	local cc=$1 pass=$2 args v drops marks d0 m0
 	d0=$(drops) m0=$(marks)
@@ -62,11 +72,12 @@ run() { # cc pass: the counters are cumulative, a run's are the differences
 	srv=$!
 	for _ in $(seq 600); do
 		grep -q "Waiting for client" "$tmp/srv" 2>/dev/null && break
+		kill -0 "$srv" 2>/dev/null || break # the server ended: its error is below
 		sleep 0.05
 	done
 	sleep 0.2
-	timeout 300 ip netns exec "$A" "$bin" "${args[@]}" -d "$VA" 10.97.0.2 >"$tmp/cli" 2>&1 || echo "!! client failed: $(tail -3 "$tmp/cli")" >&2
-	wait "$srv" || echo "!! server failed: $(tail -3 "$tmp/srv")" >&2
+	timeout 300 ip netns exec "$A" "$bin" "${args[@]}" -d "$VA" 10.97.0.2 >"$tmp/cli" 2>&1 || { echo "!! client failed: $(tail -3 "$tmp/cli")" >&2; failed=1; }
+	wait "$srv" || { echo "!! server failed: $(tail -3 "$tmp/srv")" >&2; failed=1; }
 	srv=
 	v=$(awk '$1 == 1048576 && NF == 5 { l = $4 } END { print l }' "$tmp/cli")
 	[ -z "$dur" ] || v=$(awk '$1 == 65536 && NF == 5 { s[n++] = $4 } END { for (i = 2; i < n - 1; i++) printf "%s ", s[i]; print "" }' "$tmp/cli" |
@@ -89,3 +100,4 @@ for pass in $(seq "$passes"); do
 done
 echo
 echo "MiB/s/tbf drops per pass: none:${res[none]}  dcqcn:${res[dcqcn]}"
+exit "$failed"
