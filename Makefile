@@ -103,7 +103,7 @@ interop-quick:
 	XROCE_INTEROP=quick $(GO) test -count=1 -v -timeout 20m -run '^TestMatrix$$' ./test/interop/
 
 interop:
-	XROCE_INTEROP=full $(GO) test -count=1 -v -timeout 90m -run '^(TestMatrix|TestConformRxe)$$' ./test/interop/
+	XROCE_INTEROP=full $(GO) test -count=1 -v -timeout 90m -run '^(TestMatrix|TestConformRxe|TestSlowHostNoRetransmit)$$' ./test/interop/
 
 clean:
 	$(GO) clean -testcache
