@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/xroce/xroce/cmd/xroce/oob"
-	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
 )
 
@@ -116,17 +114,12 @@ func runResponder(ctx context.Context, o *Options, s *Scenario, qpn uint32, l *l
 		return res, err
 	}
 	limit := time.Duration(s.Setup.Limit)
-	link := o.Link
-	if o.PcapDir != "" {
-		res.Pcap = filepath.Join(o.PcapDir, s.Name+".pcapng")
-		tap, err := pcap.NewTap(keepOpen{o.Link}, res.Pcap, pcap.TapOptions{})
-		if err != nil {
-			nc.Close()
-			return res, err
-		}
-		defer tap.Close()
-		link = tap
+	link, closeTap, err := o.scenarioLink(s, &res)
+	if err != nil {
+		nc.Close()
+		return res, err
 	}
+	defer closeTap()
 	(&exchange{link: link}).drain()
 	sess := oob.NewSession(nc, false, kindOf(s.Setup.Client), limit+10*time.Second)
 	done := make(chan error, 1) // the exchange's end

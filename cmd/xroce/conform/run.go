@@ -133,17 +133,12 @@ func runOne(ctx context.Context, o *Options, s *Scenario, qpn uint32) (Result, e
 		sess.Abort()
 		return res, err
 	}
-	link := o.Link
-	if o.PcapDir != "" {
-		res.Pcap = filepath.Join(o.PcapDir, s.Name+".pcapng")
-		tap, err := pcap.NewTap(keepOpen{o.Link}, res.Pcap, pcap.TapOptions{})
-		if err != nil {
-			sess.Abort()
-			return res, err
-		}
-		defer tap.Close()
-		link = tap
+	link, closeTap, err := o.scenarioLink(s, &res)
+	if err != nil {
+		sess.Abort()
+		return res, err
 	}
+	defer closeTap()
 	x := &exchange{c: c, link: link}
 	bad, err := x.scenario(s, &res)
 	if err == nil {
@@ -165,6 +160,20 @@ func runOne(ctx context.Context, o *Options, s *Scenario, qpn uint32) (Result, e
 	}
 	res.Problems, res.Pass = bad, len(bad) == 0
 	return res, nil
+}
+
+// scenarioLink is the link a scenario runs on: o.Link, or with --pcap a capture of
+// it into DIR/NAME.pcapng (res.Pcap); the function closes the capture.
+func (o *Options) scenarioLink(s *Scenario, res *Result) (transport.Link, func(), error) {
+	if o.PcapDir == "" {
+		return o.Link, func() {}, nil
+	}
+	res.Pcap = filepath.Join(o.PcapDir, s.Name+".pcapng")
+	tap, err := pcap.NewTap(keepOpen{o.Link}, res.Pcap, pcap.TapOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return tap, func() { tap.Close() }, nil
 }
 
 // keepOpen is a link whose Close leaves the inner link open: a scenario's capture
