@@ -201,17 +201,7 @@ func (s *Span) String() string {
 }
 
 // allows reports whether op is the pass's opcode or one of its alternatives.
-func (p *Pass) allows(op roce.Opcode) bool {
-	if op == p.Opcode.Opcode {
-		return true
-	}
-	for _, o := range p.OrOpcodes {
-		if op == o.Opcode {
-			return true
-		}
-	}
-	return false
-}
+func (p *Pass) allows(op roce.Opcode) bool { return opcodeIn(op, p.Opcode, p.OrOpcodes) }
 
 // Outcome is how the client ends: "success" (exit status 0), the work
 // completion status it fails with (Outcomes), or "running" (still running at

@@ -219,11 +219,14 @@ type Response struct {
 }
 
 // allows reports whether op is the expected opcode or one of its alternatives.
-func (r *Response) allows(op roce.Opcode) bool {
-	if op == r.Opcode.Opcode {
+func (r *Response) allows(op roce.Opcode) bool { return opcodeIn(op, r.Opcode, r.OrOpcodes) }
+
+// opcodeIn reports whether op is first or one of or.
+func opcodeIn(op roce.Opcode, first Opcode, or []Opcode) bool {
+	if op == first.Opcode {
 		return true
 	}
-	for _, o := range r.OrOpcodes {
+	for _, o := range or {
 		if op == o.Opcode {
 			return true
 		}
