@@ -68,11 +68,16 @@ func TestCCDCQCN(t *testing.T) {
 		!strings.Contains(cli, " Data verified: ") && !strings.Contains(srv, " Data verified: ") {
 		t.Fatalf("server counters %v, client counters %v\nserver:\n%s\nclient:\n%s", sc, cc, srv, cli)
 	}
+	if want := " xroce cc        : dcqcn, --dcqcn software\n"; !strings.Contains(cli, want) || !strings.Contains(srv, want) {
+		t.Errorf("the header does not say %q:\nserver:\n%s\nclient:\n%s", want, srv, cli)
+	}
 	srv, cli = pair(t, n, append(args, "--cc", "dcqcn", "-d", n.IfB), append(args, "-d", n.IfA, n.IPB.String()))
 	if sc := countersIn(srv); sc["np_ecn_marked_roce_packets"] != 0 || sc["np_cnp_sent"] != 0 {
 		t.Fatalf("--cc none's frames were marked: server counters %v\n%s", sc, srv)
 	}
-	_ = cli
+	if strings.Contains(cli, "xroce cc") {
+		t.Errorf("--cc none: the header names a congestion control:\n%s", cli)
+	}
 }
 
 // TestDCQCNFlag: --dcqcn sets the named parameters in their units and leaves the

@@ -164,3 +164,35 @@ func runXroce(args ...string) (string, error) {
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	return string(out), err
 }
+
+// TestConformDefaultRoles: without --run, a run with a server and no --client-cmd
+// keeps the requester-role scenarios only, one with --client-cmd and no server the
+// responder-role ones, and one with both keeps all.
+func TestConformDefaultRoles(t *testing.T) {
+	all, err := conform.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(ss []*conform.Scenario) (req, resp int) {
+		for _, s := range ss {
+			if s.Responder() {
+				resp++
+			} else {
+				req++
+			}
+		}
+		return
+	}
+	wantReq, wantResp := count(all)
+	if wantReq != 46 || wantResp != 11 {
+		t.Fatalf("built in: %d requester-role, %d responder-role; want 46 and 11", wantReq, wantResp)
+	}
+	for _, c := range []struct {
+		server, client bool
+		req, resp      int
+	}{{true, false, 46, 0}, {false, true, 0, 11}, {true, true, 46, 11}} {
+		if req, resp := count(defaultRoles(all, c.server, c.client)); req != c.req || resp != c.resp {
+			t.Errorf("server %v, client %v: %d and %d kept, want %d and %d", c.server, c.client, req, resp, c.req, c.resp)
+		}
+	}
+}

@@ -60,6 +60,9 @@ func runConform(name string, args []string) error {
 		conform.PrintList(os.Stdout, scenarios)
 		return nil
 	}
+	if len(only) == 0 && !list {
+		scenarios = defaultRoles(scenarios, fs.NArg() > 0, clientCmd != "")
+	}
 	requester := false
 	for _, s := range scenarios {
 		requester = requester || !s.Responder()
@@ -129,6 +132,32 @@ func runConform(name string, args []string) error {
 		}
 	}
 	return nil
+}
+
+// defaultRoles picks, when --run names none, the roles a run can play: the
+// requester-role scenarios need a server (the PEER argument), the responder-role
+// ones a client (--client-cmd; with --run 'resp-*' the suite waits for clients
+// started by hand instead). A role left out is said on stderr, with how to add it.
+func defaultRoles(all []*conform.Scenario, server, client bool) []*conform.Scenario {
+	var kept []*conform.Scenario
+	var req, resp int
+	for _, s := range all {
+		switch {
+		case s.Responder() && !client:
+			resp++
+		case !s.Responder() && !server && client:
+			req++
+		default:
+			kept = append(kept, s)
+		}
+	}
+	if resp > 0 {
+		fmt.Fprintf(os.Stderr, "xroce conform: %d responder-role scenarios left out: give --client-cmd to start their perftest clients (or --run 'resp-*' and start each client by hand)\n", resp)
+	}
+	if req > 0 {
+		fmt.Fprintf(os.Stderr, "xroce conform: %d requester-role scenarios left out: give the perftest server's address (PEER) and --peer-cmd to run them too\n", req)
+	}
+	return kept
 }
 
 // loadScenarios reads the built-in scenarios or dir's, keeping those only names

@@ -92,6 +92,13 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 		link = c.o.link
 	}
 	fmt.Fprintf(w, " xroce link      : %s\n", link)
+	if c.o.cc == "dcqcn" {
+		params := c.o.dcqcn
+		if params == "" {
+			params = "software"
+		}
+		fmt.Fprintf(w, " xroce cc        : dcqcn, --dcqcn %s\n", params)
+	}
 	fmt.Fprintln(w, rule)
 	for _, d := range []struct {
 		name  string
