@@ -147,7 +147,7 @@ func (c *conn) verifyEnd() error {
 		// This side sends the data (or offers it to READs): the other side
 		// checks it, if it has --verify too.
 		role, peer := c.verifyRole()
-		fmt.Fprintf(c.o.out, " Data verification: this side %s the data; the %s checks it when it has --verify too (its output then says \"Data verified\")\n", role, peer)
+		fmt.Fprintf(c.o.out, " Data verification: this side %s the data; the %s checks it when it has --verify too (it then says so in its output)\n", role, peer)
 		return nil
 	}
 	if c.verified < len(sizes) {
