@@ -85,6 +85,7 @@ type queue struct {
 	lent     int      // chunks lent (LendTx) and not yet submitted or returned
 	slots    int      // free TX ring slots during a Send; -1 before Send looks
 	rxRefill []uint64 // chunks handed out by the last Recv, to give back to the fill ring
+	rxSpare  []uint64 // receive chunks kept out of the fill ring until the link streams (rxfill.go)
 	txFree   []uint64 // free TX chunk addresses
 	descs    []unix.XDPDesc
 }
@@ -204,11 +205,7 @@ func newQueue(ifindex, q int, multi bool, bind Bind) (qu *queue, err error) {
 		return nil, err
 	}
 	qu = &queue{xsk: s, descs: make([]unix.XDPDesc, 0, TxFrames)}
-	fill := make([]uint64, RxFrames)
-	for i := range fill {
-		fill[i] = uint64(i) * FrameSize
-	}
-	s.Fill.Put(fill)
+	qu.initFill()
 	for i := RxFrames; i < RxFrames+TxFrames; i++ {
 		qu.txFree = append(qu.txFree, uint64(i)*FrameSize)
 	}
@@ -364,13 +361,9 @@ func (l *Link) Recv(frames [][]byte) (int, error) {
 	got := 0
 	for k := 0; k < len(l.queues) && got < len(frames); k++ {
 		q := l.queues[(l.rxNext+k)%len(l.queues)]
-		if len(q.rxRefill) > 0 {
-			n := q.xsk.Fill.Put(q.rxRefill)
-			m := copy(q.rxRefill, q.rxRefill[n:])
-			q.rxRefill = q.rxRefill[:m]
-		}
 		umem := q.xsk.UMEM()
 		avail := q.xsk.Rx.Available()
+		q.refill(avail)
 		i := 0
 		for i < avail && got < len(frames) {
 			d := q.xsk.Rx.Desc(i)
