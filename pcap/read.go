@@ -142,6 +142,9 @@ func Read(r io.Reader) (frames []Frame, err error) {
 			return directionOf(intf.Name)
 		}
 	} else {
+		if !pcapMagic(magic) {
+			return nil, fmt.Errorf("%w: not a pcap or pcapng file (its first bytes are % x)", ErrNotCapture, magic)
+		}
 		pr, err := pcapgo.NewReader(br)
 		if err != nil {
 			return nil, err
@@ -231,4 +234,18 @@ func checkNg(b []byte) (int, error) {
 		off += int(n)
 	}
 	return off, nil
+}
+
+// ErrNotCapture: the data starts with neither a pcap nor a pcapng magic number.
+var ErrNotCapture = errors.New("pcap: unknown file format")
+
+// pcapMagic reports whether b starts a classic pcap file: 0xa1b2c3d4 (microsecond
+// timestamps) or 0xa1b23c4d (nanosecond), in either byte order (pcap-savefile(5)).
+func pcapMagic(b []byte) bool {
+	for _, m := range [][]byte{{0xa1, 0xb2, 0xc3, 0xd4}, {0xa1, 0xb2, 0x3c, 0x4d}} {
+		if bytes.Equal(b, m) || bytes.Equal(b, []byte{m[3], m[2], m[1], m[0]}) {
+			return true
+		}
+	}
+	return false
 }

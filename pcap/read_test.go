@@ -94,7 +94,7 @@ func TestReadRefusesBadInput(t *testing.T) {
 		name, in, want string
 	}{
 		{"empty", "", "reading magic"},
-		{"not a capture", "hello world, this is text", "Unknown magic"},
+		{"not a capture", "hello world, this is text", "pcap: unknown file format: not a pcap or pcapng file (its first bytes are 68 65 6c 6c)"},
 		{"huge snaplen", string(append(hdr(1<<30, 1), rec...)), "snapshot length"},
 		{"not Ethernet", string(hdr(65535, 101)), "want Ethernet"},
 		{"record past snaplen", string(append(hdr(65535, 1), rec...)), "exceeds snap length"},

@@ -272,6 +272,27 @@ int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, c
 
 /* ---- device list ---------------------------------------------------------- */
 
+/* peer_netns tells, for the daemon at the other end of fd, whether it runs in this
+ * process's network namespace: 0 yes, 2 in another, 1 when that cannot be told
+ * (another user's daemon, or one in another PID namespace: SO_PEERCRED's pid and
+ * /proc say nothing then). */
+static int peer_netns(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	char path[64], mine[64], theirs[64];
+	ssize_t a, b;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || cr.pid <= 0)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)cr.pid);
+	a = readlink("/proc/self/ns/net", mine, sizeof(mine));
+	b = readlink(path, theirs, sizeof(theirs));
+	if (a <= 0 || b <= 0 || a == (ssize_t)sizeof(mine) || b == (ssize_t)sizeof(theirs))
+		return 1;
+	return a == b && !memcmp(mine, theirs, (size_t)a) ? 0 : 2;
+}
+
 /* probe says hello to the daemon at path; NULL when none answers there. */
 static struct xdev *probe(const char *path)
 {
@@ -279,7 +300,7 @@ static struct xdev *probe(const char *path)
 	struct xroce_hello_reply r;
 	struct xdev *xd;
 	uint32_t seq = 0;
-	int fd, ret;
+	int fd, ret, netns;
 
 	fd = xconnect(path);
 	if (fd < 0) {
@@ -290,6 +311,7 @@ static struct xdev *probe(const char *path)
 		return NULL; /* ECONNREFUSED: a socket left by a daemon that died */
 	}
 	ret = xcall(fd, &seq, path, XROCE_OP_HELLO, &req, sizeof(req), &r, sizeof(r));
+	netns = peer_netns(fd);
 	close(fd);
 	if (ret)
 		return NULL;
@@ -314,15 +336,25 @@ static struct xdev *probe(const char *path)
 			devs = xd;
 		}
 	}
-	if (xd)
+	if (xd) {
 		xd->guid = r.node_guid;
+		xd->netns = netns;
+	}
 	pthread_mutex_unlock(&devs_lock);
 	return xd;
 }
 
-static int by_name(const void *a, const void *b)
+/* by_netns_name orders the device list: the devices of daemons in this process's
+ * network namespace first, so that an application taking the first device
+ * (perftest and ibv_rc_pingpong without -d) uses its own namespace's interface;
+ * then by name. The others stay listed, as the kernel's RDMA devices are in every
+ * namespace in its default (shared) netns mode. */
+static int by_netns_name(const void *a, const void *b)
 {
-	return strcmp((*(struct ibv_device *const *)a)->name, (*(struct ibv_device *const *)b)->name);
+	const struct ibv_device *da = *(struct ibv_device *const *)a, *db = *(struct ibv_device *const *)b;
+	int na = ((const struct xdev *)da)->netns, nb = ((const struct xdev *)db)->netns;
+
+	return na != nb ? na - nb : strcmp(da->name, db->name);
 }
 
 /* ibv_get_device_list: the devices of the daemons in the run directory. */
@@ -366,7 +398,7 @@ XROCE_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 		return NULL;
 	}
 	list[n] = NULL;
-	qsort(list, n, sizeof(*list), by_name);
+	qsort(list, n, sizeof(*list), by_netns_name);
 	if (n == 0)
 		warnx("no xroce device: no daemon answers in %s; start one with `xroce daemon -d IFACE` (XROCE_RUN_DIR sets the directory)", dir);
 	if (num_devices)

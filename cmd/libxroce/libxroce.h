@@ -55,6 +55,7 @@ struct xdev {
 	uint32_t magic;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uint64_t guid;
+	int netns;             /* the daemon's network namespace: 0 this process's, 1 unknown, 2 another */
 	struct xdev *next;
 };
 

@@ -73,6 +73,8 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 	// The counters are read from the end of the first slice on: most waits end
 	// sooner, and reading them builds a map (a few µs, every wait of a 64 B write_bw).
 	var alive, rnr func() uint64
+	var rnrs uint64       // RNR NAKs since the wait's first slice, while nothing else came
+	var rnrFrom time.Time // when the peer began answering with RNR NAKs only
 	start := time.Now()
 	quiet := start // the start of the current period of limit
 	for {
@@ -100,6 +102,19 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		if err := c.peerCheck(waited); err != nil {
 			return 0, err
 		}
+		// The peer answers, but only with RNR NAKs: it has no receive posted for our
+		// SEND and, a few seconds on, never will (rnr_retry 7 retries for ever).
+		if n := rnr(); n > 0 {
+			rnrs += n
+			if rnrFrom.IsZero() {
+				rnrFrom = time.Now()
+			}
+		} else {
+			rnrs, rnrFrom = 0, time.Time{}
+		}
+		if !rnrFrom.IsZero() && time.Since(rnrFrom) >= rnrOnly {
+			return 0, fmt.Errorf("no completion for %v: the peer posts no receives (RNR NAK, %d times in the last %v): are -n (and pingpong's -r) the same on both sides, and does the peer run the same test?", waited.Truncate(time.Second), rnrs, rnrOnly)
+		}
 		if waited >= time.Second && c.env != nil && c.env.ifname != "" {
 			if err := interfaceState(c.env.ifname); err != nil {
 				return 0, fmt.Errorf("no completion for %v: %w", waited.Round(time.Second), err)
@@ -109,11 +124,6 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 			continue
 		}
 		quiet = time.Now()
-		// The peer answers, but only with RNR NAKs: it has no receive posted for
-		// our SEND and never will (rnr_retry 7 retries for ever).
-		if n := rnr(); n > 0 {
-			return 0, fmt.Errorf("no completion for %v: the peer posts no receives (RNR NAK, %d times in that time): are -n (and pingpong's -r) the same on both sides, and does the peer run the same test?", limit, n)
-		}
 		if alive() > 0 {
 			continue
 		}
@@ -124,6 +134,11 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 // waitSlice is how long waitCQ and pollByte wait between looks at the peer and
 // the interface.
 const waitSlice = 250 * time.Millisecond
+
+// rnrOnly is how long waitCQ lets the peer answer with nothing but RNR NAKs before
+// it calls the test stuck: a receiver of these tools reposts its receives within
+// microseconds, so seconds of RNR NAKs mean it stopped (a smaller -n than ours).
+const rnrOnly = 5 * time.Second
 
 // peerMovedOn is how long a side waits for completions (or the peer's write)
 // while the peer has begun its end-of-test exchange before it calls the two

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xroce/xroce/cmd/xroce/daemon"
+	"github.com/xroce/xroce/roce"
 )
 
 // runDaemon serves an xroce device on an interface to local processes (the verbs
@@ -87,8 +89,60 @@ func runDaemon(name string, args []string) error {
 	})
 	defer stop()
 	lg.Printf("serving %s on %s (%s, %d GIDs) at %s", *devName, o.dev, eng.desc, len(dev.GIDTable()), srv.Path())
-	return srv.Serve(context.Background())
+	if w := noRoCEv2GID(o.dev, dev.GIDTable()); w != "" {
+		lg.Printf("warning: %s", w)
+	}
+	ctx, gone := context.WithCancelCause(context.Background())
+	defer gone(nil)
+	go watchInterface(ctx, o.dev, gone)
+	if err := srv.Serve(ctx); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+		return fmt.Errorf("%s stopped: %w", *devName, cause)
+	}
+	return nil
 }
+
+// watchInterface ends the daemon (gone) when the interface it serves is deleted or
+// moved to another namespace, as rdma_rxe's device goes with its netdev
+// (rxe_net.c, NETDEV_UNREGISTER): its applications then see the control socket hang
+// up. It looks every ifaceWatch; an interface that is only down stays served, with
+// its port down, as rxe's does. A new interface of the same name is another one
+// (another ifindex): the daemon must be started on it again.
+func watchInterface(ctx context.Context, name string, gone context.CancelCauseFunc) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return // the link's open named it; nothing to watch
+	}
+	t := time.NewTicker(ifaceWatch)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now, err := net.InterfaceByIndex(ifi.Index); err != nil || now.Name != name {
+			gone(fmt.Errorf("the interface %s is gone (deleted, renamed, or moved to another namespace): start the daemon again on it (xroce daemon -d %s) once it is back", name, name))
+			return
+		}
+	}
+}
+
+// noRoCEv2GID says, when the interface has no address to make a routable RoCEv2 GID
+// of (the tools refuse it, pickGID), why applications will find none: the daemon
+// serves anyway, as rdma_rxe's device exists on such a netdev, but its GID table is
+// built once, when it starts.
+func noRoCEv2GID(ifname string, t roce.GIDTable) string {
+	if _, err := pickGID(t, -1, ifname, ""); err != nil {
+		return err.Error() + ", then restart the daemon (its GID table is built when it starts)"
+	}
+	return ""
+}
+
+// ifaceWatch is how often the daemon looks for its interface.
+const ifaceWatch = 500 * time.Millisecond
 
 // daemonStatus lists the devices in the run directory with their port, clients
 // and counters.

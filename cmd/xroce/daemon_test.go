@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,10 +47,12 @@ func libxroce(t *testing.T) {
 }
 
 // startDaemon runs `xroce daemon` in ns on ifname with the run directory dir and
-// waits for its socket; the returned function stops it with SIGTERM and returns
-// its output and exit error. t.Cleanup kills it if the test did not.
+// waits for its socket (one that was not in dir before); the returned function
+// stops it with SIGTERM and returns its output and exit error. t.Cleanup kills it
+// if the test did not.
 func startDaemon(t *testing.T, ns, ifname, dir string, args ...string) (sock string, stop func() (string, error)) {
 	t.Helper()
+	before, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
 	var out testnet.Output
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, bin, "daemon", "-d", ifname}, args...)...)
 	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
@@ -78,8 +82,8 @@ func startDaemon(t *testing.T, ns, ifname, dir string, args ...string) (sock str
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ents, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
-		if len(ents) == 1 {
-			return ents[0], stop
+		if fresh := slices.DeleteFunc(ents, func(e string) bool { return slices.Contains(before, e) }); len(fresh) == 1 {
+			return fresh[0], stop
 		}
 		select {
 		case err := <-done:
@@ -255,4 +259,53 @@ func TestDaemonsStartTogether(t *testing.T) {
 			t.Fatalf("status after 10 s:\n%s\ndaemons:\n%s\n%s", st, outs[0], outs[1])
 		}
 	}
+}
+
+// TestDaemonInterfaceGone: a daemon on an interface without an address says that
+// applications will find no RoCEv2 GID and how to fix it; when the interface is
+// deleted it stops within seconds, removes its socket and names the cause and the
+// fix, as rdma_rxe's device goes with its netdev.
+func TestDaemonInterfaceGone(t *testing.T) {
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	testnet.Sh(t, "ip", "-n", n.NsA, "addr", "flush", "dev", n.IfA)
+	dir := t.TempDir()
+	var out testnet.Output
+	cmd := exec.Command("ip", "netns", "exec", n.NsA, bin, "daemon", "-d", n.IfA)
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving xroce0"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon not serving after 10 s:\n%s", out.String())
+		}
+	}
+	want := fmt.Sprintf("warning: %s has no IP address, so no usable RoCEv2 GID", n.IfA)
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "then restart the daemon") {
+		t.Errorf("no warning %q with its fix:\n%s", want, out.String())
+	}
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "del", n.IfA)
+	start := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("daemon still running 5 s after its interface was deleted:\n%s", out.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("exit %v, want status 1", err)
+	}
+	want = fmt.Sprintf("xroce0 stopped: the interface %s is gone (deleted, renamed, or moved to another namespace): start the daemon again on it (xroce daemon -d %s) once it is back", n.IfA, n.IfA)
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, "*.sock")); len(socks) != 0 {
+		t.Errorf("sockets left after the daemon stopped: %v", socks)
+	}
+	t.Logf("stopped %v after the interface was deleted", time.Since(start).Round(time.Millisecond))
 }

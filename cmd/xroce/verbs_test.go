@@ -454,3 +454,47 @@ func TestVerbsRegOverlap(t *testing.T) {
 		t.Errorf("regoverlap: %v\n%s", err, out.String())
 	}
 }
+
+// TestDaemonsShareRunDir: two daemons in one run directory, each in its own network
+// namespace (the README's setup without XROCE_RUN_DIR per namespace). Each
+// namespace's applications list its own daemon's device first (A's sorts first by
+// name), so Debian's ibv_rc_pingpong without -d uses it, and passes its data check
+// (-c); given the other namespace's device it would address its own GID.
+func TestDaemonsShareRunDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces, XDP)")
+	}
+	libxroce(t)
+	if _, err := os.Stat("/usr/bin/ibv_rc_pingpong"); err != nil {
+		t.Skip("no ibv_rc_pingpong: apt-get install ibverbs-utils (.ci/run installs it)")
+	}
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	dir := t.TempDir()
+	sfx := n.IfA[len(n.IfA)-4:]
+	names := [2]string{"xra" + sfx, "xrb" + sfx}
+	startDaemon(t, n.NsA, n.IfA, dir, "--name", names[0])
+	startDaemon(t, n.NsB, n.IfB, dir, "--name", names[1])
+	for i, ns := range []string{n.NsA, n.NsB} {
+		_, out, done := app(t, ns, dir, "ibv_devices")
+		if err := wait(t, "ibv_devices", done, out, 10*time.Second); err != nil {
+			t.Fatalf("ibv_devices in %s: %v\n%s", ns, err, out.String())
+		}
+		listed := regexp.MustCompile(`(?m)^\s+(xr[ab]\w+)\s`).FindAllStringSubmatch(out.String(), -1)
+		if len(listed) != 2 || listed[0][1] != names[i] || listed[1][1] != names[1-i] {
+			t.Errorf("ibv_devices in %s lists %v, want %s first, then %s:\n%s", ns, listed, names[i], names[1-i], out.String())
+		}
+	}
+	_, sout, sdone := server(t, n.NsB, dir, "ibv_rc_pingpong", "-g", "1", "-c", "-n", "50", "-p", "18640")
+	_, cout, cdone := app(t, n.NsA, dir, "ibv_rc_pingpong", "-g", "1", "-c", "-n", "50", "-p", "18640", n.IPB.String())
+	if err := wait(t, "client", cdone, cout, 30*time.Second); err != nil {
+		t.Fatalf("client: %v\n%s\nserver:\n%s", err, cout.String(), sout.String())
+	}
+	if err := wait(t, "server", sdone, sout, 10*time.Second); err != nil {
+		t.Fatalf("server: %v\n%s", err, sout.String())
+	}
+	for _, o := range []*testnet.Output{cout, sout} {
+		if !strings.Contains(o.String(), "50 iters in") {
+			t.Errorf("no 50 iterations:\n%s", o.String())
+		}
+	}
+}

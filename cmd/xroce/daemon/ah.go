@@ -62,7 +62,7 @@ func (s *session) createAH(r *CreateAHReq) (*Handle, error) {
 		return nil, fail(unix.EINVAL, "address handle on port %d: the device has port 1 only", r.PortNum)
 	}
 	if r.IsGlobal == 0 {
-		return nil, fail(unix.EINVAL, "address handle without a GRH (is_global 0): RoCE needs the GID")
+		return nil, fail(unix.EINVAL, "address handle without a GRH (is_global 0): RoCE needs the GID; an application sets none when the GID it read was all zeros: is its GID index one the device has? (ibv_devinfo -v lists them)")
 	}
 	ah, err := pd.pd.CreateAH(transport.AddressHandle{DGID: roce.GID(r.DGID), SGIDIndex: int(r.SGIDIndex),
 		TrafficClass: r.TrafficClass, HopLimit: r.HopLimit, FlowLabel: r.FlowLabel})
