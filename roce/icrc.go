@@ -28,13 +28,63 @@ var ipv6First = [16]byte{0x0F, 0x1F, 0x2F, 0x3F, 0x4F, 0x5F, 0x6F, 0x7F, 0x8F, 0
 
 // icrc computes the ICRC of the frame whose IP header starts at l3, UDP header at
 // l4 = l3+20 (IPv4) or l3+40 (IPv6), BTH at l4+8, and whose ICRC field starts at
-// end. The caller guarantees the offsets are in range. It feeds the frame to the CRC
-// in place, substituting ones for the masked fields, so it never copies or allocates.
+// end. The caller guarantees the offsets are in range. A frame with an Ethernet (or
+// any 8-byte) header before l3 is fed to the CRC in one piece (icrcInPlace); h is
+// the scratch of the other case.
 func icrc(h *icrcHeaders, f []byte, l3 int, v6 bool, end int) uint32 {
-	// The masked headers are gathered into one buffer (h, kept in the Packet so that
-	// nothing is allocated) and the CRC runs over them in one call: a call per
-	// masked piece costs more than the bytes (short updates go byte by byte in
-	// hash/crc32).
+	if l3 >= 8 {
+		return icrcInPlace(f, l3, v6, end)
+	}
+	return icrcGathered(h, f, l3, v6, end)
+}
+
+// Offsets from the IP header of the bytes the ICRC masks to ones (besides the LRH
+// stand-in): IPv4 TOS, TTL, header checksum, the UDP checksum and the BTH's byte 4;
+// IPv6 traffic class and flow label (bytes 1-3 and the low nibble of byte 0), hop
+// limit, the UDP checksum and the BTH's byte 4.
+var (
+	masked4 = [...]int{1, 8, 10, 11, 20 + 6, 20 + 7, 28 + 4}
+	masked6 = [...]int{1, 2, 3, 7, 40 + 6, 40 + 7, 48 + 4}
+)
+
+// icrcInPlace is icrc as one CRC update over f[l3-8:end]: it writes the LRH stand-in
+// over the 8 bytes before the IP header and ones over the masked fields, runs the
+// CRC, and puts the bytes back before it returns (so f must not be read by another
+// goroutine meanwhile). One update over the whole span runs on PCLMULQDQ; the masked
+// headers gathered apart (56 bytes, under the 64 that hash/crc32 needs for it) went
+// through byte tables: BenchmarkICRC on the development VM, gathered against in
+// place, 67-87 against 38-53 ns with a 64-byte payload, 141-156 against 117-119 ns
+// with 2 KiB.
+func icrcInPlace(f []byte, l3 int, v6 bool, end int) uint32 {
+	var lrh [8]byte
+	var keep [len(masked4) + 1]byte
+	pos := masked4[:]
+	if v6 {
+		pos = masked6[:]
+	}
+	copy(lrh[:], f[l3-8:l3])
+	copy(f[l3-8:l3], ones[:])
+	for i, o := range pos {
+		keep[i] = f[l3+o]
+		f[l3+o] = 0xFF
+	}
+	keep[len(pos)] = f[l3]
+	if v6 {
+		f[l3] |= 0x0F // version kept; the traffic class's top nibble
+	}
+	c := crc32.Update(0, crc32.IEEETable, f[l3-8:end])
+	f[l3] = keep[len(pos)]
+	for i, o := range pos {
+		f[l3+o] = keep[i]
+	}
+	copy(f[l3-8:l3], lrh[:])
+	return c
+}
+
+// icrcGathered is icrc for a frame with fewer than 8 bytes before its IP header: the
+// masked headers are gathered into h (kept in the Packet so that nothing is
+// allocated) and the CRC runs over them, then over the rest of the frame.
+func icrcGathered(h *icrcHeaders, f []byte, l3 int, v6 bool, end int) uint32 {
 	copy(h[:8], ones[:])
 	n := 8
 	if !v6 {

@@ -154,7 +154,7 @@ func (c *conn) peerCheck(waited time.Duration) error {
 	}
 	pending, err := c.peer.Watch()
 	if err != nil {
-		return fmt.Errorf("%w while this side waits for the test (%v): the peer exited or failed (see its output)%s", err, waited.Round(time.Millisecond), c.peerHint())
+		return fmt.Errorf("%w while this side waits for the test (%v): the peer exited or failed (see its output); if it ended without an error, it ran fewer iterations or sizes (-n, -D, -a) than this side: give both the same%s", err, waited.Round(time.Millisecond), c.peerHint())
 	}
 	if pending && waited >= peerMovedOn {
 		return fmt.Errorf("the peer ended its test (it began the closing exchange) while this side still waits for it (%v): the two sides run different tests, -n, -D or -a; give both the same", waited.Round(time.Millisecond))

@@ -277,7 +277,7 @@ func xroceBin(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/xroce")
+	build := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, "../../cmd/xroce") // as make build: --version names the revision
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building xroce: %v\n%s", err, out)
@@ -293,7 +293,7 @@ func verbsBin(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build := exec.Command("go", "build", "-tags", "verbs", "-o", bin, "../../cmd/xroce")
+	build := exec.Command("go", "build", "-buildvcs=auto", "-tags", "verbs", "-o", bin, "../../cmd/xroce")
 	build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building xroce with the verbs provider (make verbs; needs libibverbs-dev): %v\n%s", err, out)
