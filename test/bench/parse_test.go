@@ -206,3 +206,37 @@ func TestDCQCNFigures(t *testing.T) {
 		t.Fatal("one line: no error")
 	}
 }
+
+// TestPlanPairs: every raw reference runs right before the xroce row its ratio
+// compares with it, each library row right after its native row, and every
+// measurement appears once.
+func TestPlanPairs(t *testing.T) {
+	p := buildPlan(1, true, true)
+	at := map[string]int{}
+	for i, m := range p {
+		if _, dup := at[m.key]; dup {
+			t.Errorf("%q twice in the plan", m.key)
+		}
+		at[m.key] = i
+	}
+	for _, pair := range [][2]string{
+		{"raw pps 64", "xdp write 64"},
+		{"raw pps 1024", "xdp write 65536"},
+		{"raw pps 2048", "xdp write 65536 pmtu2048"},
+		{"raw pps 4096", "xdp write 65536 pmtu4096"},
+		{"raw rtt spin", "xdp write_lat"},
+		{"raw rtt ppoll " + oneCPU, "xdp write_lat " + oneCPU},
+		{"xdp write 64", "lib write 64"},
+		{"xdp write 65536", "lib write 65536"},
+		{"xdp write_lat", "lib write_lat"},
+	} {
+		a, ok1 := at[pair[0]]
+		b, ok2 := at[pair[1]]
+		if !ok1 || !ok2 || b != a+1 {
+			t.Errorf("%q at %d (%v), %q at %d (%v): want the second right after the first", pair[0], a, ok1, pair[1], b, ok2)
+		}
+	}
+	if a, b := at["raw rtt ppoll"], at["xdp write_lat"]; b != a+2 {
+		t.Errorf("raw rtt ppoll at %d, xdp write_lat at %d: want the busy-poll round trip between them only", a, b)
+	}
+}

@@ -61,46 +61,26 @@ type measurement struct {
 	run   func(ctx context.Context, b *bench, pass int) (result, error)
 }
 
-// buildPlan lists every measurement of one pass, in the order they run. With lib,
-// each library row runs right after the native row it is compared with; with loss,
-// the loss section comes last.
+// buildPlan lists every measurement of one pass, in the order they run. Each raw
+// AF_XDP reference runs right before the xroce row its ratio compares with it (raw
+// 138-byte frames before WRITE 64 B, PMTU 1024 frames before WRITE 64 KiB, 2048 and
+// 4096 before their rows, the raw round trips before write_lat), and with lib each
+// library row right after its native row: on this shared machine the load drifts
+// within a pass (the raw PMTU-1024 rate moved 558-832 MiB/s between the passes of one
+// run), so the two figures of a ratio are taken seconds apart, not minutes. With
+// loss, the loss section comes last.
 func buildPlan(scale float64, lib, loss bool) []measurement {
 	var p []measurement
-	rawSizes := []struct {
-		key     string
-		payload int
-		only    bool
-		label   string
-	}{
-		{"raw pps 64", latSize, true, fmt.Sprintf("raw one way, %d-byte frames (a 64 B RDMA WRITE ONLY)", rawFrameLen(latSize, true))},
-		{"raw pps 1024", 1024, false, fmt.Sprintf("raw one way, PMTU 1024 (%d-byte RDMA WRITE MIDDLE frames)", rawFrameLen(1024, false))},
-		{"raw pps 2048", 2048, false, fmt.Sprintf("raw one way, PMTU 2048 (%d-byte RDMA WRITE MIDDLE frames)", rawFrameLen(2048, false))},
-		{"raw pps 4096", 4096, false, fmt.Sprintf("raw one way, PMTU 4096 (%d-byte RDMA WRITE MIDDLE frames, two chunks each)", rawFrameLen(4096, false))},
-	}
-	for _, r := range rawSizes {
-		p = append(p, measurement{r.key, r.label, func(ctx context.Context, b *bench, pass int) (result, error) {
-			return b.rawPPS(ctx, r.payload, r.only, scaleDur(rawFor, scale))
-		}})
-	}
-	for _, spin := range []bool{false, true} {
-		key, label := "raw rtt ppoll", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, sleeping in ppoll", rawFrameLen(latSize, true))
-		if spin {
-			key, label = "raw rtt spin", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, busy poll", rawFrameLen(latSize, true))
-		}
-		p = append(p, measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
-			return b.rawRTT(ctx, spin, false, scaleN(rttN, scale))
-		}})
-	}
-	p = append(p, measurement{"raw rtt ppoll " + oneCPU, fmt.Sprintf("raw ping-pong RTT, %d-byte frames, sleeping in ppoll, %s", rawFrameLen(latSize, true), oneCPULabel),
-		func(ctx context.Context, b *bench, pass int) (result, error) {
-			return b.rawRTT(ctx, false, true, scaleN(rttN, scale))
-		}})
+	raw := rawPlan(scale)
 	for _, link := range []string{"xdp", "udp"} {
 		for _, op := range []string{"write", "read", "send"} {
 			for _, size := range sizes {
 				n := itersXDP[size]
 				if link == "udp" {
 					n /= 4
+				}
+				if link == "xdp" && op == "write" && (size == 64 || size == 64<<10) {
+					p = append(p, raw[map[int]string{64: "raw pps 64", 64 << 10: "raw pps 1024"}[size]])
 				}
 				p = append(p, xroceBW(link, op, size, sweepPMTU, scaleN(n, scale)))
 				if lib && link == "xdp" && op == "write" && (size == 64 || size == 64<<10) {
@@ -109,15 +89,16 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 			}
 		}
 		if link == "xdp" {
-			p = append(p, xroceBW(link, "write", 64<<10, 2048, scaleN(itersXDP[64<<10], scale)),
-				xroceBW(link, "write", 64<<10, 4096, scaleN(itersXDP[64<<10], scale)))
+			p = append(p, raw["raw pps 2048"], xroceBW(link, "write", 64<<10, 2048, scaleN(itersXDP[64<<10], scale)),
+				raw["raw pps 4096"], xroceBW(link, "write", 64<<10, 4096, scaleN(itersXDP[64<<10], scale)),
+				raw["raw rtt ppoll"], raw["raw rtt spin"])
 		}
 		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale), false))
-		if link == "xdp" {
-			p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale), true))
-		}
 		if lib && link == "xdp" {
 			p = append(p, libLat(scaleN(writeLatN, scale)))
+		}
+		if link == "xdp" {
+			p = append(p, raw["raw rtt ppoll "+oneCPU], xroceLat(link, "write_lat", scaleN(writeLatN, scale), true))
 		}
 		p = append(p, xroceLat(link, "read_lat", scaleN(readLatN, scale), false))
 	}
@@ -131,6 +112,43 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 		p = append(p, lossPlan(scale)...)
 	}
 	return p
+}
+
+// rawPlan returns the raw AF_XDP measurements by key: one-way frame rates of the
+// 138-byte WRITE ONLY and of PMTU 1024, 2048 and 4096 WRITE MIDDLE frames, and the
+// ping-pong round trips (sleeping in ppoll, busy polling, and sleeping with each side
+// confined to one CPU).
+func rawPlan(scale float64) map[string]measurement {
+	m := map[string]measurement{}
+	for _, r := range []struct {
+		key     string
+		payload int
+		only    bool
+		label   string
+	}{
+		{"raw pps 64", latSize, true, fmt.Sprintf("raw one way, %d-byte frames (a 64 B RDMA WRITE ONLY)", rawFrameLen(latSize, true))},
+		{"raw pps 1024", 1024, false, fmt.Sprintf("raw one way, PMTU 1024 (%d-byte RDMA WRITE MIDDLE frames)", rawFrameLen(1024, false))},
+		{"raw pps 2048", 2048, false, fmt.Sprintf("raw one way, PMTU 2048 (%d-byte RDMA WRITE MIDDLE frames)", rawFrameLen(2048, false))},
+		{"raw pps 4096", 4096, false, fmt.Sprintf("raw one way, PMTU 4096 (%d-byte RDMA WRITE MIDDLE frames, two chunks each)", rawFrameLen(4096, false))},
+	} {
+		m[r.key] = measurement{r.key, r.label, func(ctx context.Context, b *bench, pass int) (result, error) {
+			return b.rawPPS(ctx, r.payload, r.only, scaleDur(rawFor, scale))
+		}}
+	}
+	for _, spin := range []bool{false, true} {
+		key, label := "raw rtt ppoll", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, sleeping in ppoll", rawFrameLen(latSize, true))
+		if spin {
+			key, label = "raw rtt spin", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, busy poll", rawFrameLen(latSize, true))
+		}
+		m[key] = measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
+			return b.rawRTT(ctx, spin, false, scaleN(rttN, scale))
+		}}
+	}
+	m["raw rtt ppoll "+oneCPU] = measurement{"raw rtt ppoll " + oneCPU, fmt.Sprintf("raw ping-pong RTT, %d-byte frames, sleeping in ppoll, %s", rawFrameLen(latSize, true), oneCPULabel),
+		func(ctx context.Context, b *bench, pass int) (result, error) {
+			return b.rawRTT(ctx, false, true, scaleN(rttN, scale))
+		}}
+	return m
 }
 
 // bwKey names an xroce bandwidth measurement: "xdp write 65536", with " pmtu2048"
