@@ -71,6 +71,26 @@ func recvOne(t *testing.T, l transport.Link, timeout time.Duration) []byte {
 	return nil
 }
 
+// recvN receives up to n frames on l within timeout and returns copies of them.
+func recvN(t *testing.T, l transport.Link, n int, timeout time.Duration) [][]byte {
+	t.Helper()
+	var got [][]byte
+	buf := make([][]byte, 64)
+	for deadline := time.Now().Add(timeout); len(got) < n && time.Now().Before(deadline); {
+		k, err := l.Recv(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range buf[:k] {
+			got = append(got, bytes.Clone(f))
+		}
+		if k == 0 {
+			_ = l.Wait(time.Now().Add(10 * time.Millisecond))
+		}
+	}
+	return got
+}
+
 // TestMultiBufferFrames: with multi-buffer AF_XDP (the default on Linux ≥ 6.6) RoCE
 // frames longer than one UMEM chunk cross a veth pair at MTU 9000 byte for byte, ICRC
 // good, in native and generic mode: frames around the RX limit of one chunk (3840
@@ -305,20 +325,7 @@ func TestLendTx(t *testing.T) {
 	if k, err := la.Send(frames); k != 5 || err != nil {
 		t.Fatalf("Send: %d, %v", k, err)
 	}
-	var got [][]byte
-	buf := make([][]byte, 8)
-	for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); {
-		k, err := lb.Recv(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range buf[:k] {
-			got = append(got, bytes.Clone(f))
-		}
-		if k == 0 {
-			lb.Wait(time.Now().Add(10 * time.Millisecond))
-		}
-	}
+	got := recvN(t, lb, len(want), 5*time.Second)
 	if len(got) != len(want) {
 		t.Fatalf("received %d of %d frames", len(got), len(want))
 	}

@@ -43,20 +43,7 @@ func TestRxWorkingSet(t *testing.T) {
 		t.Fatalf("burst: sent %d of %d, %v", k, burst, err)
 	}
 	time.Sleep(100 * time.Millisecond) // all of it waits on the RX ring
-	frames := make([][]byte, 64)
-	var got [][]byte
-	for deadline := time.Now().Add(2 * time.Second); len(got) < burst && time.Now().Before(deadline); {
-		k, err := lb.Recv(frames)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range frames[:k] {
-			got = append(got, bytes.Clone(f))
-		}
-		if k == 0 {
-			_ = lb.Wait(time.Now().Add(10 * time.Millisecond))
-		}
-	}
+	got := recvN(t, lb, burst, 2*time.Second)
 	if len(got) != burst {
 		st, _ := lb.Stats()
 		t.Fatalf("burst: received %d of %d frames; AF_XDP stats %+v", len(got), burst, st)

@@ -53,15 +53,7 @@ func libxroce(t *testing.T) {
 func startDaemon(t *testing.T, ns, ifname, dir string, args ...string) (sock string, stop func() (string, error)) {
 	t.Helper()
 	before, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
-	var out testnet.Output
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, bin, "daemon", "-d", ifname}, args...)...)
-	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, done := spawnDaemon(t, ns, ifname, dir, args...)
 	stopped := false
 	stop = func() (string, error) {
 		if !stopped {
@@ -96,6 +88,22 @@ func startDaemon(t *testing.T, ns, ifname, dir string, args ...string) (sock str
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// spawnDaemon starts `xroce daemon -d ifname args...` in ns with the run directory
+// dir; done delivers its exit.
+func spawnDaemon(t *testing.T, ns, ifname, dir string, args ...string) (cmd *exec.Cmd, out *testnet.Output, done <-chan error) {
+	t.Helper()
+	out = new(testnet.Output)
+	cmd = exec.Command("ip", append([]string{"netns", "exec", ns, bin, "daemon", "-d", ifname}, args...)...)
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- cmd.Wait() }()
+	return cmd, out, ch
 }
 
 // runVerbs runs an unmodified verbs application through `xroce run --`.
@@ -269,15 +277,7 @@ func TestDaemonInterfaceGone(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 1500})
 	testnet.Sh(t, "ip", "-n", n.NsA, "addr", "flush", "dev", n.IfA)
 	dir := t.TempDir()
-	var out testnet.Output
-	cmd := exec.Command("ip", "netns", "exec", n.NsA, bin, "daemon", "-d", n.IfA)
-	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, done := spawnDaemon(t, n.NsA, n.IfA, dir)
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving xroce0"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
