@@ -90,7 +90,6 @@ type Packet struct {
 
 	frame []byte // set only when the structure decoded (or encoded) completely
 
-	icrcHdr icrcHeaders // ComputeICRC's scratch
 }
 
 // Frame returns the bytes last decoded or encoded, trimmed to the end of the ICRC, or

@@ -22,22 +22,6 @@ import (
 
 var ones = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
 
-// ipv6First[v] is an IPv6 header's first byte with version v and the traffic class's
-// top nibble masked to ones.
-var ipv6First = [16]byte{0x0F, 0x1F, 0x2F, 0x3F, 0x4F, 0x5F, 0x6F, 0x7F, 0x8F, 0x9F, 0xAF, 0xBF, 0xCF, 0xDF, 0xEF, 0xFF}
-
-// icrc computes the ICRC of the frame whose IP header starts at l3, UDP header at
-// l4 = l3+20 (IPv4) or l3+40 (IPv6), BTH at l4+8, and whose ICRC field starts at
-// end. The caller guarantees the offsets are in range. A frame with an Ethernet (or
-// any 8-byte) header before l3 is fed to the CRC in one piece (icrcInPlace); h is
-// the scratch of the other case.
-func icrc(h *icrcHeaders, f []byte, l3 int, v6 bool, end int) uint32 {
-	if l3 >= 8 {
-		return icrcInPlace(f, l3, v6, end)
-	}
-	return icrcGathered(h, f, l3, v6, end)
-}
-
 // Offsets from the IP header of the bytes the ICRC masks to ones (besides the LRH
 // stand-in): IPv4 TOS, TTL, header checksum, the UDP checksum and the BTH's byte 4;
 // IPv6 traffic class and flow label (bytes 1-3 and the low nibble of byte 0), hop
@@ -47,15 +31,18 @@ var (
 	masked6 = [...]int{1, 2, 3, 7, 40 + 6, 40 + 7, 48 + 4}
 )
 
-// icrcInPlace is icrc as one CRC update over f[l3-8:end]: it writes the LRH stand-in
-// over the 8 bytes before the IP header and ones over the masked fields, runs the
+// icrc computes the ICRC of the frame whose IP header starts at l3 (after the
+// Ethernet header, so l3 ≥ 14), UDP header at l4 = l3+20 (IPv4) or l3+40 (IPv6), BTH
+// at l4+8, and whose ICRC field starts at end; the caller guarantees the offsets are
+// in range. It is one CRC update over f[l3-8:end]: it writes the LRH stand-in over
+// the last 8 bytes of the Ethernet header and ones over the masked fields, runs the
 // CRC, and puts the bytes back before it returns (so f must not be read by another
 // goroutine meanwhile). One update over the whole span runs on PCLMULQDQ; the masked
 // headers gathered apart (56 bytes, under the 64 that hash/crc32 needs for it) went
-// through byte tables: BenchmarkICRC on the development VM, gathered against in
-// place, 67-87 against 38-53 ns with a 64-byte payload, 141-156 against 117-119 ns
-// with 2 KiB.
-func icrcInPlace(f []byte, l3 int, v6 bool, end int) uint32 {
+// through byte tables: BenchmarkICRC on the development VM, gathered (the tests'
+// icrcGathered) against in place, 67-87 against 38-53 ns with a 64-byte payload,
+// 141-156 against 117-119 ns with 2 KiB.
+func icrc(f []byte, l3 int, v6 bool, end int) uint32 {
 	var lrh [8]byte
 	var keep [len(masked4) + 1]byte
 	pos := masked4[:]
@@ -81,35 +68,6 @@ func icrcInPlace(f []byte, l3 int, v6 bool, end int) uint32 {
 	return c
 }
 
-// icrcGathered is icrc for a frame with fewer than 8 bytes before its IP header: the
-// masked headers are gathered into h (kept in the Packet so that nothing is
-// allocated) and the CRC runs over them, then over the rest of the frame.
-func icrcGathered(h *icrcHeaders, f []byte, l3 int, v6 bool, end int) uint32 {
-	copy(h[:8], ones[:])
-	n := 8
-	if !v6 {
-		n += copy(h[n:], f[l3:l3+28]) // IPv4 header and UDP header
-		h[8+1] = 0xFF                 // TOS
-		h[8+8] = 0xFF                 // TTL
-		h[8+10], h[8+11] = 0xFF, 0xFF // header checksum
-	} else {
-		n += copy(h[n:], f[l3:l3+48])             // IPv6 header and UDP header
-		h[8] = ipv6First[f[l3]>>4]                // version; traffic class
-		h[8+1], h[8+2], h[8+3] = 0xFF, 0xFF, 0xFF // traffic class, flow label
-		h[8+7] = 0xFF                             // hop limit
-	}
-	h[n-2], h[n-1] = 0xFF, 0xFF // UDP checksum
-	bth := l3 + n - 8
-	n += copy(h[n:], f[bth:bth+12])
-	h[n-12+4] = 0xFF // BTH byte 4: FECN, BECN, reserved
-	c := crc32.Update(0, crc32.IEEETable, h[:n])
-	return crc32.Update(c, crc32.IEEETable, f[bth+12:end]) // ext headers, payload, pad
-}
-
-// icrcHeaders holds the masked headers the ICRC covers: the LRH's stand-in, an IPv6
-// (or IPv4) header, the UDP header and the BTH.
-type icrcHeaders [8 + 40 + 8 + 12]byte
-
 func putICRC(f []byte, end int, v uint32) { binary.LittleEndian.PutUint32(f[end:end+4], v) }
 
 // ComputeICRC returns the ICRC the packet's frame should carry, computed over the
@@ -119,7 +77,7 @@ func (p *Packet) ComputeICRC() uint32 {
 	if p.frame == nil {
 		return 0
 	}
-	return icrc(&p.icrcHdr, p.frame, p.L3Off, p.IsIPv6, p.ICRCOff)
+	return icrc(p.frame, p.L3Off, p.IsIPv6, p.ICRCOff)
 }
 
 // FinishFrame fills in the checksums of a RoCEv2 frame whose headers are otherwise
