@@ -59,17 +59,21 @@ func TestConsumerReject(t *testing.T) {
 
 // TestLostMessages: a lost REQ, REP or RTU is recovered by the CM's retransmission
 // (§12.9.5 timeouts; a duplicate REQ gets the same REP, a duplicate REP the same
-// RTU) and the connection carries data.
+// RTU) and the connection carries data. A lost REP is recovered by whichever timer
+// fires first: the server's REP retransmission, or the client's REQ retransmission,
+// which the server answers with the same REP (a duplicate, not a retransmission; it
+// happened under load).
 func TestLostMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		toA, toB    []uint64
 		wantRetrans uint64 // Retransmits on the side that lost
 		client      bool   // the client retransmits
+		orDuplicate bool   // or the side that lost answered a duplicate instead
 	}{
-		{"REQ", nil, []uint64{1}, 1, true},
-		{"REP", []uint64{1}, nil, 1, false},
-		{"RTU", nil, []uint64{2}, 1, false},
+		{"REQ", nil, []uint64{1}, 1, true, false},
+		{"REP", []uint64{1}, nil, 1, false, true},
+		{"RTU", nil, []uint64{2}, 1, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b, _, _ := newPair(t, pairConfig{opts: fastCM, faultsA: transport.Faults{Drop: tc.toA}, toB: transport.Faults{Drop: tc.toB}})
@@ -79,7 +83,7 @@ func TestLostMessages(t *testing.T) {
 			if tc.client {
 				st = a.svc.Stats()
 			}
-			if st.Retransmits != tc.wantRetrans {
+			if st.Retransmits != tc.wantRetrans && !(tc.orDuplicate && st.Retransmits == 0 && st.Stats.Duplicates == 1) {
 				t.Errorf("retransmits %+v, want %d", st, tc.wantRetrans)
 			}
 		})
