@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xroce/xroce/cmd/xroce/oob"
+	cmwire "github.com/xroce/xroce/roce/cm"
 	"github.com/xroce/xroce/transport"
 	"github.com/xroce/xroce/transport/rdmacm"
 )
@@ -208,6 +209,10 @@ func (cm *cmConns) dial(ctx context.Context, qp *transport.QueuePair, p rdmacm.P
 			continue
 		case errors.Is(err, context.DeadlineExceeded):
 			return nil, fmt.Errorf("no answer from %v within %v: is the server running, with -R? %w", cm.dst, cmStepLimit, err)
+		}
+		var rej *rdmacm.RejectError
+		if errors.As(err, &rej) && rej.Reason == cmwire.RejInvalidServiceID {
+			return nil, fmt.Errorf("%w; so were all REQs for %v: if the server runs, it runs without -R: give both sides -R, or neither", err, time.Duration(i)*cmRetryDelay)
 		}
 		return nil, err
 	}

@@ -120,3 +120,38 @@ func TestRefusedBeforeConnecting(t *testing.T) {
 		}
 	}
 }
+
+// TestRDMACMMismatch: a client with -R against a server without it gets, as from
+// a host whose kernel CM has no listener, a REJ with reason Invalid Service ID for
+// each REQ, and ends after its 5 s of retries naming the fix; the server, which
+// goes on waiting for a client, says what that client asked for. Before, the
+// client waited 30 s for an answer and the server said nothing.
+func TestRDMACMMismatch(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	server := startIn(t, n.NsB, 60*time.Second, "write_bw", "-d", n.IfB)
+	for i := 0; i < 500 && !strings.Contains(server.out.String(), "Waiting for client"); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	out, err := exec.Command("ip", "netns", "exec", n.NsA, bin, "write_bw", "-R", "-d", n.IfA, n.IPB.String()).CombinedOutput()
+	took := time.Since(start)
+	want := "xroce write_bw: rdmacm: " + n.IPB.String() + ":18515 rejected the connection: Invalid Service ID (REJ reason 8) (nothing listens on port 18515 there: start the server first, or check the port); so were all REQs for 5s: if the server runs, it runs without -R: give both sides -R, or neither\n"
+	if exitCode(err) != 1 || !strings.HasSuffix(string(out), want) {
+		t.Errorf("client: %v\n%s\nwant exit status 1 and, last, %q", err, out, want)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the client ended after %v; want within 10s", took.Round(time.Millisecond))
+	}
+	const srvWant = "xroce write_bw: a client asked to connect with the RDMA CM (perftest's -R) to this server, which runs without -R: give both sides -R, or neither\n"
+	for i := 0; i < 50 && !strings.Contains(server.out.String(), srvWant); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := server.out.String(); strings.Count(s, srvWant) != 1 {
+		t.Errorf("server: want %q once in\n%s", srvWant, s)
+	}
+	select {
+	case <-server.done:
+		t.Errorf("the server ended (%v); it should wait for a client:\n%s", server.err, server.out.String())
+	default:
+	}
+}

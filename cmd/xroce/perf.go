@@ -155,6 +155,9 @@ func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 		s = oob.NewChannelSession(cm.ch, c.client, t.kind, c.exchangeTimeout())
 		s.DataConnect = func() error { return cm.connectData(ctx) }
 	} else {
+		if !c.client {
+			defer c.cmAgent(os.Stderr)()
+		}
 		nc, err := oobConn(o.server, o.port, o.out, o.output == "")
 		if err != nil {
 			return err

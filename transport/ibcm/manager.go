@@ -38,6 +38,7 @@ type Stats struct {
 	Retransmits uint64 // REQ, REP, DREQ sent again after a timeout
 	Duplicates  uint64 // duplicate REQ, REP, DREQ answered again (or ignored)
 	Dropped     uint64 // MADs that fit no connection or state, or did not decode
+	Unlistened  uint64 // REQs and SIDR_REQs for a Service ID nothing listens on (REJ Invalid Service ID, SIDR_REP Service ID not supported)
 }
 
 // Manager runs the CM state machine of one port (one Local CA GUID).

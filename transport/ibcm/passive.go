@@ -24,6 +24,7 @@ func (m *Manager) onREQ(from netip.Addr, h cm.Header, req *cm.REQ) {
 		return
 	}
 	if !m.listening[req.ServiceID] {
+		m.stats.Unlistened++
 		m.reject(from, h.TransactionID, 0, req.LocalCommID, cm.RefREQ, cm.RejInvalidServiceID, nil, nil)
 		return
 	}

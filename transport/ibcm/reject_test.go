@@ -29,6 +29,9 @@ func TestUnknownService(t *testing.T) {
 	if w.a.m.Conns() != 0 || w.b.m.Conns() != 0 {
 		t.Errorf("connections left: %d, %d", w.a.m.Conns(), w.b.m.Conns())
 	}
+	if a, b := w.a.m.Stats().Unlistened, w.b.m.Stats().Unlistened; a != 0 || b != 1 {
+		t.Errorf("Unlistened: A %d, B %d; want 0, 1", a, b)
+	}
 	w.noEvents()
 }
 

@@ -47,6 +47,7 @@ func (m *Manager) onSIDRREQ(from netip.Addr, h cm.Header, req *cm.SIDRREQ) {
 		return
 	}
 	if !m.listening[req.ServiceID] {
+		m.stats.Unlistened++
 		rep := cm.SIDRREP{RequestID: req.RequestID, Status: cm.SIDRServiceIDNotSupported, ServiceID: req.ServiceID}
 		m.send(from, encode(h.TransactionID, &rep))
 		return

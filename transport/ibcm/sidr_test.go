@@ -48,6 +48,9 @@ func TestSIDR(t *testing.T) {
 	if r := w.event(w.a, ibcm.EventSIDRREP); r.SIDRREP.Status != cm.SIDRServiceIDNotSupported {
 		t.Errorf("unlisted: %+v", r.SIDRREP)
 	}
+	if n := w.b.m.Stats().Unlistened; n != 1 {
+		t.Errorf("Unlistened %d, want 1", n)
+	}
 
 	// Unanswered: 1 + 3 SIDR_REQs, then EventTimeout. B sees the first as a request
 	// and drops the retransmissions as duplicates.
