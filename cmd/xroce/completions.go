@@ -14,7 +14,7 @@ import (
 func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	switch wc.Status {
 	case transport.WC_RETRY_EXC_ERR:
-		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. If it ran until then, it exited or stopped (see its output); if it never answered, look for a wrong GID index (%s) on either side, a path MTU the peer cannot take (-m), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode, c.gidOpt())
+		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. If it ran until then, it exited or stopped (see its output); if it never answered, look for a wrong GID index (%s) on either side, a path MTU the peer cannot take (-m), a peer running another connection type (pingpong --connection, perftest -c), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode, c.gidOpt())
 	case transport.WC_RNR_RETRY_EXC_ERR:
 		return fmt.Errorf("completion %v (%v): the peer had no receive posted", wc.Status, wc.Opcode)
 	case transport.WC_REM_ACCESS_ERR:
@@ -120,6 +120,11 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 				return 0, fmt.Errorf("no completion for %v: %w", waited.Round(time.Second), err)
 			}
 		}
+		if waited >= strayOnly {
+			if err := c.strays.check(c.env, waited); err != nil {
+				return 0, err
+			}
+		}
 		if time.Since(quiet) < limit {
 			continue
 		}
@@ -139,6 +144,39 @@ const waitSlice = 250 * time.Millisecond
 // it calls the test stuck: a receiver of these tools reposts its receives within
 // microseconds, so seconds of RNR NAKs mean it stopped (a smaller -n than ours).
 const rnrOnly = 5 * time.Second
+
+// strayOnly is how long waitCQ waits before it looks whether every frame of the
+// test so far came for no QP of it (strayMark.check).
+const strayOnly = 3 * time.Second
+
+// strayMark is where the device's counters stood before the exchange that
+// connected the test's QPs: frames that came for no QP, a QP not ready, from
+// another peer or with another service (rcvd_unknown_qp), and frames accepted for
+// a QP (rcvd_pkts). The zero value checks nothing.
+type strayMark struct {
+	set               bool
+	unknown, accepted uint64
+}
+
+// markStrays reads the counters for a strayMark.
+func markStrays(e *env) strayMark {
+	m := e.prov.Counters()
+	return strayMark{set: true, unknown: m["rcvd_unknown_qp"], accepted: m["rcvd_pkts"]}
+}
+
+// check returns an error when, since the mark, frames came and not one was for a
+// QP: the peer sends with another connection type (RC to a UD QP, ...) or to
+// another QP, and no wait will end.
+func (m strayMark) check(e *env, waited time.Duration) error {
+	if !m.set || e == nil {
+		return nil
+	}
+	now := markStrays(e)
+	if now.accepted != m.accepted || now.unknown == m.unknown {
+		return nil
+	}
+	return fmt.Errorf("no completion for %v: frames came since the exchange (%d) and none was for this test's QPs (counter rcvd_unknown_qp): the peer sends with another connection type or to another QP; give both sides the same tool and connection type (pingpong's --connection, perftest's -c)", waited.Truncate(time.Second), now.unknown-m.unknown)
+}
 
 // peerMovedOn is how long a side waits for completions (or the peer's write)
 // while the peer has begun its end-of-test exchange before it calls the two

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,29 @@ func TestRDMACMMismatch(t *testing.T) {
 	case <-server.done:
 		t.Errorf("the server ended (%v); it should wait for a client:\n%s", server.err, server.out.String())
 	default:
+	}
+}
+
+// TestConnectionMismatch: pingpong's server on a UD QP and its client on an RC
+// QP (no --connection): the client's SENDs reach no QP of the server's test, so
+// the client ends with retry-exceeded, naming the connection type among the
+// causes, and the server, which before waited 30 s, ends at 3 s naming the
+// frames that came for no QP of its test.
+func TestConnectionMismatch(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	r := timedPair(t, n, []string{"pingpong", "--connection", "ud", "-s", "64", "-d", n.IfB}, []string{"pingpong", "-s", "64", "-d", n.IfA, n.IPB.String()})
+	if exitCode(r.srvErr) != 1 || exitCode(r.cliErr) != 1 {
+		t.Errorf("exit statuses: server %v, client %v; want 1 and 1", r.srvErr, r.cliErr)
+	}
+	srvWant := regexp.MustCompile(`xroce pingpong: no completion for 3s: frames came since the exchange \((\d+)\) and none was for this test's QPs \(counter rcvd_unknown_qp\): the peer sends with another connection type or to another QP; give both sides the same tool and connection type \(pingpong's --connection, perftest's -c\)\n$`)
+	if m := srvWant.FindStringSubmatch(r.srv); m == nil || m[1] != "8" {
+		// rc_pingpong's retry_cnt 7: the SEND's one frame and 7 retransmissions
+		t.Errorf("server: want 8 frames in %q at the end of\n%s", srvWant, r.srv)
+	}
+	if want := "a peer running another connection type (pingpong --connection, perftest -c)"; !strings.Contains(r.cli, "IBV_WC_RETRY_EXC_ERR") || !strings.Contains(r.cli, want) {
+		t.Errorf("client: want IBV_WC_RETRY_EXC_ERR and %q in\n%s", want, r.cli)
+	}
+	if r.srvTook > 6*time.Second || r.cliTook > 6*time.Second {
+		t.Errorf("the server ended after %v, the client after %v; want both within 6s", r.srvTook.Round(time.Millisecond), r.cliTook.Round(time.Millisecond))
 	}
 }

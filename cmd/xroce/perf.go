@@ -82,6 +82,7 @@ type conn struct {
 	verified    int           // sizes whose data was verified
 	gidFlag     string        // the flag that sets the GID index, for messages: -x, or pingpong's -g
 	peer        *oob.Session  // the out-of-band exchange, watched while the test runs
+	strays      strayMark     // the counters before the exchange: frames for no QP of the test
 	limit       time.Duration // how long a completion wait may see no sign of life; 0: 30 s
 	spin        time.Duration // how long a completion wait polls before it sleeps (0 with -e)
 }
@@ -172,6 +173,7 @@ func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 	s.Duplex, s.Duration = o.bidir, o.duration > 0
 	rcvd := c.counterWatch("rcvd_pkts")
 	s.Alive = func() bool { return rcvd() > 0 }
+	c.strays = markStrays(e)
 	ours := c.ourMTU()
 	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)
 	if err != nil {

@@ -108,6 +108,7 @@ func pingpong(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	strays := markStrays(e)
 	fmt.Fprintf(w, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", local.LID, local.QPN, local.PSN, local.GID)
 	connect := func(remote oob.PingpongDest) error {
 		fmt.Fprintf(w, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", remote.LID, remote.QPN, remote.PSN, remote.GID)
@@ -127,6 +128,6 @@ func pingpong(args []string, w io.Writer) error {
 	}
 	send := transport.SendWR{WRID: 1 << 40, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,
 		SGList: []transport.SGE{{Addr: mr.Addr(), Length: uint32(*size), LKey: mr.LKey()}}}
-	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events)}, qp, send, recv,
+	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events), strays: strays}, qp, send, recv,
 		ppArgs{size: *size, iters: *iters, server: fs.Arg(0)})
 }

@@ -111,6 +111,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 	if err != nil {
 		return err
 	}
+	strays := markStrays(e)
 	sep := ","
 	if ud {
 		sep = ":" // ud_pingpong's local line has a colon before the GID
@@ -142,7 +143,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 	if _, err := oob.PingpongExchange(nc, a.server != "", local, 60*time.Second, connect); err != nil {
 		return err
 	}
-	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(a.events)}, qp, send, recv, a)
+	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(a.events), strays: strays}, qp, send, recv, a)
 }
 
 // pingpongLoop bounces a.iters messages, the client first, and prints rc_pingpong's
