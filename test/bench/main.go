@@ -55,6 +55,7 @@ type bench struct {
 
 var helpers = map[string]func([]string) error{
 	"raw-tx": rawTx, "raw-rx": rawRx, "raw-ping": rawPing, "raw-pong": rawPong, "tcp-tx": tcpTx, "tcp-rx": tcpRx,
+	"yield": yieldHelper,
 }
 
 func main() {

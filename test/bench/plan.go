@@ -21,6 +21,7 @@ const (
 	figMsgRate = "msgrate" // messages per second
 	figP50     = "p50"     // median latency, seconds
 	figP99     = "p99"     // 99th percentile latency, seconds
+	figHandoff = "handoff" // seconds per sched_yield (a hand-off of the CPU when another thread waits for it)
 )
 
 // sizes are the message sizes of the goodput sweep, in bytes.
@@ -96,6 +97,9 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale), false))
 		if lib && link == "xdp" {
 			p = append(p, libLat(scaleN(writeLatN, scale)))
+		}
+		if link == "xdp" {
+			p = append(p, handoffPlan(scale)...)
 		}
 		if link == "xdp" {
 			p = append(p, raw["raw rtt ppoll "+oneCPU], xroceLat(link, "write_lat", scaleN(writeLatN, scale), true))

@@ -122,7 +122,7 @@ func tables(r results, plan []measurement, passes int) []table {
 		cpu.rows = append(cpu.rows, row)
 	}
 	cpu.notes = append(cpu.notes, "A is the client / sender / pinger (namespace A), B the server / receiver / ponger (namespace B). Each is one process from exec to exit (xroce's includes opening the link and the out-of-band exchange); the kernel's softirq work on veth is charged to whichever process it interrupts. For perftest through the library, a side is the application and its namespace's daemon (which runs the engine) together, each from exec to exit.")
-	return []table{raw, good, lat, lib, lossTable(r, med), dcqcnTable(r, med), rat, cpu}
+	return []table{raw, good, lat, lib, handoffTable(r, plan, med), lossTable(r, med), dcqcnTable(r, med), rat, cpu}
 }
 
 // libTable puts perftest through the verbs library beside xroce's own tools.
@@ -148,6 +148,17 @@ func libTable(r results, med string) table {
 		t.rows = append(t.rows, []string{row.name, r.fmtFig(row.own.key, row.own.fig, row.f), r.fmtFig(row.lib.key, row.lib.fig, row.f), s})
 	}
 	t.notes = append(t.notes, fmt.Sprintf("`xroce run -- ib_write_bw` and `ib_write_lat` (Debian's perftest, unmodified, with the verbs library preloaded) against an `xroce daemon` in each namespace on the same veth, each row run right after its native one: `-x 1 -F -s SIZE -n N -m %d`, the native row's size, iterations and path MTU; perftest's defaults otherwise (TX depth 128, no inline data on a device it does not know). The daemons start before and stop after each measurement (a daemon owns the interface's XDP program).", sweepPMTU))
+	return t
+}
+
+// handoffTable is what handing a CPU from one busy thread to another costs here.
+func handoffTable(r results, plan []measurement, med string) table {
+	t := table{title: "Hand-offs on one CPU: sched_yield(2) on CPU 0 for 1 s (" + med + ")",
+		header: []string{"measurement", "per yield"}}
+	for _, k := range []string{"handoff 1x1", "handoff 1x2", "handoff 2x1"} {
+		t.rows = append(t.rows, []string{labelOf(plan, k), r.fmtFig(k, figHandoff, usecs)})
+	}
+	t.notes = append(t.notes, "With two threads runnable on the CPU each yield hands it to the other: the time per yield is a hand-off (between two threads of one process, or two processes), against the bare system call alone. xroce's own tools run the application and the engine as goroutines of one thread; through the verbs library the application and its daemon are two processes, and where busy threads outnumber CPUs (perftest's two applications and two daemons on this 2-CPU VM) an operation may wait for such a hand-off at each crossing: the application's post to its daemon and the daemon's completion or write back, on each side (docs/verbs-library.md).")
 	return t
 }
 
