@@ -288,7 +288,7 @@ func brief(r result) string {
 		switch k {
 		case figGoodput, figPayload:
 			parts = append(parts, fmt.Sprintf("%s %s MiB/s", k, mibs(v)))
-		case figP50, figP99:
+		case figP50, figP99, figHandoff:
 			parts = append(parts, fmt.Sprintf("%s %s", k, usecs(v)))
 		default:
 			parts = append(parts, fmt.Sprintf("%s %s/s", k, kpps(v)))
