@@ -9,6 +9,7 @@ import (
 
 	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
 	"github.com/xroce/xroce/xdp"
 )
 
@@ -101,10 +102,7 @@ func rawTx(args []string) error {
 		if err != nil {
 			return err
 		}
-		sent += k
-		if k == 0 {
-			time.Sleep(time.Microsecond)
-		}
+		sent += k // none taken (the ring full): try again at once, as the engine's loop does
 	}
 	fmt.Printf("result sent=%d seconds=%g frame=%d maxpmtu=%d reason=%q\n", sent, time.Since(start).Seconds(), len(f), pmtu.Bytes(), reason)
 	return nil
@@ -153,7 +151,9 @@ func rawRx(args []string) error {
 		if n > 0 && time.Since(last) > *idle {
 			break
 		}
-		if k == 0 {
+		// Poll while frames flow, as the engine does for transport.DefaultBusyPoll
+		// after its last work; sleep in the link's Wait only when they stopped.
+		if k == 0 && (n == 0 || time.Since(last) > transport.DefaultBusyPoll) {
 			_ = l.Wait(time.Now().Add(10 * time.Millisecond))
 		}
 	}
