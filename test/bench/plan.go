@@ -103,7 +103,6 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 		}
 		if link == "xdp" {
 			p = append(p, raw["raw rtt ppoll "+oneCPU], xroceLat(link, "write_lat", scaleN(writeLatN, scale), true))
-			p = append(p, pinnedPairs(raw, scale)...)
 		}
 		p = append(p, xroceLat(link, "read_lat", scaleN(readLatN, scale), false))
 	}
@@ -117,22 +116,6 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 		p = append(p, lossPlan(scale)...)
 	}
 	return p
-}
-
-// pinnedPairs are the datapath targets' pairs again with each side confined to
-// one CPU (pinSides), each raw reference right before its xroce row: the raw
-// helpers' Go runtime otherwise has two CPUs per side where xroce's tools run one
-// thread, and where the scheduler puts the two sides moves the raw 64 B frame rate
-// by a third from pass to pass (687-923 kframes/s in three passes, 675-685 pinned,
-// on 2026-12-02).
-func pinnedPairs(raw map[string]measurement, scale float64) []measurement {
-	n := scaleN(itersXDP[64<<10], scale)
-	return []measurement{
-		raw["raw pps 64 "+oneCPU], xroceBWOn("xdp", "write", 64, sweepPMTU, scaleN(itersXDP[64], scale), true),
-		raw["raw pps 1024 "+oneCPU], xroceBWOn("xdp", "write", 64<<10, sweepPMTU, n, true),
-		raw["raw pps 2048 "+oneCPU], xroceBWOn("xdp", "write", 64<<10, 2048, n, true),
-		raw["raw pps 4096 "+oneCPU], xroceBWOn("xdp", "write", 64<<10, 4096, n, true),
-	}
 }
 
 // rawPlan returns the raw AF_XDP measurements by key: one-way frame rates of the
@@ -152,15 +135,9 @@ func rawPlan(scale float64) map[string]measurement {
 		{"raw pps 2048", 2048, false, fmt.Sprintf("raw one way, PMTU 2048 (%d-byte RDMA WRITE MIDDLE frames)", rawFrameLen(2048, false))},
 		{"raw pps 4096", 4096, false, fmt.Sprintf("raw one way, PMTU 4096 (%d-byte RDMA WRITE MIDDLE frames, two chunks each)", rawFrameLen(4096, false))},
 	} {
-		for _, pinned := range []bool{false, true} {
-			key, label := r.key, r.label
-			if pinned {
-				key, label = key+" "+oneCPU, label+", "+oneCPULabel
-			}
-			m[key] = measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
-				return b.rawPPS(ctx, r.payload, r.only, scaleDur(rawFor, scale), pinned)
-			}}
-		}
+		m[r.key] = measurement{r.key, r.label, func(ctx context.Context, b *bench, pass int) (result, error) {
+			return b.rawPPS(ctx, r.payload, r.only, scaleDur(rawFor, scale))
+		}}
 	}
 	for _, spin := range []bool{false, true} {
 		key, label := "raw rtt ppoll", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, sleeping in ppoll", rawFrameLen(latSize, true))
@@ -189,19 +166,11 @@ func bwKey(link, op string, size, pmtu int) string {
 }
 
 func xroceBW(link, op string, size, pmtu, iters int) measurement {
-	return xroceBWOn(link, op, size, pmtu, iters, false)
-}
-
-// xroceBWOn is xroceBW, each side confined to one CPU (pinSides) when pinned.
-func xroceBWOn(link, op string, size, pmtu, iters int, pinned bool) measurement {
 	key := bwKey(link, op, size, pmtu)
 	label := fmt.Sprintf("xroce %s %s %s, PMTU %d, -n %d", link, strings.ToUpper(op), sizeName(size), pmtu, iters)
-	if pinned {
-		key, label = key+" "+oneCPU, label+", "+oneCPULabel
-	}
 	return measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
 		args := []string{op + "_bw", "--link", link, "-s", fmt.Sprint(size), "-n", fmt.Sprint(iters), "-m", fmt.Sprint(pmtu)}
-		out, err := b.xroceOn(ctx, b.net, key, pass, args, pinned)
+		out, err := b.xroce(ctx, key, pass, args)
 		if err != nil {
 			return result{}, err
 		}
@@ -290,14 +259,11 @@ var sideNames = [2]string{"client", "server"}
 
 // rawPPS measures the raw one-way frame rate: raw-rx in B counts what raw-tx in A
 // sends for d.
-func (b *bench) rawPPS(ctx context.Context, payload int, only bool, d time.Duration, pinned bool) (result, error) {
+func (b *bench) rawPPS(ctx context.Context, payload int, only bool, d time.Duration) (result, error) {
 	flen := rawFrameLen(payload, only)
 	rx := side{args: []string{b.self, "raw-rx", "-d", b.net.IfB, "-len", fmt.Sprint(flen), "-idle", rawStopAfter.String()}}
 	tx := side{args: []string{b.self, "raw-tx", "-d", b.net.IfA, "-dst", b.net.IPB.String(), "-payload", fmt.Sprint(payload),
 		fmt.Sprintf("-only=%v", only), "-for", d.String()}}
-	if pinned {
-		pinSides(&rx, &tx)
-	}
 	out, err := b.runPair(ctx, rx, tx, printed(helperReady), pairLimit)
 	if err != nil {
 		return result{}, err
