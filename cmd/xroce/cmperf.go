@@ -89,6 +89,11 @@ func (c *conn) cmConnect(ctx context.Context) (*cmConns, error) {
 		if cm.dst, err = cmAddr(c.o.server, c.o.port); err != nil {
 			return nil, err
 		}
+		// rdma_resolve_addr: the next hop answers ARP or neighbour discovery, or
+		// nothing is there to send the REQs to.
+		if _, err := svc.ResolveAddr(c.env.gid.GID.Addr(), cm.dst.Addr()); err != nil {
+			return nil, fmt.Errorf("-R: nothing answers at %v, check the server's address: %w", cm.dst.Addr(), err)
+		}
 		if cm.ch.conn, err = cm.dial(ctx, cm.ch.qp, param); err != nil {
 			return nil, err
 		}
@@ -212,7 +217,7 @@ func (cm *cmConns) dial(ctx context.Context, qp *transport.QueuePair, p rdmacm.P
 		}
 		var rej *rdmacm.RejectError
 		if errors.As(err, &rej) && rej.Reason == cmwire.RejInvalidServiceID {
-			return nil, fmt.Errorf("%w; so were all REQs for %v: if the server runs, it runs without -R: give both sides -R, or neither", err, time.Duration(i)*cmRetryDelay)
+			return nil, fmt.Errorf("%w; so were all REQs for %v: the server is not running, listens on another -p, or runs without -R (give both sides -R, or neither)", err, time.Duration(i)*cmRetryDelay)
 		}
 		return nil, err
 	}

@@ -20,7 +20,9 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	case transport.WC_REM_ACCESS_ERR:
 		return fmt.Errorf("completion %v (%v): the peer refused the access (rkey, address or size outside its region): its buffer is smaller than -s (give both sides the same -s), or it runs another test (give both sides the same test)", wc.Status, wc.Opcode)
 	case transport.WC_REM_INV_REQ_ERR:
-		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, or a message larger than its receive buffer (give both sides the same -s and the same test)", wc.Status, wc.Opcode)
+		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, or a message larger than its receive buffer (give both sides the same -m, -s and test)", wc.Status, wc.Opcode)
+	case transport.WC_WR_FLUSH_ERR:
+		return fmt.Errorf("completion %v (%v): the QP went to the error state before this work request completed, after a request of the peer's that this side refused (a packet longer than this side's path MTU, a message longer than its receive buffer, an access outside its region) or an earlier failed completion: give both sides the same -m, -s and test, and see the peer's output for its first error", wc.Status, wc.Opcode)
 	case transport.WC_LOC_LEN_ERR:
 		if wc.Opcode == transport.WC_RECV {
 			return fmt.Errorf("completion %v (%v): the peer sent a message larger than our receive buffer: its -s is larger than ours, or it runs another test (give both sides the same -s and the same test)", wc.Status, wc.Opcode)
@@ -132,9 +134,12 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		if alive() > 0 {
 			continue
 		}
-		return 0, fmt.Errorf("no completion for %v and no frame from the peer: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (%s), the path MTU (-m), and that UDP port 4791 is open", limit, c.gidOpt())
+		return 0, fmt.Errorf("no completion for %v and %w: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (%s), the path MTU (-m), and that UDP port 4791 is open", limit, errPeerSilent, c.gidOpt())
 	}
 }
+
+// errPeerSilent is in waitCQ's error when nothing came from the peer for its limit.
+var errPeerSilent = errors.New("no frame from the peer")
 
 // waitSlice is how long waitCQ and pollByte wait between looks at the peer and
 // the interface.
@@ -192,7 +197,7 @@ func (c *conn) peerCheck(waited time.Duration) error {
 	}
 	pending, err := c.peer.Watch()
 	if err != nil {
-		return fmt.Errorf("%w while this side waits for the test (%v): the peer exited or failed (see its output); if it ended without an error, it ran fewer iterations or sizes (-n, -D, -a) than this side: give both the same%s", err, waited.Round(time.Millisecond), c.peerHint())
+		return fmt.Errorf("%w while this side waits for the test (after %v of waiting): the peer exited or failed (see its output); if it ended without an error, it ran fewer iterations or sizes (-n, -D, -a) than this side: give both the same%s", err, waited.Round(time.Millisecond), c.peerHint())
 	}
 	if pending && waited >= peerMovedOn {
 		return fmt.Errorf("the peer ended its test (it began the closing exchange) while this side still waits for it (%v): the two sides run different tests, -n, -D or -a; give both the same", waited.Round(time.Millisecond))

@@ -236,8 +236,9 @@ func gidList(t roce.GIDTable) string {
 	return s
 }
 
-// checkPeerGID refuses a peer GID of the other kind, saying which index to use.
-func checkPeerGID(t roce.GIDTable, local roce.GIDEntry, peer roce.GID) error {
+// checkPeerGID refuses a peer GID of the other kind, saying which index to use
+// with the tool's GID index flag (flag: perftest's -x, or pingpong's -g).
+func checkPeerGID(t roce.GIDTable, local roce.GIDEntry, peer roce.GID, flag string) error {
 	l4, p4 := local.GID.IsIPv4Mapped(), peer.IsIPv4Mapped()
 	if l4 == p4 {
 		return nil
@@ -259,7 +260,7 @@ func checkPeerGID(t roce.GIDTable, local roce.GIDEntry, peer roce.GID) error {
 		sameScope := e.GID.Addr().IsLinkLocalUnicast() == peer.Addr().IsLinkLocalUnicast()
 		if best < 0 || sameScope {
 			best = e.Index
-			hint = fmt.Sprintf("; use -x %d here", e.Index)
+			hint = fmt.Sprintf("; use %s %d here", flag, e.Index)
 		}
 		if sameScope {
 			break

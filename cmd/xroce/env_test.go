@@ -27,15 +27,18 @@ func TestPeerGIDHint(t *testing.T) {
 		{0, "10.0.0.2", "use -x 1 here"},
 		{2, "10.0.0.2", "use -x 1 here"},
 	} {
-		err := checkPeerGID(table, table[c.local], gid(c.peer))
+		err := checkPeerGID(table, table[c.local], gid(c.peer), "-x")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("local index %d, peer %s: %v; want %q", c.local, c.peer, err, c.want)
 		}
 	}
-	if err := checkPeerGID(table, table[0], gid("fd00::2")); err != nil {
+	if err := checkPeerGID(table, table[0], gid("fd00::2"), "-x"); err != nil {
 		t.Errorf("two IPv6 GIDs: %v", err)
 	}
-	if err := checkPeerGID(table[1:2], table[1], gid("fe80::2")); err == nil || !strings.Contains(err.Error(), "use a GID index of that kind here") {
+	if err := checkPeerGID(table[1:2], table[1], gid("fe80::2"), "-x"); err == nil || !strings.Contains(err.Error(), "use a GID index of that kind here") {
 		t.Errorf("no IPv6 GID here: %v", err)
+	}
+	if err := checkPeerGID(table, table[1], gid("fe80::2"), "-g"); err == nil || !strings.Contains(err.Error(), "use -g 0 here") {
+		t.Errorf("pingpong's flag: %v; want \"use -g 0 here\"", err)
 	}
 }

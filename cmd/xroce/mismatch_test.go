@@ -136,7 +136,7 @@ func TestRDMACMMismatch(t *testing.T) {
 	start := time.Now()
 	out, err := exec.Command("ip", "netns", "exec", n.NsA, bin, "write_bw", "-R", "-d", n.IfA, n.IPB.String()).CombinedOutput()
 	took := time.Since(start)
-	want := "xroce write_bw: rdmacm: " + n.IPB.String() + ":18515 rejected the connection: Invalid Service ID (REJ reason 8) (nothing listens on port 18515 there: start the server first, or check the port); so were all REQs for 5s: if the server runs, it runs without -R: give both sides -R, or neither\n"
+	want := "xroce write_bw: rdmacm: " + n.IPB.String() + ":18515 rejected the connection: Invalid Service ID (REJ reason 8) (nothing listens on port 18515 there: start the server first, or check the port); so were all REQs for 5s: the server is not running, listens on another -p, or runs without -R (give both sides -R, or neither)\n"
 	if exitCode(err) != 1 || !strings.HasSuffix(string(out), want) {
 		t.Errorf("client: %v\n%s\nwant exit status 1 and, last, %q", err, out, want)
 	}
@@ -154,6 +154,17 @@ func TestRDMACMMismatch(t *testing.T) {
 	case <-server.done:
 		t.Errorf("the server ended (%v); it should wait for a client:\n%s", server.err, server.out.String())
 	default:
+	}
+
+	// A -R client to an address where nothing answers ARP ends when the address
+	// does not resolve (rdma_resolve_addr), not after the REQs' 30 s.
+	absent := n.IPB.Next()
+	start = time.Now()
+	out, err = exec.Command("ip", "netns", "exec", n.NsA, bin, "write_bw", "-R", "-d", n.IfA, absent.String()).CombinedOutput()
+	took = time.Since(start)
+	prefix := "xroce write_bw: -R: nothing answers at " + absent.String() + ", check the server's address: rdmacm: no route to " + absent.String()
+	if exitCode(err) != 1 || !strings.Contains(string(out), prefix) || took > 8*time.Second {
+		t.Errorf("-R to %v: %v after %v:\n%s\nwant exit status 1 within 8s and %q", absent, err, took.Round(time.Millisecond), out, prefix)
 	}
 }
 
@@ -178,5 +189,36 @@ func TestConnectionMismatch(t *testing.T) {
 	}
 	if r.srvTook > 6*time.Second || r.cliTook > 6*time.Second {
 		t.Errorf("the server ended after %v, the client after %v; want both within 6s", r.srvTook.Round(time.Millisecond), r.cliTook.Round(time.Millisecond))
+	}
+}
+
+// TestPingpongPeerGone: once pingpong has begun, a peer that stops answering is
+// named within seconds: the server of a client killed mid-run says after how
+// many iterations it stopped (it waited 30 s), or, when it was sending then, that
+// its retries ran out; and a UD client whose server runs
+// RC says nothing came back after its first message (30 s before).
+func TestPingpongPeerGone(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	server := startIn(t, n.NsB, 60*time.Second, "pingpong", "-s", "64", "-n", "100000000", "-d", n.IfB)
+	for i := 0; i < 500 && !listening(n.NsB, 18515); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	client := startIn(t, n.NsA, 60*time.Second, "pingpong", "-s", "64", "-n", "100000000", "-d", n.IfA, n.IPB.String())
+	time.Sleep(time.Second)
+	client.kill()
+	start := time.Now()
+	err := server.wait(time.Minute)
+	took := time.Since(start)
+	// The server waited for the client's message (silence), or was sending its own
+	// when the client died (its retries run out).
+	want := regexp.MustCompile(`xroce pingpong: (the peer stopped answering after \d+ of 100000000 iterations \(nothing from it for 5s\): it exited or failed \(see its output\), or was given a smaller -n|completion IBV_WC_RETRY_EXC_ERR \(IBV_WC_SEND\): the peer did not answer after every retry\. If it ran until then, it exited or stopped \(see its output\);.*)\n$`)
+	if exitCode(err) != 1 || !want.MatchString(server.out.String()) || took > 8*time.Second {
+		t.Errorf("server after the client's kill: %v after %v:\n%s\nwant exit status 1 within 8s and %q", err, took.Round(time.Millisecond), server.out.String(), want)
+	}
+
+	r := timedPair(t, n, []string{"pingpong", "-s", "64", "-d", n.IfB}, []string{"pingpong", "--connection", "ud", "-s", "64", "-d", n.IfA, n.IPB.String()})
+	const cliWant = "xroce pingpong: nothing came back from the peer for 5s after this side's first message: it exited or failed (see its output), or runs another connection type (--connection) or test\n"
+	if exitCode(r.cliErr) != 1 || !strings.HasSuffix(r.cli, cliWant) || r.cliTook > 8*time.Second {
+		t.Errorf("UD client against an RC server: %v after %v:\n%s\nwant exit status 1 within 8s and %q", r.cliErr, r.cliTook.Round(time.Millisecond), r.cli, cliWant)
 	}
 }

@@ -110,7 +110,7 @@ func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 		if err := c.checkPeerVerifyAll(remote[i]); err != nil {
 			return err
 		}
-		if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote[i].GID); err != nil {
+		if err := checkPeerGID(c.env.prov.GIDTable(), c.env.gid, remote[i].GID, c.gidOpt()); err != nil {
 			return err
 		}
 		if c.o.rdmaCM {

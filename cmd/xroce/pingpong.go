@@ -112,7 +112,7 @@ func pingpong(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", local.LID, local.QPN, local.PSN, local.GID)
 	connect := func(remote oob.PingpongDest) error {
 		fmt.Fprintf(w, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", remote.LID, remote.QPN, remote.PSN, remote.GID)
-		if err := checkPeerGID(prov.GIDTable(), e.gid, remote.GID); err != nil {
+		if err := checkPeerGID(prov.GIDTable(), e.gid, remote.GID, "-g"); err != nil {
 			return err
 		}
 		// rc_pingpong's pp_connect_ctx: one READ/atomic each way, default timers

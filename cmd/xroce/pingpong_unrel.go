@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -121,7 +122,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 		SGList: []transport.SGE{{Addr: mr.Addr(), Length: uint32(a.size), LKey: mr.LKey()}}}
 	connect := func(remote oob.PingpongDest) error {
 		fmt.Fprintf(w, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", remote.LID, remote.QPN, remote.PSN, remote.GID)
-		if err := checkPeerGID(dev.GIDTable(), e.gid, remote.GID); err != nil {
+		if err := checkPeerGID(dev.GIDTable(), e.gid, remote.GID, "-g"); err != nil {
 			return err
 		}
 		ah := transport.AddressHandle{DGID: remote.GID, SGIDIndex: e.gid.Index}
@@ -146,6 +147,23 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(a.events), strays: strays}, qp, send, recv, a)
 }
 
+// ppSilence is how long pingpong waits for its peer once a message has gone or
+// come: an iteration takes microseconds (milliseconds against an emulated
+// rdma_rxe guest), so seconds of silence mean the peer stopped.
+const ppSilence = 5 * time.Second
+
+// ppStopped names what a silent peer did, once the test began, in place of the
+// generic "no frame" error; other errors pass unchanged.
+func ppStopped(err error, scnt, rcnt, iters int) error {
+	if !errors.Is(err, errPeerSilent) || scnt+rcnt == 0 {
+		return err
+	}
+	if rcnt == 0 {
+		return fmt.Errorf("nothing came back from the peer for %v after this side's first message: it exited or failed (see its output), or runs another connection type (--connection) or test", ppSilence)
+	}
+	return fmt.Errorf("the peer stopped answering after %d of %d iterations (nothing from it for %v): it exited or failed (see its output), or was given a smaller -n", rcnt, iters, ppSilence)
+}
+
 // pingpongLoop bounces a.iters messages, the client first, and prints rc_pingpong's
 // two result lines.
 func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, recv func(uint64) error, a ppArgs) error {
@@ -160,9 +178,12 @@ func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, rec
 	}
 	wcs := make([]transport.WorkCompletion, 16)
 	for scnt < a.iters || rcnt < a.iters {
+		if scnt+rcnt > 0 {
+			c.limit = ppSilence // the peer answers within milliseconds once it runs
+		}
 		got, err := c.completions(wcs)
 		if err != nil {
-			return err
+			return ppStopped(err, scnt, rcnt, a.iters)
 		}
 		for _, wc := range got {
 			if wc.Opcode == transport.WC_SEND {

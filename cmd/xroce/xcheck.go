@@ -148,7 +148,7 @@ func newXcheck(e *env, client bool) (*xcheck, error) {
 
 // connect brings the QP to RTS; the server posts its receives first.
 func (x *xcheck) connect(remote oob.Dest, mtu roce.MTU) error {
-	if err := checkPeerGID(x.gids, x.gid, remote.GID); err != nil {
+	if err := checkPeerGID(x.gids, x.gid, remote.GID, "-x"); err != nil {
 		return err
 	}
 	x.mtu = mtu
