@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/xroce/xroce/cmd/xroce/oob"
@@ -50,6 +51,10 @@ const (
 	cmRetries    = 50
 	cmRetryDelay = 100 * time.Millisecond
 )
+
+// icmpWait is how long a REQ waits once the server's host has answered one with
+// ICMP port unreachable (dial).
+const icmpWait = 1500 * time.Millisecond
 
 // cmStepLimit bounds each CM connection's wait for its peer (the REP, a REQ of
 // the test QPs' connections).
@@ -202,13 +207,44 @@ func (cm *cmConns) connectData(ctx context.Context) error {
 // does (the server may not listen yet).
 func (cm *cmConns) dial(ctx context.Context, qp *transport.QueuePair, p rdmacm.Param) (*rdmacm.Conn, error) {
 	o := rdmacm.DialOptions{Src: cm.c.env.gid.GID.Addr(), TrafficClass: uint8(cm.c.o.tclass)}
+	// A host with no RoCE endpoint answers the REQs with ICMP port unreachable,
+	// which is taken as a REJ (the server may not run yet) instead of waiting for
+	// the REQ's timeouts; the kernel sends a few such answers, then one a second
+	// (icmp_ratelimit), so after the first one each REQ waits only icmpWait.
+	wctx, unwatch := context.WithCancel(ctx)
+	defer unwatch()
+	hit := make(chan struct{}, 1)
+	watchPortUnreachable(wctx, cm.dst.Addr(), hit)
+	var firstICMP time.Time
 	for i := 1; ; i++ {
-		dctx, cancel := context.WithTimeout(ctx, cmStepLimit)
+		limit := cmStepLimit
+		if !firstICMP.IsZero() {
+			limit = icmpWait
+		}
+		dctx, cancel := context.WithTimeout(ctx, limit)
+		var unreachable atomic.Bool
+		go func() {
+			select {
+			case <-hit:
+				unreachable.Store(true)
+				cancel()
+			case <-dctx.Done():
+			}
+		}()
 		conn, err := cm.svc.Dial(dctx, qp, cm.dst, p, o)
 		cancel()
+		if unreachable.Load() && firstICMP.IsZero() {
+			firstICMP = time.Now()
+		}
+		noEndpoint := err != nil && !firstICMP.IsZero() && (unreachable.Load() || errors.Is(err, context.DeadlineExceeded))
 		switch {
 		case err == nil:
 			return conn, nil
+		case noEndpoint && time.Since(firstICMP) < cmRetries*cmRetryDelay:
+			time.Sleep(cmRetryDelay)
+			continue
+		case noEndpoint:
+			return nil, fmt.Errorf("-R: %w: start the server there (with -R), or check its address", errNoRoCEEndpoint(cm.dst.Addr(), time.Since(firstICMP).Round(100*time.Millisecond)))
 		case errors.Is(err, rdmacm.ErrRejected) && i < cmRetries:
 			time.Sleep(cmRetryDelay)
 			continue

@@ -156,6 +156,17 @@ func TestRDMACMMismatch(t *testing.T) {
 	default:
 	}
 
+	// A -R client to a host that runs no server: its kernel answers the REQs with
+	// ICMP port unreachable; the client ends after its 5 s of retries (30 s before).
+	server.kill()
+	start = time.Now()
+	out, err = exec.Command("ip", "netns", "exec", n.NsA, bin, "write_bw", "-R", "-d", n.IfA, n.IPB.String()).CombinedOutput()
+	took = time.Since(start)
+	noEP := regexp.MustCompile(`xroce write_bw: -R: no RoCE endpoint at ` + regexp.QuoteMeta(n.IPB.String()) + `: for [\d.]+s its host answered our CM REQs on UDP port 4791 with ICMP port unreachable \(no rdma_rxe, RDMA NIC or xroce there\): start the server there \(with -R\), or check its address\n$`)
+	if exitCode(err) != 1 || !noEP.Match(out) || took > 10*time.Second {
+		t.Errorf("-R to a host with no server: %v after %v:\n%s\nwant exit status 1 within 10s and %q", err, took.Round(time.Millisecond), out, noEP)
+	}
+
 	// A -R client to an address where nothing answers ARP ends when the address
 	// does not resolve (rdma_resolve_addr), not after the REQs' 30 s.
 	absent := n.IPB.Next()
