@@ -51,3 +51,21 @@ func TestPortUnreachable(t *testing.T) {
 		t.Error("ICMPv6 address unreachable recognised as port unreachable")
 	}
 }
+
+// FuzzPortUnreachable: any bytes a raw ICMP socket may return are looked at
+// without a panic, and only a type 3 code 3 (IPv4) or type 1 code 4 (IPv6)
+// message is ever taken for port unreachable.
+func FuzzPortUnreachable(f *testing.F) {
+	f.Add([]byte{3, 3, 0, 0, 0, 0, 0, 0, 0x45, 0, 0, 0, 0, 0, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0, 10, 1, 2, 3, 0, 0, 0x12, 0xb7}, false)
+	f.Add([]byte{1, 4, 0, 0, 0, 0, 0, 0, 0x60}, true)
+	f.Fuzz(func(t *testing.T, msg []byte, v6 bool) {
+		peer := netip.MustParseAddr("10.1.2.3")
+		typ, code := byte(3), byte(3)
+		if v6 {
+			peer, typ, code = netip.MustParseAddr("fd00::3"), 1, 4
+		}
+		if portUnreachable(msg, peer) && (msg[0] != typ || msg[1] != code) {
+			t.Errorf("% x taken for port unreachable", msg)
+		}
+	})
+}
