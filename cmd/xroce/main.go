@@ -81,6 +81,7 @@ func main() {
 		if errors.Is(err, errUsage) { // -h or --help: the usage was asked for
 			return
 		}
+		interruptedExit() // a failure the user's Ctrl-C caused exits as the signal
 		fmt.Fprintf(os.Stderr, "xroce %s: %v\n", name, err)
 		os.Exit(1)
 	}

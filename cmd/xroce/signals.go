@@ -4,7 +4,9 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // onExit holds what must run even when the user interrupts the tool: closing the
@@ -26,6 +28,25 @@ func atExit(f func()) func() {
 	return g
 }
 
+// interrupted is set when a signal's handling began: what the registered
+// functions undo (a connection, the link) then fails the command's own work, and
+// that failure is the signal's, not an error to report (interruptedExit).
+var interrupted atomic.Bool
+
+// interruptedExit waits, when a signal is being handled, for its exit status
+// (128 + its number), so that a command failing because of it neither reports
+// that failure nor exits 1 first; it returns after interruptWait (the handler
+// stuck) or at once when no signal came.
+func interruptedExit() {
+	if interrupted.Load() {
+		time.Sleep(interruptWait)
+	}
+}
+
+// interruptWait bounds interruptedExit's wait: the registered functions end
+// within a few seconds (a Service closes its connections in one).
+const interruptWait = 10 * time.Second
+
 // handleSignals makes SIGINT and SIGTERM run the registered functions, then exit
 // with 128 + the signal's number, as a shell reports it.
 func handleSignals() {
@@ -33,6 +54,7 @@ func handleSignals() {
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		s := <-ch
+		interrupted.Store(true)
 		onExit.Lock()
 		fns := onExit.fns
 		onExit.Unlock()
