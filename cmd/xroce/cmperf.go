@@ -204,13 +204,12 @@ func (cm *cmConns) connectData(ctx context.Context) error {
 }
 
 // dial connects qp to the server, trying again after a REJ as perftest's client
-// does (the server may not listen yet).
+// does (the server may not listen yet). A host with no RoCE endpoint answers the
+// REQs with ICMP port unreachable (watchPortUnreachable), which is taken as a
+// REJ too instead of waiting for the REQ's timeouts; the kernel sends a few such
+// answers, then one a second (icmp_ratelimit), so after the first one each REQ
+// waits only icmpWait.
 func (cm *cmConns) dial(ctx context.Context, qp *transport.QueuePair, p rdmacm.Param) (*rdmacm.Conn, error) {
-	o := rdmacm.DialOptions{Src: cm.c.env.gid.GID.Addr(), TrafficClass: uint8(cm.c.o.tclass)}
-	// A host with no RoCE endpoint answers the REQs with ICMP port unreachable,
-	// which is taken as a REJ (the server may not run yet) instead of waiting for
-	// the REQ's timeouts; the kernel sends a few such answers, then one a second
-	// (icmp_ratelimit), so after the first one each REQ waits only icmpWait.
 	wctx, unwatch := context.WithCancel(ctx)
 	defer unwatch()
 	hit := make(chan struct{}, 1)
@@ -221,33 +220,20 @@ func (cm *cmConns) dial(ctx context.Context, qp *transport.QueuePair, p rdmacm.P
 		if !firstICMP.IsZero() {
 			limit = icmpWait
 		}
-		dctx, cancel := context.WithTimeout(ctx, limit)
-		var unreachable atomic.Bool
-		go func() {
-			select {
-			case <-hit:
-				unreachable.Store(true)
-				cancel()
-			case <-dctx.Done():
-			}
-		}()
-		conn, err := cm.svc.Dial(dctx, qp, cm.dst, p, o)
-		cancel()
-		if unreachable.Load() && firstICMP.IsZero() {
+		conn, unreachable, err := cm.dialOnce(ctx, qp, p, limit, hit)
+		if unreachable && firstICMP.IsZero() {
 			firstICMP = time.Now()
 		}
-		noEndpoint := err != nil && !firstICMP.IsZero() && (unreachable.Load() || errors.Is(err, context.DeadlineExceeded))
+		noEndpoint := err != nil && !firstICMP.IsZero() && (unreachable || errors.Is(err, context.DeadlineExceeded))
 		switch {
 		case err == nil:
 			return conn, nil
-		case noEndpoint && time.Since(firstICMP) < cmRetries*cmRetryDelay:
+		case noEndpoint && time.Since(firstICMP) < cmRetries*cmRetryDelay,
+			errors.Is(err, rdmacm.ErrRejected) && i < cmRetries:
 			time.Sleep(cmRetryDelay)
 			continue
 		case noEndpoint:
 			return nil, fmt.Errorf("-R: %w: start the server there (with -R), or check its address", errNoRoCEEndpoint(cm.dst.Addr(), time.Since(firstICMP).Round(100*time.Millisecond)))
-		case errors.Is(err, rdmacm.ErrRejected) && i < cmRetries:
-			time.Sleep(cmRetryDelay)
-			continue
 		case errors.Is(err, context.DeadlineExceeded):
 			return nil, fmt.Errorf("no answer from %v within %v: is the server running, with -R? %w", cm.dst, cmStepLimit, err)
 		}
@@ -257,6 +243,25 @@ func (cm *cmConns) dial(ctx context.Context, qp *transport.QueuePair, p rdmacm.P
 		}
 		return nil, err
 	}
+}
+
+// dialOnce is one REQ of dial: it waits up to limit for the connection, and
+// gives up at once when hit reports the server's host unreachable (unreachable).
+func (cm *cmConns) dialOnce(ctx context.Context, qp *transport.QueuePair, p rdmacm.Param, limit time.Duration, hit <-chan struct{}) (conn *rdmacm.Conn, unreachable bool, err error) {
+	o := rdmacm.DialOptions{Src: cm.c.env.gid.GID.Addr(), TrafficClass: uint8(cm.c.o.tclass)}
+	dctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var hitNow atomic.Bool
+	go func() {
+		select {
+		case <-hit:
+			hitNow.Store(true)
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	conn, err = cm.svc.Dial(dctx, qp, cm.dst, p, o)
+	return conn, hitNow.Load(), err
 }
 
 // pairRemote orders the peer's key messages by the test QPs they are connected

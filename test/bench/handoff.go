@@ -94,9 +94,8 @@ func (b *bench) handoff(ctx context.Context, procs, threads int, d time.Duration
 	return res, nil
 }
 
-// yieldHelper is `bench yield -threads T -from NS -until NS`: T threads (each
-// locked to its own OS thread, GOMAXPROCS T) call sched_yield from the instant
-// from to until (Unix nanoseconds) and it prints the total of their calls.
+// yieldHelper is `bench yield -threads T -from NS -until NS`: it prints the
+// count yieldFor returns.
 func yieldHelper(args []string) error {
 	fs := flag.NewFlagSet("yield", flag.ContinueOnError)
 	threads := fs.Int("threads", 1, "threads yielding")
@@ -105,12 +104,23 @@ func yieldHelper(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *threads < 1 || *untilNS <= *fromNS {
-		return fmt.Errorf("-threads %d -from %d -until %d: want at least one thread and from before until", *threads, *fromNS, *untilNS)
+	n, err := yieldFor(*threads, time.Unix(0, *fromNS), time.Unix(0, *untilNS))
+	if err != nil {
+		return err
 	}
-	runtime.GOMAXPROCS(*threads)
-	from, until := time.Unix(0, *fromNS), time.Unix(0, *untilNS)
-	counts := make([]uint64, *threads)
+	fmt.Printf("result yields=%d\n", n)
+	return nil
+}
+
+// yieldFor has threads threads (each locked to its own OS thread, GOMAXPROCS
+// threads) call sched_yield from the instant from to until and returns the total
+// of their calls. It refuses fewer than one thread or an empty window.
+func yieldFor(threads int, from, until time.Time) (uint64, error) {
+	if threads < 1 || !from.Before(until) {
+		return 0, fmt.Errorf("-threads %d -from %d -until %d: want at least one thread and from before until", threads, from.UnixNano(), until.UnixNano())
+	}
+	runtime.GOMAXPROCS(threads)
+	counts := make([]uint64, threads)
 	var wg sync.WaitGroup
 	for i := range counts {
 		wg.Add(1)
@@ -133,6 +143,5 @@ func yieldHelper(args []string) error {
 	for _, n := range counts {
 		total += n
 	}
-	fmt.Printf("result yields=%d\n", total)
-	return nil
+	return total, nil
 }
