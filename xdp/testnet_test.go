@@ -150,7 +150,11 @@ func fill(b []byte, seed byte) {
 	}
 }
 
-// transfer moves n bytes A→B with op (READ: B→A) and checks the bytes.
+// transfer moves n bytes A→B with op (READ: B→A) and checks the bytes. Under
+// go test -race, its writes to a buffer can be reported against the engine's: they
+// are ordered through the kernel (sendto, the veth, the peer's RX ring, then the
+// ACK back), an edge the race detector cannot see. .ci/run runs -race on transport,
+// whose Pipe link orders through Go channels, and on the daemon.
 func transfer(t testing.TB, a, b *endpoint, op string, n int, seed byte) {
 	t.Helper()
 	half := len(a.buf) / 2

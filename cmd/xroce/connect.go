@@ -13,17 +13,17 @@ import (
 	"github.com/xroce/xroce/transport"
 )
 
-// remoteAccess is what the QPs of the perftest-style tools and crosscheck allow
-// their peer, whatever the test: RDMA WRITE, RDMA READ and atomics.
+// remoteAccess is what crosscheck's QP allows its peer: RDMA WRITE, RDMA READ and
+// atomics (the perftest-style tools allow only their test's operation: qpAccess).
 const remoteAccess = transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic
 
 // connectParams are the bring-up attributes of a QP towards the peer QP of a perftest
 // key exchange: the peer's QPN and PSN, our PSN, our GID index sgid, path MTU mtu,
-// and rdAtom outstanding READs/atomics each way at most (the peer's out_reads,
-// at least 1, as perftest sets max_rd_atomic from dest->out_reads). Timers are
-// perftest's defaults.
-func connectParams(remote, local oob.Dest, sgid int, mtu roce.MTU, rdAtom int) transport.ConnectParams {
-	return transport.ConnectParams{Access: remoteAccess, AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: sgid},
+// rdAtom outstanding READs/atomics each way at most (the peer's out_reads,
+// at least 1, as perftest sets max_rd_atomic from dest->out_reads), and access
+// allowed to the peer. Timers are perftest's defaults.
+func connectParams(remote, local oob.Dest, sgid int, mtu roce.MTU, rdAtom int, access transport.Access) transport.ConnectParams {
+	return transport.ConnectParams{Access: access, AH: transport.AddressHandle{DGID: remote.GID, SGIDIndex: sgid},
 		PathMTU: mtu, DestQPN: remote.QPN, RQPSN: remote.PSN, MaxDestRdAtomic: uint8(rdAtom),
 		SQPSN: local.PSN, MaxRdAtomic: uint8(min(max(remote.OutReads, 1), rdAtom))}
 }

@@ -45,6 +45,28 @@ func testFor(name string) test {
 	return t
 }
 
+// qpAccess and mrAccess are what a test's QPs and buffer allow the peer, as
+// perftest 4.5 sets them (perftest_resources.c, ctx_modify_qp_to_init and
+// create_single_mr): only the test's own operation, and for SEND tests remote write
+// on the QP with a buffer that allows no remote access. A peer that runs another
+// test then gets a NAK (remote access error) from xroce as from perftest.
+func (t test) qpAccess() transport.Access {
+	switch t.op {
+	case transport.WR_RDMA_WRITE, transport.WR_SEND:
+		return transport.AccessRemoteWrite
+	case transport.WR_RDMA_READ:
+		return transport.AccessRemoteRead
+	}
+	return transport.AccessRemoteAtomic
+}
+
+func (t test) mrAccess() transport.Access {
+	if t.op == transport.WR_SEND {
+		return transport.AccessLocalWrite
+	}
+	return transport.AccessLocalWrite | t.qpAccess()
+}
+
 func runPerf(name string, args []string) error {
 	o, err := parsePerf(name, args, os.Stdout)
 	if err != nil {

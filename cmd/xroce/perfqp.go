@@ -23,7 +23,7 @@ func (c *conn) setup() error {
 	if c.buf, err = c.allocGuarded(q * 2 * c.half); err != nil {
 		return err
 	}
-	c.mr, err = prov.RegMR(c.buf, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead|transport.AccessRemoteAtomic)
+	c.mr, err = prov.RegMR(c.buf, c.t.mrAccess())
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func (c *conn) setup() error {
 		if err != nil {
 			return err
 		}
-		if err := transport.BringUp(qp, transport.QPS_RESET, transport.QPS_INIT, transport.ConnectParams{Access: remoteAccess}); err != nil {
+		if err := transport.BringUp(qp, transport.QPS_RESET, transport.QPS_INIT, transport.ConnectParams{Access: c.t.qpAccess()}); err != nil {
 			return err
 		}
 		c.qps = append(c.qps, qp)
@@ -118,7 +118,7 @@ func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 		}
 		timers := transport.DefaultTimers()
 		timers.Timeout = uint8(c.o.qpTimeout)
-		p := connectParams(remote[i], c.local[i], c.env.gid.Index, mtu, transport.MaxQPRdAtom)
+		p := connectParams(remote[i], c.local[i], c.env.gid.Index, mtu, transport.MaxQPRdAtom, c.t.qpAccess())
 		p.AH.TrafficClass, p.Timers = uint8(c.o.tclass), &timers
 		if err := transport.BringUp(qp, transport.QPS_INIT, transport.QPS_RTS, p); err != nil {
 			return err

@@ -152,7 +152,7 @@ func (x *xcheck) connect(remote oob.Dest, mtu roce.MTU) error {
 		return err
 	}
 	x.mtu = mtu
-	if err := transport.BringUp(x.qp, transport.QPS_INIT, transport.QPS_RTS, connectParams(remote, x.local, x.gid.Index, mtu, 16)); err != nil {
+	if err := transport.BringUp(x.qp, transport.QPS_INIT, transport.QPS_RTS, connectParams(remote, x.local, x.gid.Index, mtu, 16, remoteAccess)); err != nil {
 		return err
 	}
 	if x.client {

@@ -1,6 +1,7 @@
 package conform
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -162,6 +163,36 @@ expect:
 	bad = c.judge(s.Expect.Responses[:1], nil)
 	if len(bad) != 1 || bad[0] != "response 1 (ACKNOWLEDGE +0 NAK_PSN_SEQUENCE_ERROR msn=0) did not come" {
 		t.Fatalf("missing: %q", bad)
+	}
+	// Coalesced ACKs: one ACK for PSN +2 (MSN 3) stands for the expected ACKs of +0
+	// and +1 before it; an ACK for a PSN no expected ACK names covers nothing.
+	three, err := Parse("t.yaml", []byte(`setup: {server: write_bw}
+send: [{opcode: RC_RDMA_WRITE_ONLY, reth: {va: base, rkey: rkey, len: 4}, payload: {hex: "01020304"}}]
+expect:
+  usable: true
+  responses:
+    - {opcode: RC_ACKNOWLEDGE, psn: 0, syndrome: ACK, msn: 1}
+    - {opcode: RC_ACKNOWLEDGE, psn: 1, syndrome: ACK, msn: 2}
+    - {opcode: RC_ACKNOWLEDGE, psn: 2, syndrome: ACK, msn: 3}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		got  []roce.Packet
+		want string
+	}{
+		{[]roce.Packet{ack(roce.RC_ACKNOWLEDGE, 2, roce.SyndromeACK, 3, nil)}, ""},
+		{[]roce.Packet{ack(roce.RC_ACKNOWLEDGE, 0, roce.SyndromeACK, 1, nil), ack(roce.RC_ACKNOWLEDGE, 2, roce.SyndromeACK, 3, nil)}, ""},
+		{[]roce.Packet{ack(roce.RC_ACKNOWLEDGE, 2, roce.SyndromeACK, 2, nil)}, "response 3: MSN 2, want 3"},
+		{[]roce.Packet{ack(roce.RC_ACKNOWLEDGE, 3, roce.SyndromeACK, 4, nil)},
+			fmt.Sprintf("response 1: PSN %#06x (offset +3), want offset +0\nresponse 1: MSN 4, want 1\nresponse 2 (ACKNOWLEDGE +1 ACK msn=2) did not come\nresponse 3 (ACKNOWLEDGE +2 ACK msn=3) did not come", c.PSN(3))},
+		{[]roce.Packet{ack(roce.RC_ACKNOWLEDGE, 1, roce.SyndromeNAKPSNSequenceError, 0, nil)},
+			fmt.Sprintf("response 1: PSN %#06x (offset +1), want offset +0\nresponse 1: syndrome 0x60 (NAK_PSN_SEQUENCE_ERROR), want ACK\nresponse 1: MSN 0, want 1\nresponse 2 (ACKNOWLEDGE +1 ACK msn=2) did not come\nresponse 3 (ACKNOWLEDGE +2 ACK msn=3) did not come", c.PSN(1))},
+	} {
+		if bad := strings.Join(c.judge(three.Expect.Responses, answers(t, c, tc.got...)), "\n"); bad != tc.want {
+			t.Errorf("coalesced ACKs %v: judged\n%s\nwant\n%s", tc.got, bad, tc.want)
+		}
 	}
 	// An alternative opcode: either matches, a third is named against both.
 	alt, err := Parse("t.yaml", []byte(`setup: {server: read_bw}
