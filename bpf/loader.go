@@ -136,12 +136,15 @@ func attachError(ifindex int, m Mode, err error) error {
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
 		return fmt.Errorf("bpf: %s: %w: %v", name, ErrPermission, err)
 	case errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) || attached != nil && attached.Attached:
-		prog := "unknown"
+		prog, holder := "unknown", ""
 		if id, pname, ok, _ := Attached(name); ok {
 			prog = fmt.Sprintf("%q (id %d)", pname, id)
+			if h := Holder(id); h != "" {
+				holder = ", held by " + h
+			}
 		}
 		if strings.HasPrefix(prog, `"`+ProgramName+`"`) {
-			return fmt.Errorf("bpf: %s: %w: another xroce process is using %s (its program %s); one interface serves one xroce at a time: stop the other one or use another interface", name, ErrBusy, name, prog)
+			return fmt.Errorf("bpf: %s: %w: another xroce process is using %s (its program %s%s); one interface serves one xroce at a time: stop the other one or use another interface", name, ErrBusy, name, prog, holder)
 		}
 		return fmt.Errorf("bpf: %s: %w: program %s; detach it first (ip link set dev %s xdp off): %v", name, ErrBusy, prog, name, err)
 	case errors.Is(err, unix.ERANGE) || errors.Is(err, unix.EINVAL) && mtu > 1500:

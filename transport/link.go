@@ -36,7 +36,9 @@ type Link interface {
 	HardwareAddr() [6]byte
 	// Addrs are the link's IP addresses, in the kernel's order, for the GID table.
 	Addrs() []netip.Addr
-	// Resolve returns the Ethernet address for a peer IP address on this link.
+	// Resolve returns the Ethernet address frames to the peer at ip go to: the
+	// peer's on its link, or the next hop's where a route's gateway leads to it.
+	// A peer no route reaches through this link is an error wrapping ErrNoRoute.
 	Resolve(ip netip.Addr) ([6]byte, error)
 	// Close releases the link.
 	Close() error
@@ -78,6 +80,11 @@ type LinkCaps struct {
 
 // ErrLinkClosed is returned by a closed link.
 var ErrLinkClosed = errors.New("transport: link closed")
+
+// ErrNoRoute is what a Link's Resolve wraps when no route reaches the peer through
+// the link (the kernel's ENETUNREACH: rdma_cm reports such an address error with
+// that status, rdma-core's librdmacm/cma.c passes it on).
+var ErrNoRoute = errors.New("no route")
 
 // Clock tells the engine the time. Real devices use the system clock; protocol tests
 // inject a FakeClock.

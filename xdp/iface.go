@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
 )
 
 // iface is what both links know about their interface, through a netlink handle
@@ -27,6 +28,12 @@ type iface struct {
 
 // ErrNoInterface is returned when the interface does not exist.
 var ErrNoInterface = errors.New("no such network interface")
+
+// noInterface is the error for an interface name this namespace lacks; the
+// name may be an RDMA device's (xroce0), which -d of xroce's commands is not.
+func noInterface(name string) error {
+	return fmt.Errorf("xdp: interface %q: %w in this network namespace (`ip link` lists them): -d names a network interface such as eth0, not an RDMA device such as xroce0", name, ErrNoInterface)
+}
 
 // routeHandle opens a netlink handle on NETLINK_ROUTE alone: links, addresses and
 // neighbours are all the link needs. netlink.NewHandle() with no family opens every
@@ -64,7 +71,7 @@ func openIface(name string) (*iface, error) {
 		nl.Close()
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) {
-			return nil, fmt.Errorf("xdp: interface %q: %w", name, ErrNoInterface)
+			return nil, noInterface(name)
 		}
 		return nil, fmt.Errorf("xdp: interface %q: %w", name, err)
 	}
@@ -146,7 +153,7 @@ func GIDTable(name string) (roce.GIDTable, error) {
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) {
-			return nil, fmt.Errorf("xdp: interface %q: %w", name, ErrNoInterface)
+			return nil, noInterface(name)
 		}
 		return nil, fmt.Errorf("xdp: interface %q: %w", name, err)
 	}
@@ -174,8 +181,12 @@ var ErrNoNeighbour = errors.New("no ARP/neighbour answer")
 // it is missing, it makes the kernel resolve it (a UDP datagram to the discard port
 // of ip, which sends ARP or neighbour solicitation) and polls the table, giving up
 // after resolveTimeout.
-func (i *iface) resolve(ip netip.Addr) ([6]byte, error) {
-	ip = ip.Unmap()
+func (i *iface) resolve(dst netip.Addr) ([6]byte, error) {
+	dst = dst.Unmap()
+	ip, err := i.nextHop(dst)
+	if err != nil {
+		return [6]byte{}, err
+	}
 	fam, k := netlink.FAMILY_V4, 0
 	if ip.Is6() {
 		fam, k = netlink.FAMILY_V6, 1
@@ -196,18 +207,51 @@ func (i *iface) resolve(ip netip.Addr) ([6]byte, error) {
 			}
 		}
 		if time.Since(start) > resolveTimeout {
+			if ip != dst {
+				return [6]byte{}, fmt.Errorf("xdp: %w from the gateway %s (the route to %s) on %s after %v: is it up?", ErrNoNeighbour, ip, dst, i.name, resolveTimeout)
+			}
 			return [6]byte{}, fmt.Errorf("xdp: %w from %s on %s after %v: is the peer up and on this link?", ErrNoNeighbour, ip, i.name, resolveTimeout)
 		}
 		if time.Since(lastTrigger) > resolveRetry && i.trigger[k] >= 0 {
 			lastTrigger = time.Now()
-			var sa unix.Sockaddr
+			var sa unix.Sockaddr // to dst: the kernel routes it, and resolves its next hop
 			if k == 0 {
-				sa = &unix.SockaddrInet4{Port: 9, Addr: ip.As4()}
+				sa = &unix.SockaddrInet4{Port: 9, Addr: dst.As4()}
 			} else {
-				sa = &unix.SockaddrInet6{Port: 9, Addr: ip.As16()}
+				sa = &unix.SockaddrInet6{Port: 9, Addr: dst.As16()}
 			}
 			_ = unix.Sendto(i.trigger[k], nil, unix.MSG_DONTWAIT, sa)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// nextHop returns where frames to dst go on this interface: dst when the kernel's
+// route to it is on-link, the route's gateway otherwise (as rdma_rxe's rxe_net.c
+// routes with ip_route_output_key and resolves the route's neighbour). No route,
+// or one that leaves through another interface, is an error wrapping
+// transport.ErrNoRoute. An IPv6 link-local dst is on this link by definition.
+func (i *iface) nextHop(dst netip.Addr) (netip.Addr, error) {
+	if dst.Is6() && dst.IsLinkLocalUnicast() {
+		return dst, nil
+	}
+	routes, err := i.nl.RouteGet(dst.AsSlice())
+	if err != nil || len(routes) == 0 {
+		return netip.Addr{}, fmt.Errorf("xdp: %w to %s in this network namespace (ip route get %s: %v): check the address, or add a route", transport.ErrNoRoute, dst, dst, err)
+	}
+	r := routes[0]
+	if r.LinkIndex != i.index {
+		via := fmt.Sprintf("interface %d", r.LinkIndex)
+		if l, err := i.nl.LinkByIndex(r.LinkIndex); err == nil {
+			via = l.Attrs().Name
+		}
+		if r.Type == unix.RTN_LOCAL {
+			return netip.Addr{}, fmt.Errorf("xdp: %w to %s through %s: it is an address of this host (%s), which RoCE frames on %s cannot reach", transport.ErrNoRoute, dst, i.name, via, i.name)
+		}
+		return netip.Addr{}, fmt.Errorf("xdp: %w to %s through %s: the route leaves through %s (ip route get %s): run on that interface, or route %s through %s", transport.ErrNoRoute, dst, i.name, via, dst, dst, i.name)
+	}
+	if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
+		return gw.Unmap(), nil
+	}
+	return dst, nil
 }

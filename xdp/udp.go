@@ -312,9 +312,14 @@ func (l *UDPLink) HardwareAddr() [6]byte { return l.ifc.mac }
 // Addrs implements transport.Link.
 func (l *UDPLink) Addrs() []netip.Addr { return l.ifc.addrs() }
 
-// Resolve implements transport.Link. The kernel resolves neighbours for UDP sockets;
-// the engine's Ethernet addresses are not used on this link.
-func (l *UDPLink) Resolve(ip netip.Addr) ([6]byte, error) { return [6]byte{}, nil }
+// Resolve implements transport.Link. The kernel resolves neighbours for UDP sockets
+// and the engine's Ethernet addresses are not used on this link; a peer that no
+// route reaches through the interface is refused here (transport.ErrNoRoute), as
+// on the AF_XDP link, instead of at every sendto.
+func (l *UDPLink) Resolve(ip netip.Addr) ([6]byte, error) {
+	_, err := l.ifc.nextHop(ip.Unmap())
+	return [6]byte{}, err
+}
 
 // UnverifiedICRC counts received IPv4 datagrams whose ICRC could not be checked.
 func (l *UDPLink) UnverifiedICRC() uint64 {

@@ -641,9 +641,13 @@ static void explain(struct xcm_id *x, const struct xroce_cm_event *m)
 
 	switch (m->event) {
 	case RDMA_CM_EVENT_ADDR_ERROR:
-		warnx("rdma_resolve_addr: no neighbour answer (ARP or ND) from the destination within 5 s: is the peer "
-		      "up and on this link, and not an address of this device (no loopback)? (the daemon's log has the "
-		      "details)");
+		if (m->status == -ENETUNREACH)
+			warnx("rdma_resolve_addr: no route to the destination through this device's interface (`ip route "
+			      "get ADDR` in the daemon's network namespace; an address of this host is not reachable "
+			      "either): check the address, or add a route (the daemon's log has the details)");
+		else
+			warnx("rdma_resolve_addr: no neighbour answer (ARP or ND) from the destination, or from the gateway "
+			      "its route goes through: is it up? (the daemon's log has the details)");
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:
 		if (m->status == -ETIMEDOUT)

@@ -45,6 +45,17 @@ void warnx(const char *fmt, ...)
 	fprintf(stderr, "xroce: %s\n", buf);
 }
 
+/* unsupported says once per process, on the first call of a verb xroce does not
+ * implement that an application needs to go on (an SRQ, a memory window, an MR
+ * with flags it lacks), what is missing; the verb then fails with EOPNOTSUPP. An
+ * application that only probes and falls back sees one line. */
+void unsupported(int *said, const char *what)
+{
+	if (!__atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
+		warnx("xroce does not support %s: it fails with EOPNOTSUPP (the README's \"Unmodified applications\" lists the verbs)", what);
+	errno = EOPNOTSUPP;
+}
+
 /* xconnect opens a session with the daemon at path; -1 with errno on failure. */
 static int xconnect(const char *path)
 {
@@ -293,8 +304,10 @@ static int peer_netns(int fd)
 	return a == b && !memcmp(mine, theirs, (size_t)a) ? 0 : 2;
 }
 
-/* probe says hello to the daemon at path; NULL when none answers there. */
-static struct xdev *probe(const char *path)
+/* probe says hello to the daemon at path; NULL when none answers there, and then
+ * *refused counts a daemon that does not serve this user (said once, by the
+ * caller, when no device is left). */
+static struct xdev *probe(const char *path, int *refused)
 {
 	struct xroce_hello_req req = { .version = XROCE_PROTO_VERSION };
 	struct xroce_hello_reply r;
@@ -305,7 +318,7 @@ static struct xdev *probe(const char *path)
 	fd = xconnect(path);
 	if (fd < 0) {
 		if (errno == EACCES)
-			warnx("%s: permission denied: a daemon serves its own user and root unless started with --any-user", path);
+			(*refused)++;
 		else if (errno != ECONNREFUSED && errno != ENOENT)
 			warnx("%s: %s", path, strerror(errno));
 		return NULL; /* ECONNREFUSED: a socket left by a daemon that died */
@@ -363,6 +376,7 @@ XROCE_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 	const char *dir = run_dir();
 	struct ibv_device **list = NULL, **l;
 	size_t n = 0, cap = 0;
+	int refused = 0;
 	struct dirent *de;
 	DIR *d;
 
@@ -375,7 +389,7 @@ XROCE_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 		if (len < 6 || strcmp(de->d_name + len - 5, ".sock") ||
 		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
 			continue;
-		xd = probe(path);
+		xd = probe(path, &refused);
 		if (!xd)
 			continue;
 		if (n + 1 >= cap) {
@@ -399,7 +413,11 @@ XROCE_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 	}
 	list[n] = NULL;
 	qsort(list, n, sizeof(*list), by_netns_name);
-	if (n == 0)
+	if (n == 0 && refused)
+		warnx("no xroce device for this user: %d daemon%s in %s serve%s only %s own user and root; start %s with --any-user",
+		      refused, refused > 1 ? "s" : "", dir, refused > 1 ? "" : "s", refused > 1 ? "their" : "its",
+		      refused > 1 ? "them" : "it");
+	else if (n == 0)
 		warnx("no xroce device: no daemon answers in %s; start one with `xroce daemon -d IFACE` (XROCE_RUN_DIR sets the directory)", dir);
 	if (num_devices)
 		*num_devices = (int)n;
@@ -449,8 +467,10 @@ static int no_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct 
 }
 static struct ibv_mw *no_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
+	static int said;
+
 	(void)pd, (void)type;
-	errno = EOPNOTSUPP;
+	unsupported(&said, "memory windows (ibv_alloc_mw)");
 	return NULL;
 }
 static int no_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
@@ -1183,7 +1203,8 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		return NULL;
 	}
 	if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB)) {
-		errno = EOPNOTSUPP;
+		static int said;
+		unsupported(&said, "on-demand paging, zero-based or hugetlb regions (ibv_reg_mr with IBV_ACCESS_ON_DEMAND, _ZERO_BASED or _HUGETLB)");
 		return NULL;
 	}
 	s = (uintptr_t)addr & ~(page - 1);
@@ -1502,8 +1523,8 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		return NULL;
 	}
 	if (attr->srq) {
-		warnx("ibv_create_qp with an SRQ: SRQs are not supported");
-		errno = EOPNOTSUPP;
+		static int said;
+		unsupported(&said, "shared receive queues (ibv_create_qp with an SRQ)");
 		return NULL;
 	}
 	q = calloc(1, sizeof(*q));
@@ -2121,6 +2142,13 @@ XROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 		errno = EOPNOTSUPP;                     \
 		return NULL;                            \
 	}
+#define FAIL_PTR_SAY(ret, name, what, ...)               \
+	XROCE_EXPORT ret name(__VA_ARGS__)              \
+	{                                               \
+		static int said;                        \
+		unsupported(&said, what);               \
+		return NULL;                            \
+	}
 #define FAIL_INT(name, ...)                             \
 	XROCE_EXPORT int name(__VA_ARGS__)              \
 	{                                               \
@@ -2196,10 +2224,10 @@ XROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-FAIL_PTR(struct ibv_mr *, ibv_reg_dmabuf_mr, struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
+FAIL_PTR_SAY(struct ibv_mr *, ibv_reg_dmabuf_mr, "dma-buf regions (ibv_reg_dmabuf_mr)", struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
 FAIL_INT(ibv_rereg_mr, struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
 FAIL_INT(ibv_resize_cq, struct ibv_cq *cq, int cqe)
-FAIL_PTR(struct ibv_srq *, ibv_create_srq, struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)
+FAIL_PTR_SAY(struct ibv_srq *, ibv_create_srq, "shared receive queues (ibv_create_srq)", struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)
 FAIL_INT(ibv_modify_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask)
 FAIL_INT(ibv_query_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 FAIL_INT(ibv_destroy_srq, struct ibv_srq *srq)

@@ -136,6 +136,7 @@ int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, void 
 int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, const int *sendfds, int nsend,
 		 void *out, size_t outlen, int *recvfds, int nrecv);
 void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void unsupported(int *said, const char *what);
 int inline_op(enum ibv_wr_opcode op);
 size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n);
 

@@ -96,7 +96,9 @@ func (c *conn) cmConnect(ctx context.Context) (*cmConns, error) {
 		}
 		// rdma_resolve_addr: the next hop answers ARP or neighbour discovery, or
 		// nothing is there to send the REQs to.
-		if _, err := svc.ResolveAddr(c.env.gid.GID.Addr(), cm.dst.Addr()); err != nil {
+		if _, err := svc.ResolveAddr(c.env.gid.GID.Addr(), cm.dst.Addr()); errors.Is(err, transport.ErrNoRoute) {
+			return nil, fmt.Errorf("-R: no route to %v, check the server's address: %w", cm.dst.Addr(), err)
+		} else if err != nil {
 			return nil, fmt.Errorf("-R: nothing answers at %v, check the server's address: %w", cm.dst.Addr(), err)
 		}
 		if cm.ch.conn, err = cm.dial(ctx, cm.ch.qp, param); err != nil {

@@ -33,7 +33,7 @@ func runDaemon(name string, args []string) error {
 	anyUser := fs.Bool("any-user", false, "serve processes of every user (socket mode 0666); by default only this user and root")
 	addLinkFlags(fs, &o)
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: xroce daemon -d IFACE [--name NAME] [--link xdp|udp] [--any-user]\n       xroce daemon status\n\nThe control socket is $XROCE_RUN_DIR/NAME.sock (default %s).\n\n%s", daemon.DefaultRunDir, fs.FlagUsages())
+		fmt.Fprintf(os.Stderr, "usage: xroce daemon -d IFACE [--name NAME] [--link xdp|udp] [--any-user]\n       xroce daemon status [-a] [DEVICE...]\n\nThe control socket is $XROCE_RUN_DIR/NAME.sock (default %s).\n\n%s", daemon.DefaultRunDir, fs.FlagUsages())
 	}
 	if err := parseFlags(fs, args, &o); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -55,8 +55,8 @@ func runDaemon(name string, args []string) error {
 	if !named {
 		*devName = daemon.FreeName(dir)
 	}
-	if strings.ContainsAny(*devName, "/\x00") || len(*devName) >= 64 {
-		return fmt.Errorf("--name %q: want a name without '/' of at most 63 bytes", *devName)
+	if err := checkDevName(*devName); err != nil {
+		return err
 	}
 	lg := log.New(os.Stderr, "xroce daemon: ", log.LstdFlags)
 	eng, err := startEngine(o, func(err error) { lg.Printf("--pcap: %v", err) })
@@ -88,7 +88,7 @@ func runDaemon(name string, args []string) error {
 		lg.Printf("%s stopped", *devName)
 	})
 	defer stop()
-	lg.Printf("serving %s on %s (%s, %d GIDs) at %s", *devName, o.dev, eng.desc, len(dev.GIDTable()), srv.Path())
+	lg.Printf("serving %s on %s (%s, %s) at %s", *devName, o.dev, eng.desc, fmt.Sprintf("%d GID%s", len(dev.GIDTable()), plural(len(dev.GIDTable()))), srv.Path())
 	if w := noRoCEv2GID(o.dev, dev.GIDTable()); w != "" {
 		lg.Printf("warning: %s", w)
 	}
@@ -100,6 +100,20 @@ func runDaemon(name string, args []string) error {
 	}
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		return fmt.Errorf("%s stopped: %w", *devName, cause)
+	}
+	return nil
+}
+
+// checkDevName refuses a device name that could not be an RDMA device's (at most
+// IB_DEVICE_NAME_MAX - 1 = 63 bytes) or that would make its socket a hidden file
+// or leave the run directory: letters, digits, '_', '-' and '.', not first.
+func checkDevName(name string) error {
+	ok := name != "" && len(name) < 64 && name[0] != '.' && name[0] != '-'
+	for _, r := range name {
+		ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+	}
+	if !ok {
+		return fmt.Errorf("--name %q: want at most 63 bytes of letters, digits, '_', '-' and '.' (not first), as in xroce0", name)
 	}
 	return nil
 }
@@ -144,11 +158,14 @@ func noRoCEv2GID(ifname string, t roce.GIDTable) string {
 // ifaceWatch is how often the daemon looks for its interface.
 const ifaceWatch = 500 * time.Millisecond
 
-// daemonStatus lists the devices in the run directory with their port, clients
-// and counters.
+// daemonStatus lists the devices in the run directory (those named in args, or
+// all) with their port, clients and counters.
 func daemonStatus(args []string) error {
 	fs := pflag.NewFlagSet(name0("daemon status"), pflag.ContinueOnError)
 	all := fs.BoolP("all", "a", false, "print counters that are zero too")
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: xroce daemon status [-a] [DEVICE...]   (or xroce stat)\n\n%s", fs.FlagUsages())
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errUsage
@@ -163,13 +180,20 @@ func daemonStatus(args []string) error {
 	if len(names) == 0 {
 		return fmt.Errorf("no xroce devices in %s: start one with `xroce daemon -d IFACE` (XROCE_RUN_DIR sets the directory)", dir)
 	}
-	failed := 0
+	if names, err = pickDevices(names, fs.Args(), dir); err != nil {
+		return err
+	}
+	stale, refused := 0, 0
 	for _, n := range names {
 		path := daemon.SocketPath(dir, n)
 		c, hello, err := daemon.Dial(path)
 		if err != nil {
 			fmt.Printf("%s\t%s: %v\n", n, path, err)
-			failed++
+			if errors.Is(err, daemon.ErrRefused) {
+				refused++
+			} else {
+				stale++
+			}
 			continue
 		}
 		var p daemon.PortAttr
@@ -179,7 +203,7 @@ func daemonStatus(args []string) error {
 		c.Close()
 		if err := errors.Join(perr, cerr, lerr); err != nil {
 			fmt.Printf("%s\t%s: %v\n", n, path, err)
-			failed++
+			stale++
 			continue
 		}
 		g := hello.NodeGUID
@@ -205,10 +229,33 @@ func daemonStatus(args []string) error {
 			}
 		}
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d devices in %s did not answer (a daemon killed or stopped leaves its socket behind; `xroce daemon -d IFACE --name NAME` takes the name over)", failed, len(names), dir)
+	var errs []error
+	if refused > 0 {
+		errs = append(errs, fmt.Errorf("%d of %d devices in %s refused this user (uid %d): their daemons serve only their own user and root; start them with --any-user, or run this as their user", refused, len(names), dir, os.Getuid()))
 	}
-	return nil
+	if stale > 0 {
+		errs = append(errs, fmt.Errorf("%d of %d devices in %s did not answer (a daemon killed or stopped leaves its socket behind; `xroce daemon -d IFACE --name NAME` takes the name over)", stale, len(names), dir))
+	}
+	return errors.Join(errs...)
+}
+
+// pickDevices returns the devices of names that want names, in want's order, or
+// all of names when want is empty; a name not among them is an error that lists
+// them.
+func pickDevices(names, want []string, dir string) ([]string, error) {
+	if len(want) == 0 {
+		return names, nil
+	}
+	for _, w := range want {
+		found := false
+		for _, n := range names {
+			found = found || n == w
+		}
+		if !found {
+			return nil, fmt.Errorf("no device %s in %s: it has %s", w, dir, strings.Join(names, ", "))
+		}
+	}
+	return want, nil
 }
 
 // libPath finds the verbs library: $XROCE_LIB, else lib/libxroce.so beside the

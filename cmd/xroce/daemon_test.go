@@ -309,3 +309,85 @@ func TestDaemonInterfaceGone(t *testing.T) {
 	}
 	t.Logf("stopped %v after the interface was deleted", time.Since(start).Round(time.Millisecond))
 }
+
+// TestDaemonHangup: a second daemon on a served interface is refused with the
+// holder's PID and command; SIGHUP (the terminal of `xroce daemon ... &` closing)
+// stops the first as SIGTERM does: exit 129, "stopped" logged, socket removed.
+func TestDaemonHangup(t *testing.T) {
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	dir := t.TempDir()
+	cmd, out, done := spawnDaemon(t, n.NsA, n.IfA, dir)
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving xroce0"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon not serving after 10 s:\n%s", out.String())
+		}
+	}
+	second := exec.Command("ip", "netns", "exec", n.NsA, bin, "daemon", "-d", n.IfA)
+	second.Env = append(os.Environ(), "XROCE_RUN_DIR="+t.TempDir())
+	o, err := second.CombinedOutput()
+	if want := fmt.Sprintf("held by PID %d (%s daemon -d %s)); one interface serves one xroce at a time", cmd.Process.Pid, bin, n.IfA); err == nil || !strings.Contains(string(o), want) {
+		t.Errorf("second daemon on %s: %v, want %q in\n%s", n.IfA, err, want, o)
+	}
+	must(t, cmd.Process.Signal(syscall.SIGHUP)) // ip netns exec execs xroce: same process
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("daemon still running 10 s after SIGHUP:\n%s", out.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 129 || !strings.Contains(out.String(), "xroce0 stopped") {
+		t.Errorf("after SIGHUP: %v (want exit status 129, 128 + SIGHUP) and log\n%s", err, out.String())
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, "*.sock")); len(socks) != 0 {
+		t.Errorf("sockets left after SIGHUP: %v", socks)
+	}
+}
+
+// TestStatusRefusedAndNamed: `xroce stat` as a user a daemon does not serve says
+// that the daemon refused the user and how to allow it, not that the daemon is
+// gone; `xroce stat NAME` shows that device only, and an unknown NAME is an error
+// listing the devices.
+func TestStatusRefusedAndNamed(t *testing.T) {
+	dir := t.TempDir()
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0o755)) // nobody may enter; the socket stays 0600, root's
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: filepath.Join(dir, "xroce3.sock"), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	must(t, os.Chmod(filepath.Join(dir, "xroce3.sock"), 0o600))
+	exe := filepath.Join(dir, "xroce")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(exe, data, 0o755))
+	cmd := exec.Command(exe, "stat")
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	want := "1 of 1 devices in " + dir + " refused this user (uid 65534): their daemons serve only their own user and root; start them with --any-user, or run this as their user"
+	if err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), "did not answer") {
+		t.Errorf("stat as uid 65534: %v, want %q alone in\n%s", err, want, out)
+	}
+	cmd = exec.Command(bin, "stat", "xroce9")
+	cmd.Env = append(os.Environ(), "XROCE_RUN_DIR="+dir)
+	out, err = cmd.CombinedOutput()
+	if want := "no device xroce9 in " + dir + ": it has xroce3"; err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("stat xroce9: %v, want %q in\n%s", err, want, out)
+	}
+}
+
+// TestDaemonNames: --name takes what an RDMA device may be called and nothing that
+// would hide its socket or leave the run directory.
+func TestDaemonNames(t *testing.T) {
+	for name, ok := range map[string]bool{"xroce0": true, "rxe_A-1.b": true, "": false, ".": false, "..": false,
+		".lock": false, "-x": false, "a/b": false, "a b": false, "a\nb": false, strings.Repeat("x", 63): true, strings.Repeat("x", 64): false} {
+		if err := checkDevName(name); (err == nil) != ok {
+			t.Errorf("checkDevName(%q) = %v, want ok %v", name, err, ok)
+		}
+	}
+}

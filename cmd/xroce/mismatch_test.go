@@ -178,9 +178,19 @@ func TestRDMACMMismatch(t *testing.T) {
 	start = time.Now()
 	out, err = exec.Command("ip", "netns", "exec", n.NsA, bin, "write_bw", "-R", "-d", n.IfA, absent.String()).CombinedOutput()
 	took = time.Since(start)
-	prefix := "xroce write_bw: -R: nothing answers at " + absent.String() + ", check the server's address: rdmacm: no route to " + absent.String()
+	prefix := "xroce write_bw: -R: nothing answers at " + absent.String() + ", check the server's address: rdmacm: " + n.IPA.String() + " cannot reach " + absent.String() +
+		": transport: address handle: xdp: no ARP/neighbour answer from " + absent.String()
 	if exitCode(err) != 1 || !strings.Contains(string(out), prefix) || took > 8*time.Second {
 		t.Errorf("-R to %v: %v after %v:\n%s\nwant exit status 1 within 8s and %q", absent, err, took.Round(time.Millisecond), out, prefix)
+	}
+
+	// No route to the address: at once.
+	start = time.Now()
+	out, err = exec.Command("ip", "netns", "exec", n.NsA, bin, "write_bw", "-R", "-d", n.IfA, "10.250.7.9").CombinedOutput()
+	took = time.Since(start)
+	prefix = "xroce write_bw: -R: no route to 10.250.7.9, check the server's address: rdmacm: " + n.IPA.String() + " cannot reach 10.250.7.9: transport: address handle: xdp: no route to 10.250.7.9 in this network namespace"
+	if exitCode(err) != 1 || !strings.Contains(string(out), prefix) || took > 2*time.Second {
+		t.Errorf("-R to 10.250.7.9: %v after %v:\n%s\nwant exit status 1 within 2s and %q", err, took.Round(time.Millisecond), out, prefix)
 	}
 }
 

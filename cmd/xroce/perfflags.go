@@ -195,8 +195,6 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-D %d: the duration is in seconds, 1..%d", o.duration, maxDuration)
 	case name == "write_lat" && o.size == 0:
 		return fmt.Errorf("-s 0: write_lat needs at least 1 byte: the last byte of each message carries the iteration")
-	case o.busyPoll < 0:
-		return fmt.Errorf("--busy-poll %v: 0 (never) or a positive duration", o.busyPoll)
 	case o.iters <= 0:
 		return fmt.Errorf("-n %d: the number of iterations must be at least 1", o.iters)
 	case o.txDepth <= 0:

@@ -159,6 +159,9 @@ func printCounters(w io.Writer, label string, before, after map[string]uint64) {
 // check refuses bad link flags (--cc, --dcqcn, the --pcap flags) before anything
 // opens the link.
 func (o linkOptions) check() error {
+	if o.busyPoll < 0 {
+		return fmt.Errorf("--busy-poll %v: 0 (never) or a positive duration", o.busyPoll)
+	}
 	if _, _, err := ccOption(o); err != nil {
 		return err
 	}

@@ -47,11 +47,12 @@ func interruptedExit() {
 // within a few seconds (a Service closes its connections in one).
 const interruptWait = 10 * time.Second
 
-// handleSignals makes SIGINT and SIGTERM run the registered functions, then exit
-// with 128 + the signal's number, as a shell reports it.
+// handleSignals makes SIGINT, SIGTERM and SIGHUP (the terminal of a command
+// started with & closed) run the registered functions, then exit with 128 + the
+// signal's number, as a shell reports it.
 func handleSignals() {
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		s := <-ch
 		interrupted.Store(true)
@@ -61,9 +62,9 @@ func handleSignals() {
 		for i := len(fns) - 1; i >= 0; i-- {
 			fns[i]()
 		}
-		code := 130
-		if s == syscall.SIGTERM {
-			code = 143
+		code := 128 + 2 // SIGINT
+		if n, ok := s.(syscall.Signal); ok {
+			code = 128 + int(n)
 		}
 		os.Exit(code)
 	}()

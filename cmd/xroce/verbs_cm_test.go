@@ -176,7 +176,8 @@ func TestVerbsUcmatose(t *testing.T) {
 
 // TestVerbsRpingErrors: what a user gets wrong ends within seconds with rdma_cm's
 // own report: nobody listening on the port (REJECTED, reason 8: Invalid Service
-// ID) and an address nobody answers ARP for (ADDR_ERROR).
+// ID), an address nobody answers ARP for (ADDR_ERROR) and one no route reaches
+// (ADDR_ERROR with -ENETUNREACH, as the kernel's rdma_cm reports it).
 func TestVerbsRpingErrors(t *testing.T) {
 	needTool(t, "/usr/bin/rping", "rdmacm-utils")
 	p := newVerbsPair(t)
@@ -184,6 +185,8 @@ func TestVerbsRpingErrors(t *testing.T) {
 		{p.n.IPA.String(), "RDMA_CM_EVENT_REJECTED, error 8"},
 		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "RDMA_CM_EVENT_ADDR_ERROR"},
 		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "xroce: rdma_resolve_addr: no neighbour answer (ARP or ND)"},
+		{"10.250.7.9", "RDMA_CM_EVENT_ADDR_ERROR, error -101"}, // -ENETUNREACH: no route, at once
+		{"10.250.7.9", "xroce: rdma_resolve_addr: no route to the destination through this device's interface"},
 	} {
 		start := time.Now()
 		_, out, done := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", c.addr, "-C", "1")

@@ -431,6 +431,30 @@ func TestVerbsCQEx(t *testing.T) {
 	}
 }
 
+// TestVerbsUnsupported: an application that needs a verb xroce lacks fails as
+// verbs says (EOPNOTSUPP), and the library says once which verb, where the
+// application alone would print only its own "Couldn't create SRQ": Debian's
+// ibv_srq_pingpong.
+func TestVerbsUnsupported(t *testing.T) {
+	p := newVerbsPair(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ibv_srq_pingpong", "-g", "1"}, "xroce: xroce does not support shared receive queues (ibv_create_srq): it fails with EOPNOTSUPP"},
+	} {
+		if _, err := exec.LookPath(c.args[0]); err != nil {
+			t.Logf("no %s: skipped", c.args[0])
+			continue
+		}
+		_, out, done := app(t, p.n.NsA, p.dirA, c.args...)
+		err := wait(t, c.args[0], done, out, 20*time.Second)
+		if err == nil || strings.Count(out.String(), c.want) != 1 {
+			t.Errorf("%v: %v, want one %q in\n%s", c.args, err, c.want, out.String())
+		}
+	}
+}
+
 // cBuild compiles a test program against libibverbs and returns its path.
 func cBuild(t *testing.T, src string, libs ...string) string {
 	t.Helper()

@@ -161,7 +161,8 @@ func (c *Conn) onREP(now time.Time, rep *cm.REP) {
 // ResolveAddr returns the local address a connection to dst leaves from (src when
 // valid, which must be this device's) after resolving the path to dst: its next
 // hop's link address, which may wait for ARP or neighbour discovery
-// (rdma_resolve_addr). An unreachable dst is an error wrapping ErrAddress.
+// (rdma_resolve_addr). An unreachable dst is an error wrapping ErrAddress, and
+// the link's error (transport.ErrNoRoute where no route leads to dst).
 func (s *Service) ResolveAddr(src, dst netip.Addr) (netip.Addr, error) {
 	s.mu.Lock()
 	sgid, laddr, err := sgidFor(s.g.gids, src, dst)
@@ -173,7 +174,7 @@ func (s *Service) ResolveAddr(src, dst netip.Addr) (netip.Addr, error) {
 	// The address handle resolves the next hop now; the CM's own, made when the
 	// REQ goes out, finds it in the neighbour table.
 	if _, err := pd.CreateAH(transport.AddressHandle{DGID: roce.GIDFromAddr(dst), SGIDIndex: sgid, HopLimit: HopLimit}); err != nil {
-		return netip.Addr{}, fmt.Errorf("rdmacm: no route to %v from %v: %v: %w", dst, laddr, err, ErrAddress)
+		return netip.Addr{}, fmt.Errorf("rdmacm: %v cannot reach %v: %w (%w)", laddr, dst, err, ErrAddress)
 	}
 	return laddr, nil
 }

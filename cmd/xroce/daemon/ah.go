@@ -51,6 +51,17 @@ func (t *ahTable) obj(h uint32) *ahObj {
 	return t.m[h]
 }
 
+// noGRH explains an address vector without a GRH, which RoCE cannot route: an
+// application sets is_global only when it holds a remote GID that is not all
+// zeros, and it has none when it was given no GID index (ibv_rc_pingpong without
+// -g, qperf without -cm1), or when its peer was given an index its device lacks
+// and sent the empty entry's zeros (rdma_rxe's sysfs reads such an entry as zeros
+// too). The message goes to the application whose modify or create failed, which
+// may be the side whose own index is right.
+const noGRH = "without a GRH (is_global 0): RoCE routes by GID, and this application has no remote GID: " +
+	"give both sides a GID index the device has (ibv_rc_pingpong -g 1, perftest -x 1, qperf -cm1; ibv_devinfo -v lists them). " +
+	"If this side has one, its peer was given an index its device lacks and sent a GID of zeros"
+
 // createAH resolves an address handle (its GID entry and next hop, as the
 // engine's CreateAH does) in a PD of the session.
 func (s *session) createAH(r *CreateAHReq) (*Handle, error) {
@@ -62,7 +73,7 @@ func (s *session) createAH(r *CreateAHReq) (*Handle, error) {
 		return nil, fail(unix.EINVAL, "address handle on port %d: the device has port 1 only", r.PortNum)
 	}
 	if r.IsGlobal == 0 {
-		return nil, fail(unix.EINVAL, "address handle without a GRH (is_global 0): RoCE needs the GID; an application sets none when the GID it read was all zeros: is its GID index one the device has? (ibv_devinfo -v lists them)")
+		return nil, fail(unix.EINVAL, "address handle %s", noGRH)
 	}
 	ah, err := pd.pd.CreateAH(transport.AddressHandle{DGID: roce.GID(r.DGID), SGIDIndex: int(r.SGIDIndex),
 		TrafficClass: r.TrafficClass, HopLimit: r.HopLimit, FlowLabel: r.FlowLabel})

@@ -29,12 +29,19 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (%v)", e.Msg, e.Errno) }
 
+// ErrRefused is Dial's error when the daemon's socket does not let this user in:
+// the daemon serves only its own user and root unless started with --any-user.
+var ErrRefused = errors.New("permission denied")
+
 // Dial connects to the socket at path and says hello.
 func Dial(path string) (*Client, *HelloReply, error) {
 	c, err := net.DialTimeout("unixpacket", path, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ECONNREFUSED) {
 			return nil, nil, fmt.Errorf("no xroce daemon at %s: start one with `xroce daemon -d IFACE`", path)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, nil, fmt.Errorf("%w: the daemon at %s serves only its own user and root (start it with --any-user to serve every user)", ErrRefused, path)
 		}
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xroce/xroce/roce/cm"
+	"github.com/xroce/xroce/transport"
 	"github.com/xroce/xroce/transport/rdmacm"
 )
 
@@ -158,7 +159,8 @@ func (s *session) cmBind(c *cmDevice, r *CMBindReq) (*CMAddr, error) {
 }
 
 // cmResolveAddr picks the local address and resolves the next hop to Dst in the
-// background; ADDR_RESOLVED or ADDR_ERROR (status -EHOSTUNREACH) follows.
+// background; ADDR_RESOLVED or ADDR_ERROR follows (status -ENETUNREACH when no
+// route leads to Dst, -EHOSTUNREACH when its next hop does not answer).
 func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
 	src, ok1 := r.Src.addrPort()
 	dst, ok2 := r.Dst.addrPort()
@@ -194,7 +196,11 @@ func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
 		}
 		if err != nil {
 			s.logf("rdma_resolve_addr %v: %v", dst, err)
-			id.event(cmEventAddrError, -int32(unix.EHOSTUNREACH))
+			status := -int32(unix.EHOSTUNREACH)
+			if errors.Is(err, transport.ErrNoRoute) {
+				status = -int32(unix.ENETUNREACH) // as the kernel's rdma_cm: no route
+			}
+			id.event(cmEventAddrError, status)
 			return
 		}
 		id.local = netip.AddrPortFrom(local, 0)

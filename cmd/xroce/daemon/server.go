@@ -80,13 +80,13 @@ func Listen(src Source, o Options) (*Server, error) {
 		o.Log = log.New(os.Stderr, "xroce daemon: ", log.LstdFlags)
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, err
+		return nil, runDirError(o.Dir, err)
 	}
 	// The directory's lock orders the check, the removal of a stale socket and the
 	// bind against other daemons starting at the same moment.
 	lock, err := os.OpenFile(filepath.Join(o.Dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, runDirError(o.Dir, err)
 	}
 	defer lock.Close() // releases the lock
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
@@ -114,6 +114,15 @@ func Listen(src Source, o Options) (*Server, error) {
 		return nil, err
 	}
 	return &Server{src: src, opts: o, path: path, ln: ln, log: o.Log, clients: map[*client]struct{}{}}, nil
+}
+
+// runDirError names the fix when the run directory is another user's (root's
+// /run/xroce, for a daemon started by a user on --link udp).
+func runDirError(dir string, err error) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w: the run directory %s is not this user's: set XROCE_RUN_DIR to a directory of yours, for the daemon and for the applications and xroce stat alike", err, dir)
+	}
+	return err
 }
 
 // ErrNameTaken is Listen's error when another daemon bound the same name first.

@@ -701,7 +701,7 @@ func (s *session) modifyQP(r *QPAttrMsg) error {
 		return fail(unix.EINVAL, "pkey_index %d: the P_Key table has one entry", r.PKeyIndex)
 	}
 	if mask&transport.QP_AV != 0 && r.IsGlobal == 0 {
-		return fail(unix.EINVAL, "ah_attr without a GRH (is_global 0): RoCE needs the GID; an application sets none when the GID it read was all zeros: is its GID index one the device has? (ibv_devinfo -v lists them)")
+		return fail(unix.EINVAL, "ah_attr %s", noGRH)
 	}
 	if r.State > uint32(transport.QPS_ERR) {
 		return fail(unix.EINVAL, "qp_state %d", r.State)
