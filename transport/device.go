@@ -62,6 +62,9 @@ type Device struct {
 	txMeta    ring[txInfo] // what each frame of txq is: the requester learns when its packets leave
 	txNext    txInfo       // what the frame emit queues next is (set by the requester)
 	bufs      [][]byte     // free frame buffers
+	loop      [][]byte     // frames to the device itself, input at the next pass (loopback.go)
+	loopIn    [][]byte     // the frames being input from loop
+	mac       [6]byte      // the link's Ethernet address: frames to it loop back
 	bufSize   int
 	retryAt   time.Time     // when to offer a refused frame again
 	busySince time.Time     // first refusal of the current busy period
@@ -123,6 +126,7 @@ func Open(link Link, opts Options) (*Device, error) {
 		d.gids = roce.BuildGIDTable(link.HardwareAddr(), link.Addrs())
 	}
 	d.lender, _ = link.(TxLender)
+	d.mac = link.HardwareAddr()
 	d.rxBatch = make([][]byte, rxBatchSize)
 	// The largest frame: Ethernet with VLAN, IPv6, UDP, the longest header stack,
 	// a 4096-byte payload and the ICRC.
@@ -243,7 +247,7 @@ func (d *Device) progress() (bool, error) {
 	for _, f := range d.rxBatch[:n] {
 		d.input(f)
 	}
-	if n > 0 {
+	if d.inputLooped() || n > 0 {
 		did = true
 	}
 	for _, qp := range d.acks {
@@ -264,7 +268,7 @@ func (d *Device) progress() (bool, error) {
 	if err != nil {
 		return did, err
 	}
-	return did || sent, nil
+	return did || sent || len(d.loop) > 0, nil
 }
 
 // NextDeadline returns the earliest time a timer or a held frame needs the engine,
@@ -357,6 +361,9 @@ func (d *Device) emit(qp *QueuePair) int {
 	}
 	m := d.txNext
 	d.txNext = txInfo{}
+	if p.Eth.Dst == d.mac && d.mac != [6]byte{} {
+		return d.loopBack(qp, &m)
+	}
 	buf := d.lendTx(p.Len(), p.UDP.SrcPort)
 	m.lent = buf != nil
 	if buf == nil {

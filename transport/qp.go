@@ -153,9 +153,6 @@ var (
 	ErrInline     = errors.New("transport: inline data larger than max_inline_data")
 	ErrMsgSize    = errors.New("transport: message larger than max_msg_sz")
 	ErrBadWR      = errors.New("transport: malformed work request")
-	// ErrLoopback: a QP's destination is the device itself. rdma_rxe loops such
-	// packets back; the engine sends every frame to the link and does not.
-	ErrLoopback = errors.New("xroce does not loop back to the same device")
 )
 
 // CreateQP creates a queue pair of attr.Type (RC by default) in RESET. QPNs start at
@@ -395,8 +392,9 @@ func (d *Device) resolveAH(ah *AddressHandle, who string) (qpPath, error) {
 		return qpPath{}, fmt.Errorf("transport: %s: SGID index %d is %s but the DGID %s is %s; pick a GID index of the same kind as the peer's (IPv4-mapped for an IPv4 peer)",
 			who, ah.SGIDIndex, gidKind(src), ah.DGID, gidKind(dst))
 	}
-	if i, own := d.gids.Find(ah.DGID); own {
-		return qpPath{}, fmt.Errorf("transport: %s: %w: the DGID %s is this device's own (GID index %d); run the peer on another device (another interface or network namespace)", who, ErrLoopback, ah.DGID, i)
+	if _, own := d.gids.Find(ah.DGID); own && d.mac != [6]byte{} {
+		// The device itself: its frames loop back inside the engine (loopback.go).
+		return qpPath{src: src, dst: dst, mac: d.mac}, nil
 	}
 	mac, err := d.link.Resolve(dst)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/transport"
-	"github.com/xroce/xroce/xdp"
 )
 
 // TestResolveRoutes: Resolve follows the kernel's routes, as rdma_rxe's rxe_net.c
@@ -20,16 +19,7 @@ import (
 // same addresses.
 func TestResolveRoutes(t *testing.T) {
 	n := newTestNet(t, 1500, false)
-	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeGeneric, Netns: nsPath(n.nsA)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Close()
-	lb, err := xdp.OpenUDP(xdp.UDPConfig{Interface: n.ifB, Netns: nsPath(n.nsB)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lb.Close()
+	la, lb := openXDPOn(t, n.ifA, n.nsA, bpf.ModeGeneric), openUDPOn(t, n.ifB, n.nsB)
 	if mac, err := la.Resolve(n.ipB); err != nil || mac != lb.HardwareAddr() {
 		t.Fatalf("Resolve(%v) = %x, %v; want B's %x", n.ipB, mac, err, lb.HardwareAddr())
 	}

@@ -200,15 +200,28 @@ func transfer(t testing.TB, a, b *endpoint, op string, n int, seed byte) {
 // openXDP opens an AF_XDP link on each end of n in mode; they close with the test.
 func openXDP(t testing.TB, n *testNet, mode bpf.Mode) (*xdp.Link, *xdp.Link) {
 	t.Helper()
-	la, err := xdp.Open(xdp.Config{Interface: n.ifA, Mode: mode, Netns: nsPath(n.nsA)})
+	return openXDPOn(t, n.ifA, n.nsA, mode), openXDPOn(t, n.ifB, n.nsB, mode)
+}
+
+// openXDPOn opens an AF_XDP link on ifname in namespace ns; it closes with the test.
+func openXDPOn(t testing.TB, ifname, ns string, mode bpf.Mode) *xdp.Link {
+	t.Helper()
+	l, err := xdp.Open(xdp.Config{Interface: ifname, Mode: mode, Netns: nsPath(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { la.Close() })
-	lb, err := xdp.Open(xdp.Config{Interface: n.ifB, Mode: mode, Netns: nsPath(n.nsB)})
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// openUDPOn opens the kernel UDP link on ifname in namespace ns; it closes with
+// the test.
+func openUDPOn(t testing.TB, ifname, ns string) *xdp.UDPLink {
+	t.Helper()
+	l, err := xdp.OpenUDP(xdp.UDPConfig{Interface: ifname, Netns: nsPath(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { lb.Close() })
-	return la, lb
+	t.Cleanup(func() { l.Close() })
+	return l
 }

@@ -59,17 +59,7 @@ func TestUDPLinkTransfer(t *testing.T) {
 	}{{1500, roce.MTU1024}, {3000, roce.MTU2048}} {
 		t.Run(fmt.Sprintf("pmtu%d", c.pathMTU.Bytes()), func(t *testing.T) {
 			n := newTestNet(t, c.mtu, false)
-			la, err := xdp.OpenUDP(xdp.UDPConfig{Interface: n.ifA, Netns: nsPath(n.nsA)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer la.Close()
-			lb, err := xdp.OpenUDP(xdp.UDPConfig{Interface: n.ifB, Netns: nsPath(n.nsB)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lb.Close()
-			transferAll(t, la, lb, n.ipA, n.ipB, c.pathMTU, transferSizes)
+			transferAll(t, openUDPOn(t, n.ifA, n.nsA), openUDPOn(t, n.ifB, n.nsB), n.ipA, n.ipB, c.pathMTU, transferSizes)
 		})
 	}
 }
@@ -80,23 +70,11 @@ func TestIPv6Transfer(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			n := newTestNet(t, 1500, false)
 			var la, lb transport.Link
-			var err error
 			if kind == "afxdp" {
-				la, err = xdp.Open(xdp.Config{Interface: n.ifA, Mode: bpf.ModeNative, Netns: nsPath(n.nsA)})
-				if err == nil {
-					lb, err = xdp.Open(xdp.Config{Interface: n.ifB, Mode: bpf.ModeNative, Netns: nsPath(n.nsB)})
-				}
+				la, lb = openXDP(t, n, bpf.ModeNative)
 			} else {
-				la, err = xdp.OpenUDP(xdp.UDPConfig{Interface: n.ifA, Netns: nsPath(n.nsA)})
-				if err == nil {
-					lb, err = xdp.OpenUDP(xdp.UDPConfig{Interface: n.ifB, Netns: nsPath(n.nsB)})
-				}
+				la, lb = openUDPOn(t, n.ifA, n.nsA), openUDPOn(t, n.ifB, n.nsB)
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer la.Close()
-			defer lb.Close()
 			a, b := transferAll(t, la, lb, n.ip6A, n.ip6B, roce.MTU1024, []int{1, 1025, 65536, 1 << 20})
 			if c := a.dev.Counters().Get(transport.CntRcvdICRCErr) + b.dev.Counters().Get(transport.CntRcvdICRCErr); c != 0 {
 				t.Errorf("%d ICRC errors over IPv6", c)

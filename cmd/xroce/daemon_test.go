@@ -106,6 +106,20 @@ func spawnDaemon(t *testing.T, ns, ifname, dir string, args ...string) (cmd *exe
 	return cmd, out, ch
 }
 
+// spawnServing is spawnDaemon, waiting until the daemon serves xroce0; t.Cleanup
+// kills it.
+func spawnServing(t *testing.T, ns, ifname, dir string) (*exec.Cmd, *testnet.Output, <-chan error) {
+	t.Helper()
+	cmd, out, done := spawnDaemon(t, ns, ifname, dir)
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving xroce0"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon not serving after 10 s:\n%s", out.String())
+		}
+	}
+	return cmd, out, done
+}
+
 // runVerbs runs an unmodified verbs application through `xroce run --`.
 func runVerbs(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -277,13 +291,7 @@ func TestDaemonInterfaceGone(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 1500})
 	testnet.Sh(t, "ip", "-n", n.NsA, "addr", "flush", "dev", n.IfA)
 	dir := t.TempDir()
-	cmd, out, done := spawnDaemon(t, n.NsA, n.IfA, dir)
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving xroce0"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon not serving after 10 s:\n%s", out.String())
-		}
-	}
+	_, out, done := spawnServing(t, n.NsA, n.IfA, dir)
 	want := fmt.Sprintf("warning: %s has no IP address, so no usable RoCEv2 GID", n.IfA)
 	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "then restart the daemon") {
 		t.Errorf("no warning %q with its fix:\n%s", want, out.String())
@@ -316,13 +324,7 @@ func TestDaemonInterfaceGone(t *testing.T) {
 func TestDaemonHangup(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 1500})
 	dir := t.TempDir()
-	cmd, out, done := spawnDaemon(t, n.NsA, n.IfA, dir)
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving xroce0"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon not serving after 10 s:\n%s", out.String())
-		}
-	}
+	cmd, out, done := spawnServing(t, n.NsA, n.IfA, dir)
 	second := exec.Command("ip", "netns", "exec", n.NsA, bin, "daemon", "-d", n.IfA)
 	second.Env = append(os.Environ(), "XROCE_RUN_DIR="+t.TempDir())
 	o, err := second.CombinedOutput()
