@@ -10,8 +10,9 @@ type EventType uint8
 
 // Asynchronous event types this engine raises.
 const (
-	EVENT_CQ_ERR   EventType = 0 // IBV_EVENT_CQ_ERR: a CQ overran
-	EVENT_QP_FATAL EventType = 1 // IBV_EVENT_QP_FATAL: a QP moved to ERR on its own
+	EVENT_CQ_ERR            EventType = 0  // IBV_EVENT_CQ_ERR: a CQ overran
+	EVENT_QP_FATAL          EventType = 1  // IBV_EVENT_QP_FATAL: a QP moved to ERR on its own
+	EVENT_SRQ_LIMIT_REACHED EventType = 15 // IBV_EVENT_SRQ_LIMIT_REACHED: fewer WQEs than the armed limit remain
 )
 
 func (t EventType) String() string {
@@ -20,16 +21,19 @@ func (t EventType) String() string {
 		return "IBV_EVENT_CQ_ERR"
 	case EVENT_QP_FATAL:
 		return "IBV_EVENT_QP_FATAL"
+	case EVENT_SRQ_LIMIT_REACHED:
+		return "IBV_EVENT_SRQ_LIMIT_REACHED"
 	}
 	return "IBV_EVENT(" + strconv.Itoa(int(t)) + ")"
 }
 
 // AsyncEvent is an affiliated asynchronous event (struct ibv_async_event): CQ is set
-// for a CQ event, QPN for a QP event.
+// for a CQ event, QPN for a QP event, SRQ for an SRQ event.
 type AsyncEvent struct {
 	Type EventType
 	CQ   *CompletionQueue
 	QPN  uint32
+	SRQ  *SharedReceiveQueue
 }
 
 // maxEvents bounds the events kept unread; older ones are dropped beyond it.

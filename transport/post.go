@@ -101,13 +101,17 @@ func (qp *QueuePair) postSend(wr *SendWR) error {
 	return nil
 }
 
-// PostRecv posts receive work requests. Errors: ErrQPState in RESET, ErrQueueFull,
-// ErrTooManySGE. A bad local key completes the WR with IBV_WC_LOC_PROT_ERR when a
+// PostRecv posts receive work requests. Errors: ErrHasSRQ on a QP created with an
+// SRQ, ErrQPState in RESET, ErrQueueFull, ErrTooManySGE. A bad local key completes the WR with IBV_WC_LOC_PROT_ERR when a
 // SEND arrives for it.
 func (qp *QueuePair) PostRecv(wrs ...RecvWR) (int, error) {
 	qp.postMu.Lock()
 	posted, err := 0, error(nil)
 	for _, wr := range wrs {
+		if qp.init.SRQ != nil {
+			err = ErrHasSRQ
+			break
+		}
 		if qp.State() == QPS_RESET {
 			err = ErrQPState
 			break

@@ -134,6 +134,9 @@ type QPInitAttr struct {
 	// QPN, when non-zero, is the QP number to use instead of the next free one; for
 	// replaying captured traffic. QPN 1 (the GSI QP) may be given to a UD QP.
 	QPN uint32
+	// SRQ, when set, is the shared receive queue the QP takes its receive WQEs
+	// from (srq.go); Cap's receive sizes are then unused, and PostRecv refuses.
+	SRQ *SharedReceiveQueue
 }
 
 // Device limits, as rdma_rxe reports them (rxe_param.h).
@@ -185,6 +188,9 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	d := pd.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if s := attr.SRQ; s != nil && (s.gone || s.dev != d || s.pd != pd) {
+		return nil, fmt.Errorf("transport: CreateQP: the SRQ is destroyed, or of another device or PD")
+	}
 	qpn := attr.QPN & 0xFFFFFF
 	if qpn == 0 {
 		for d.qps[d.nextQPN] != nil || d.nextQPN < 2 {
@@ -199,6 +205,9 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	qp.initService()
 	qp.counters = newCounters()
 	d.qps[qp.qpn] = qp
+	if attr.SRQ != nil {
+		attr.SRQ.qps++
+	}
 	return qp, nil
 }
 
@@ -215,6 +224,9 @@ func (qp *QueuePair) Destroy() error {
 	qp.reset()
 	qp.destroyed = true
 	delete(d.qps, qp.qpn)
+	if s := qp.init.SRQ; s != nil {
+		s.qps--
+	}
 	return nil
 }
 

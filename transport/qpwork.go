@@ -122,11 +122,37 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 func (qp *QueuePair) completeRecv(wc WorkCompletion) {
 	r := *qp.rq.at(0)
 	qp.rq.popFront()
-	qp.rqUsed.Add(-1)
 	wc.WRID = r.wrid
 	wc.QPN = qp.qpn
+	qp.recvDone(r) // before the completion is seen: the slot is free when it is polled
 	qp.deliver(qp.init.RecvCQ, wc)
+}
+
+// recvDone returns a receive WQE the QP is done with to where it was posted: the
+// QP's own pool, or its SRQ's.
+func (qp *QueuePair) recvDone(r *recvWQE) {
+	if s := qp.init.SRQ; s != nil {
+		s.finished(r)
+		return
+	}
+	qp.rqUsed.Add(-1)
 	qp.rqDone = append(qp.rqDone, r)
+}
+
+// recvReady reports whether a receive WQE waits for a new message at the head of
+// the QP's receive queue: one posted to the QP (taking in those posted since the
+// pass began), or one lent by its SRQ. The device lock is held.
+func (qp *QueuePair) recvReady() bool {
+	if qp.rq.len() > 0 {
+		return true
+	}
+	if s := qp.init.SRQ; s != nil {
+		return s.lend(qp)
+	}
+	if qp.rqUsed.Load() > 0 {
+		qp.takeIn()
+	}
+	return qp.rq.len() > 0
 }
 
 // deliver puts wc on cq. A completion the CQ cannot take (overrun) is lost and the
@@ -176,8 +202,13 @@ func (qp *QueuePair) reset() {
 		qp.sq.popFront()
 	}
 	for qp.rq.len() > 0 {
-		qp.rqDone = append(qp.rqDone, *qp.rq.at(0))
+		r := *qp.rq.at(0)
 		qp.rq.popFront()
+		if s := qp.init.SRQ; s != nil {
+			s.finished(r) // an SRQ's WQE a message had taken goes with it
+		} else {
+			qp.rqDone = append(qp.rqDone, r)
+		}
 	}
 	qp.sqUsed.Store(0)
 	qp.rqUsed.Store(0)

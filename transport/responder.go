@@ -127,10 +127,7 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 // hasRecv reports whether a receive WQE is posted; if not it sends an RNR NAK
 // carrying min_rnr_timer (§9.7.5.1.6) and reports false.
 func (r *responder) hasRecv(qp *QueuePair, psn uint32) bool {
-	if qp.rq.len() == 0 && qp.rqUsed.Load() > 0 {
-		qp.takeIn() // posted since this pass began
-	}
-	if qp.rq.len() > 0 {
+	if qp.recvReady() {
 		return true
 	}
 	qp.count(CntSendRNRErr)

@@ -257,10 +257,7 @@ func (qp *QueuePair) unreliableRequest(p *roce.Packet) {
 // headRecv returns the receive WQE a new message goes to, taking in receives posted
 // since the pass began, or nil when none is posted.
 func (qp *QueuePair) headRecv() *recvWQE {
-	if qp.rq.len() == 0 && qp.rqUsed.Load() > 0 {
-		qp.takeIn()
-	}
-	if qp.rq.len() == 0 {
+	if !qp.recvReady() {
 		return nil
 	}
 	return *qp.rq.at(0)

@@ -1,0 +1,115 @@
+package transport_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/transport"
+)
+
+// TestSRQ: two QPs of B take their receives from one SRQ. SENDs from two QPs of A
+// land in the SRQ's WQEs in posting order, each completion naming the QP that
+// took it; the armed limit raises IBV_EVENT_SRQ_LIMIT_REACHED once, when fewer
+// WQEs than it remain, and disarms; an empty SRQ answers RNR NAK until a receive
+// is posted; a QP with an SRQ refuses its own receives; the SRQ cannot go while a
+// QP uses it.
+func TestSRQ(t *testing.T) {
+	c := defaults(pairConfig{rnrRetry: 7, minRNRTimer: 1})
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}}, transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	p := &pair{t: t, clock: transport.NewFakeClock()}
+	p.a, p.b = p.newSide(ea, c, 1<<10), p.newSide(eb, c, 1<<10)
+	srq, err := p.b.pd.CreateSRQ(transport.SRQAttr{MaxWR: 8, MaxSGE: 1})
+	must(t, err)
+	b1, b2 := p.srqSide(p.b, srq), p.srqSide(p.b, srq)
+	a2 := p.secondSide(p.a, c)
+	p.connect(p.a, b1, c, 0, 0)
+	p.connect(b1, p.a, c, 0, 0)
+	p.connect(a2, b2, c, 0, 0)
+	p.connect(b2, a2, c, 0, 0)
+	p.b = b1 // collect and waitWCs read B's QPs' shared CQ through b1
+
+	if _, err := b1.qp.PostRecv(transport.RecvWR{WRID: 1, SGList: sge(p.b, 0, 8)}); !errors.Is(err, transport.ErrHasSRQ) {
+		t.Errorf("PostRecv on a QP with an SRQ: %v, want ErrHasSRQ", err)
+	}
+	for i := range 4 {
+		if _, err := srq.PostRecv(transport.RecvWR{WRID: uint64(10 + i), SGList: sge(b1, 1024*i, 1024)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, srq.Modify(transport.SRQAttr{Limit: 2}, transport.SRQ_LIMIT))
+	if a := srq.Query(); a != (transport.SRQAttr{MaxWR: 8, MaxSGE: 1, Limit: 2}) {
+		t.Errorf("Query: %+v", a)
+	}
+	send := func(from *side, wrid uint64, n int, seed uint64) {
+		fill(from.buf[:n], seed)
+		must(t, postSend(from, transport.SendWR{WRID: wrid, Opcode: transport.WR_SEND, SGList: sge(from, 0, n), Flags: transport.SendSignaled}))
+	}
+	// Three SENDs: A's QP, then A2's, then A's again take WQEs 10, 11 and 12.
+	for i, s := range []struct {
+		from *side
+		to   *side
+		n    int
+	}{{p.a, b1, 100}, {a2, b2, 200}, {p.a, b1, 300}} {
+		send(s.from, uint64(i), s.n, uint64(i))
+		p.run(func() bool { return len(b1.wcs) > 0 }, time.Second)
+		wc := b1.wcs[0]
+		b1.wcs = nil
+		if wc.WRID != uint64(10+i) || wc.QPN != s.to.qp.QPN() || wc.Status != transport.WC_SUCCESS || wc.ByteLen != uint32(s.n) {
+			t.Fatalf("SEND %d: completion %+v, want wr_id %d on QP 0x%x, %d bytes", i, wc, 10+i, s.to.qp.QPN(), s.n)
+		}
+		checkBytes(t, "SEND", b1.buf[1024*i:1024*i+s.n], s.from.buf[:s.n])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ev, err := p.b.dev.GetAsyncEvent(ctx)
+	cancel()
+	if err != nil || ev.Type != transport.EVENT_SRQ_LIMIT_REACHED || ev.SRQ != srq {
+		t.Errorf("event %+v, %v; want IBV_EVENT_SRQ_LIMIT_REACHED of the SRQ", ev, err)
+	}
+	if a := srq.Query(); a.Limit != 0 {
+		t.Errorf("limit %d after its event, want 0 (disarmed)", a.Limit)
+	}
+
+	// WQE 13 goes to A2's SEND; the next SEND finds the SRQ empty (RNR NAK) until
+	// WQE 14 is posted.
+	send(a2, 3, 64, 3)
+	p.run(func() bool { return len(b1.wcs) > 0 }, time.Second)
+	b1.wcs = nil
+	send(p.a, 4, 64, 4)
+	p.run(func() bool { return b1.qp.Counters().Get(transport.CntSendRNRErr) > 0 }, time.Second)
+	if _, err := srq.PostRecv(transport.RecvWR{WRID: 14, SGList: sge(b1, 4096, 64)}); err != nil {
+		t.Fatal(err)
+	}
+	p.run(func() bool { return len(b1.wcs) > 0 }, time.Second)
+	if wc := b1.wcs[0]; wc.WRID != 14 || wc.QPN != b1.qp.QPN() || wc.Status != transport.WC_SUCCESS {
+		t.Errorf("after the RNR NAK: completion %+v", wc)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Millisecond)
+	if ev, err := p.b.dev.GetAsyncEvent(ctx); err == nil {
+		t.Errorf("a second event %+v: the limit was disarmed", ev)
+	}
+	cancel()
+
+	if err := srq.Destroy(); !errors.Is(err, transport.ErrSRQBusy) {
+		t.Errorf("Destroy with QPs: %v, want ErrSRQBusy", err)
+	}
+	must(t, b1.qp.Destroy())
+	must(t, b2.qp.Destroy())
+	must(t, srq.Destroy())
+	if _, err := srq.PostRecv(transport.RecvWR{WRID: 15}); !errors.Is(err, transport.ErrQPState) {
+		t.Errorf("PostRecv after Destroy: %v", err)
+	}
+}
+
+// srqSide is a QP on s's device and PD, with s's buffer and CQ, receiving from srq.
+func (p *pair) srqSide(s *side, srq *transport.SharedReceiveQueue) *side {
+	p.t.Helper()
+	o := *s
+	var err error
+	o.qp, err = s.pd.CreateQP(transport.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, SRQ: srq,
+		Cap: transport.QPCap{MaxSendWR: 64, MaxSendSGE: 1}})
+	must(p.t, err)
+	return &o
+}
