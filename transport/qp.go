@@ -188,8 +188,8 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	d := pd.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if s := attr.SRQ; s != nil && (s.gone || s.dev != d || s.pd != pd) {
-		return nil, fmt.Errorf("transport: CreateQP: the SRQ is destroyed, or of another device or PD")
+	if s := attr.SRQ; s != nil && (s.gone || s.dev != d) {
+		return nil, fmt.Errorf("transport: CreateQP: the SRQ is destroyed, or another device's")
 	}
 	qpn := attr.QPN & 0xFFFFFF
 	if qpn == 0 {

@@ -51,10 +51,10 @@ const (
 	SRQ_LIMIT  SRQAttrMask = 1 << 1 // IBV_SRQ_LIMIT: arm the limit event
 )
 
-// SRQ limits, as rdma_rxe reports them (rxe_param.h: RXE_MAX_SRQ_WR 0x4000 before
-// Linux 5.x raised it, RXE_MAX_SRQ_SGE 27).
+// SRQ limits, as rdma_rxe reports them on Debian 12's kernel (max_srq_wr and
+// max_srq_sge in ibv_devinfo -v, docs/verbs-library.md; rxe_param.h).
 const (
-	MaxSRQWR  = 0x4000
+	MaxSRQWR  = 1048576
 	MaxSRQSGE = 27
 )
 

@@ -457,14 +457,7 @@ static int x_req_notify_cq(struct ibv_cq *cq, int solicited);
 static struct ibv_qp *x_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
 static struct ibv_cq_ex *x_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
 
-/* No SRQs and no memory windows: nothing can reach these. */
-static int no_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	(void)srq;
-	if (bad)
-		*bad = wr;
-	return EOPNOTSUPP;
-}
+/* No memory windows: nothing can reach these. */
 static struct ibv_mw *no_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
 	static int said;
@@ -555,7 +548,7 @@ XROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.req_notify_cq = x_req_notify_cq;
 	ctx->ops.post_send = x_post_send;
 	ctx->ops.post_recv = x_post_recv;
-	ctx->ops.post_srq_recv = no_post_srq_recv;
+	ctx->ops.post_srq_recv = x_post_srq_recv;
 	ctx->ops.alloc_mw = no_alloc_mw;
 	ctx->ops.bind_mw = no_bind_mw;
 	ctx->ops.dealloc_mw = no_dealloc_mw;
@@ -915,6 +908,7 @@ static int async_target(struct xctx *xc, const struct xroce_async_event *e, stru
 {
 	struct xcq *c;
 	struct xqp *q;
+	struct xsrq *s;
 	int i, found = 0;
 
 	pthread_mutex_lock(&xc->objs);
@@ -923,6 +917,13 @@ static int async_target(struct xctx *xc, const struct xroce_async_event *e, stru
 			;
 		if (c) {
 			event->element.cq = &c->cq;
+			found = 1;
+		}
+	} else if (e->type == IBV_EVENT_SRQ_LIMIT_REACHED || e->type == IBV_EVENT_SRQ_ERR) {
+		for (s = xc->srqs; s && (uintptr_t)s != e->cookie; s = s->next)
+			;
+		if (s) {
+			event->element.srq = &s->srq;
 			found = 1;
 		}
 	} else {
@@ -1522,11 +1523,6 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->srq) {
-		static int said;
-		unsupported(&said, "shared receive queues (ibv_create_qp with an SRQ)");
-		return NULL;
-	}
 	q = calloc(1, sizeof(*q));
 	if (!q) {
 		errno = ENOMEM;
@@ -1543,6 +1539,7 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	req.max_recv_sge = attr->cap.max_recv_sge;
 	req.max_inline = attr->cap.max_inline_data;
 	req.cookie = (uintptr_t)q;
+	req.srq = attr->srq ? attr->srq->handle : 0;
 	ret = ctx_call_fds(xc, XROCE_OP_CREATE_QP, &req, sizeof(req), NULL, 0, &r, sizeof(r), fds, 2);
 	if (ret) {
 		free(q);
@@ -1572,6 +1569,7 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	q->qp.pd = pd;
 	q->qp.send_cq = attr->send_cq;
 	q->qp.recv_cq = attr->recv_cq;
+	q->qp.srq = attr->srq;
 	q->qp.handle = r.handle;
 	q->qp.qp_num = r.qpn;
 	q->qp.state = IBV_QPS_RESET;
@@ -2227,10 +2225,6 @@ XROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_
 FAIL_PTR_SAY(struct ibv_mr *, ibv_reg_dmabuf_mr, "dma-buf regions (ibv_reg_dmabuf_mr)", struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
 FAIL_INT(ibv_rereg_mr, struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
 FAIL_INT(ibv_resize_cq, struct ibv_cq *cq, int cqe)
-FAIL_PTR_SAY(struct ibv_srq *, ibv_create_srq, "shared receive queues (ibv_create_srq)", struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)
-FAIL_INT(ibv_modify_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask)
-FAIL_INT(ibv_query_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
-FAIL_INT(ibv_destroy_srq, struct ibv_srq *srq)
 FAIL_INT(ibv_query_qp_data_in_order, struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 FAIL_INT(ibv_query_ece, struct ibv_qp *qp, struct ibv_ece *ece)
 FAIL_INT(ibv_set_ece, struct ibv_qp *qp, struct ibv_ece *ece)

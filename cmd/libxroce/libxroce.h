@@ -66,9 +66,10 @@ struct xctx {
 	uint32_t seq;
 	pthread_mutex_t lock;
 	struct xdev *xd;
-	pthread_mutex_t objs; /* guards cqs and qps */
+	pthread_mutex_t objs; /* guards cqs, qps and srqs */
 	struct xcq *cqs;      /* this context's CQs, to check completion-channel cookies */
 	struct xqp *qps[QP_BUCKETS]; /* this context's QPs by qp_num, for polling */
+	struct xsrq *srqs;           /* this context's SRQs, to check event cookies */
 	int gone;                    /* the daemon hung up (said once) */
 	struct verbs_context vctx; /* vctx.context is what the application holds */
 };
@@ -88,6 +89,18 @@ struct xcq {
 	uint32_t idle; /* empty polls, to look for a dead daemon now and then */
 	struct ibv_wc cur; /* ibv_start_poll/ibv_next_poll's current completion */
 	uint32_t prod;     /* the producer index ibv_start_poll read */
+};
+
+/* xsrq is a shared receive queue (srq.c): the daemon's SRQ and the wr_id of each
+ * slot a posted receive holds until its completion is polled. */
+struct xsrq {
+	struct ibv_srq srq; /* first: the ibv_srq pointer is the xsrq pointer */
+	pthread_mutex_t lock; /* guards the table */
+	uint64_t *wrid;       /* by slot */
+	uint32_t *free;       /* the free slots, a stack */
+	uint32_t nfree, cap;
+	uint32_t max_sge;
+	struct xsrq *next;    /* in the context's srqs */
 };
 
 struct xchan {
@@ -137,6 +150,11 @@ int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, c
 		 void *out, size_t outlen, int *recvfds, int nrecv);
 void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void unsupported(int *said, const char *what);
+size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n);
+
+/* srq.c */
+uint64_t srq_wr_id(struct ibv_srq *srq, uint32_t slot);
+int x_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int inline_op(enum ibv_wr_opcode op);
 size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n);
 

@@ -307,7 +307,7 @@ int x_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **
 	uint32_t start;
 	int ret = 0;
 
-	if (!ctx_of(qp->context) || !q->ring) {
+	if (!ctx_of(qp->context) || !q->ring || qp->srq) { /* a QP with an SRQ: post to the SRQ (EINVAL, as rxe) */
 		*bad = wr;
 		return EINVAL;
 	}
@@ -388,7 +388,9 @@ static void retire(uint32_t *head, const uint32_t *tail, uint32_t seq)
 static void fill_wc(struct xqp *q, const struct xroce_cqe *e, struct ibv_wc *wc)
 {
 	memset(wc, 0, sizeof(*wc));
-	if (e->flags & XROCE_CQE_RECV) {
+	if ((e->flags & XROCE_CQE_SRQ) && q->qp.srq) {
+		wc->wr_id = srq_wr_id(q->qp.srq, e->seq);
+	} else if (e->flags & XROCE_CQE_RECV) {
 		wc->wr_id = q->rq_wrid[e->seq & (q->rq_entries - 1)];
 		retire(&q->rq_head, &q->rq_tail, e->seq);
 	} else {

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define XROCE_PROTO_VERSION 3 /* 2: work requests and completions on shared-memory rings; 3: UD and UC QPs */
+#define XROCE_PROTO_VERSION 4 /* 2: work requests and completions on shared-memory rings; 3: UD and UC QPs; 4: SRQs */
 #define XROCE_HDR_SIZE 8
 #define XROCE_MAX_MESSAGE 4096
 #define XROCE_REPLY 0x8000
@@ -55,6 +55,7 @@ enum {
 #define XROCE_CQE_RECV (1u << 0)
 #define XROCE_CQE_WITH_IMM (1u << 1)
 #define XROCE_CQE_GRH (1u << 2) /* IBV_WC_GRH: a UD receive, src_qp set */
+#define XROCE_CQE_SRQ (1u << 3) /* a receive WR of the QP's SRQ: seq is the SRQ's slot */
 
 struct xroce_hdr {
 	uint16_t op;
@@ -273,6 +274,8 @@ struct xroce_create_qp_req {
 	uint32_t max_send_sge, max_recv_sge;
 	uint32_t max_inline;
 	uint64_t cookie; /* echoed in the QP's asynchronous events */
+	uint32_t srq;    /* the SRQ the QP receives from (version 4; 0: none) */
+	uint32_t reserved;
 } __attribute__((packed));
 
 struct xroce_create_qp_reply {
@@ -422,6 +425,34 @@ struct xroce_cm_event {
 	uint32_t qkey; /* RDMA_PS_UDP's ESTABLISHED: the peer QP's (param.qp_num its QPN) */
 	struct xroce_cm_addr local, remote;
 	struct xroce_cm_param param;
+} __attribute__((packed));
+/* Shared receive queues (cmd/xroce/daemon/srqproto.go). */
+#define XROCE_OP_CREATE_SRQ 34    /* xroce_create_srq_req -> xroce_create_srq_reply */
+#define XROCE_OP_MODIFY_SRQ 35    /* xroce_srq_attr -> no body */
+#define XROCE_OP_QUERY_SRQ 36     /* xroce_handle -> xroce_srq_attr */
+#define XROCE_OP_DESTROY_SRQ 37   /* xroce_handle -> no body */
+#define XROCE_OP_POST_SRQ_RECV 38 /* xroce_post_srq_recv_req, count x (xroce_recv_wr, SGEs) -> reply */
+
+struct xroce_create_srq_req {
+	uint32_t pd, max_wr, max_sge, limit;
+	uint64_t cookie; /* echoed in the SRQ's asynchronous events */
+} __attribute__((packed));
+
+struct xroce_create_srq_reply {
+	uint32_t handle, max_wr, max_sge, reserved;
+} __attribute__((packed));
+
+struct xroce_srq_attr {
+	uint32_t srq, mask, max_wr, max_sge, limit, reserved;
+} __attribute__((packed));
+
+struct xroce_post_srq_recv_req {
+	uint32_t srq, count;
+} __attribute__((packed));
+
+struct xroce_post_srq_recv_reply {
+	uint32_t posted;
+	int32_t err; /* errno of the first WR not posted, 0 when all were */
 } __attribute__((packed));
 
 #endif

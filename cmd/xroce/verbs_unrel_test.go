@@ -56,6 +56,15 @@ func runPingpongs(t *testing.T, p *verbsPair, prog string, port int, argsets ...
 	}
 }
 
+// TestVerbsSRQPingpong: Debian's ibv_srq_pingpong between two daemons: 16 RC QPs
+// on each side receiving from one shared receive queue, polling and with -e, with
+// its data check (-c).
+func TestVerbsSRQPingpong(t *testing.T) {
+	runPingpongs(t, newVerbsPair(t), "ibv_srq_pingpong", 18660,
+		[]string{"-c", "-n", "100", "-s", "4096"},
+		[]string{"-e", "-c", "-n", "100", "-s", "512"})
+}
+
 // TestVerbsUDPingpong: ibv_ud_pingpong between two daemons, polling and with -e,
 // with its data check (-c). Its message must fit the port's MTU (1024 on the
 // veth of MTU 1500), its receive buffer takes the 40-byte GRH area first.

@@ -41,6 +41,7 @@ const (
 	capPortActiveEvent  = 1 << 10
 	capSysImageGUID     = 1 << 11
 	capRCRNRNAKGen      = 1 << 12
+	capSRQResize        = 1 << 13
 	capMemMgtExtensions = 1 << 21
 )
 
@@ -55,11 +56,12 @@ func NodeGUID(mac [6]byte) uint64 {
 // RXEDeviceAttr returns the device attributes rdma_rxe reports on Debian 12's
 // kernel (6.1; ibv_devinfo -v on rxe0, recorded in docs/verbs-library.md, with
 // vendor_id 0xffffff from rxe_param.h's RXE_VENDOR_ID), except what the engine does
-// not have: memory windows (MEM_WINDOW, MEM_WINDOW_TYPE_2B, max_mw) and shared
-// receive queues (SRQ_RESIZE, max_srq*), which are reported absent.
+// not have: memory windows (MEM_WINDOW, MEM_WINDOW_TYPE_2B, max_mw), which are
+// reported absent. Shared receive queues are rxe's: SRQ_RESIZE, max_srq 917503,
+// max_srq_wr 1048576, max_srq_sge 27.
 func RXEDeviceAttr(mac [6]byte) DeviceAttr {
 	flags := uint32(capBadPkeyCntr | capBadQkeyCntr | capAutoPathMig | capChangePhyPort |
-		capUDAVPortEnforce | capPortActiveEvent | capSysImageGUID | capRCRNRNAKGen | capMemMgtExtensions)
+		capUDAVPortEnforce | capPortActiveEvent | capSysImageGUID | capRCRNRNAKGen | capSRQResize | capMemMgtExtensions)
 	a := DeviceAttr{
 		NodeGUID:              NodeGUID(mac),
 		SysImageGUID:          NodeGUID(mac),
@@ -83,6 +85,9 @@ func RXEDeviceAttr(mac [6]byte) DeviceAttr {
 		MaxMcastQPAttach:      56,
 		MaxTotalMcastQPAttach: 458752,
 		MaxAH:                 32767,
+		MaxSRQ:                917503,
+		MaxSRQWR:              transport.MaxSRQWR,
+		MaxSRQSGE:             transport.MaxSRQSGE,
 		MaxPkeys:              64,
 		LocalCAAckDelay:       15,
 		PhysPortCnt:           1,

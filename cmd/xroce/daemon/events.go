@@ -9,13 +9,14 @@ import (
 )
 
 // asyncRouter delivers the engine's asynchronous events (transport.Device's
-// GetAsyncEvent: IBV_EVENT_CQ_ERR, IBV_EVENT_QP_FATAL) to the session that owns
-// the CQ or QP, as an AsyncEventMsg on the session's event channel
+// GetAsyncEvent: IBV_EVENT_CQ_ERR, IBV_EVENT_QP_FATAL, IBV_EVENT_SRQ_LIMIT_REACHED)
+// to the session that owns the CQ, QP or SRQ, as an AsyncEventMsg on the session's event channel
 // (OpAsyncChannel), which the library reads in ibv_get_async_event.
 type asyncRouter struct {
-	mu  sync.Mutex
-	qps map[uint32]asyncDest // by QPN
-	cqs map[*transport.CompletionQueue]asyncDest
+	mu   sync.Mutex
+	qps  map[uint32]asyncDest // by QPN
+	cqs  map[*transport.CompletionQueue]asyncDest
+	srqs map[*transport.SharedReceiveQueue]asyncDest
 }
 
 // asyncDest is where one object's events go: its session's channel and the
@@ -32,7 +33,8 @@ type asyncOut struct {
 }
 
 func newAsyncRouter() *asyncRouter {
-	return &asyncRouter{qps: map[uint32]asyncDest{}, cqs: map[*transport.CompletionQueue]asyncDest{}}
+	return &asyncRouter{qps: map[uint32]asyncDest{}, cqs: map[*transport.CompletionQueue]asyncDest{},
+		srqs: map[*transport.SharedReceiveQueue]asyncDest{}}
 }
 
 // run routes dev's events until ctx ends.
@@ -44,8 +46,11 @@ func (r *asyncRouter) run(ctx context.Context, dev *transport.Device) {
 		}
 		r.mu.Lock()
 		d, ok := r.qps[e.QPN]
-		if e.CQ != nil {
+		switch {
+		case e.CQ != nil:
 			d, ok = r.cqs[e.CQ]
+		case e.SRQ != nil:
+			d, ok = r.srqs[e.SRQ]
 		}
 		r.mu.Unlock()
 		if ok {
@@ -60,6 +65,11 @@ func (r *asyncRouter) setQP(qpn uint32, d *asyncDest) { setDest(&r.mu, r.qps, qp
 // setCQ routes the events of cq to d (nil: nowhere).
 func (r *asyncRouter) setCQ(cq *transport.CompletionQueue, d *asyncDest) {
 	setDest(&r.mu, r.cqs, cq, d)
+}
+
+// setSRQ routes the events of srq to d (nil: nowhere).
+func (r *asyncRouter) setSRQ(srq *transport.SharedReceiveQueue, d *asyncDest) {
+	setDest(&r.mu, r.srqs, srq, d)
 }
 
 func setDest[K comparable](mu *sync.Mutex, m map[K]asyncDest, k K, d *asyncDest) {

@@ -13,8 +13,8 @@ import (
 	"github.com/xroce/xroce/transport"
 )
 
-// FuzzSession feeds arbitrary data-path requests (op and body, no descriptors) to
-// one session, whose objects accumulate across inputs: the daemon never panics, and
+// FuzzSession feeds arbitrary data-path requests (op and body, no descriptors; the
+// connection manager's and the SRQs' ops too) to one session, whose objects accumulate across inputs: the daemon never panics, and
 // every answer is a well-formed reply to the request's op and seq.
 func FuzzSession(f *testing.F) {
 	le := func(v any) []byte {
@@ -32,6 +32,10 @@ func FuzzSession(f *testing.F) {
 	f.Add(OpDestroyAH, le(&Handle{5}))
 	f.Add(OpDestroyQP, le(&Handle{3}))
 	f.Add(OpRegMR, le(&RegMRReq{PD: 1, Access: 1, Length: 4096}))
+	f.Add(OpCreateSRQ, le(&CreateSRQReq{PD: 1, MaxWR: 4, MaxSGE: 1}))
+	f.Add(OpPostSRQRecv, append(le(&PostSRQRecvReq{SRQ: 6, Count: 2}), le(&RecvWRMsg{WRID: 1, NumSGE: 1})...))
+	f.Add(OpCreateQP, le(&CreateQPReq{PD: 1, SendCQ: 2, RecvCQ: 2, QPType: qptRC, MaxSendWR: 4, SRQ: 6}))
+	f.Add(OpDestroySRQ, le(&Handle{6}))
 	ip := netip.MustParseAddr("10.0.0.1")
 	link, _ := transport.NewPipe(transport.PipeConfig{MAC: [6]byte{2, 0, 0, 0, 0, 1}, Addrs: []netip.Addr{ip}},
 		transport.PipeConfig{MAC: [6]byte{2, 0, 0, 0, 0, 2}})
@@ -43,7 +47,7 @@ func FuzzSession(f *testing.F) {
 	f.Cleanup(sess.close)
 	seq := uint32(0)
 	f.Fuzz(func(t *testing.T, op uint16, body []byte) {
-		op = OpAllocPD + op%(opLastCM-OpAllocPD+1)
+		op = OpAllocPD + op%(opLastSRQ-OpAllocPD+1)
 		seq++
 		r, fds := sess.handle(op, seq, body, nil)
 		closeAll(fds)

@@ -18,7 +18,7 @@ import (
 // non-zero status comes a UTF-8 message for people, after 0 the op's reply body.
 // docs/verbs-library.md describes the messages.
 const (
-	ProtoVersion = 3 // 2: work requests and completions on shared-memory rings; 3: UD and UC QPs (address handles, UD addresses in send slots, src_qp and GRH in CQEs, qkey)
+	ProtoVersion = 4 // 2: work requests and completions on shared-memory rings; 3: UD and UC QPs (address handles, UD addresses in send slots, src_qp and GRH in CQEs, qkey); 4: shared receive queues
 	HeaderSize   = 8
 	MaxMessage   = 4096 // header included
 	ReplyBit     = 0x8000
@@ -299,6 +299,7 @@ const (
 	CQERecv    = 1 << 0 // completes a receive WR
 	CQEWithImm = 1 << 1 // IBV_WC_WITH_IMM
 	CQEGRH     = 1 << 2 // IBV_WC_GRH (UD receives)
+	CQESRQ     = 1 << 3 // a receive WR of the QP's SRQ: Seq is the SRQ's slot (OpPostSRQRecv)
 )
 
 // EventMsg is what the daemon writes on a completion channel: the CQ's cookie.
@@ -324,6 +325,8 @@ type CreateQPReq struct {
 	MaxSendSGE, MaxRecvSGE uint32
 	MaxInline              uint32
 	Cookie                 uint64 // echoed in the QP's asynchronous events
+	SRQ                    uint32 // the SRQ the QP receives from (version 4; 0: none)
+	Reserved               uint32
 }
 
 // CreateQPReply is the QP, its number, its actual capabilities and the layout
@@ -416,42 +419,47 @@ type SGEMsg struct {
 // Structs lists every fixed-size message body, by the name the C header gives its
 // struct, for the header cross-check.
 var Structs = map[string]any{
-	"xroce_cm_addr":         CMAddr{},
-	"xroce_cm_create_id":    CMCreateIDReq{},
-	"xroce_cm_bind":         CMBindReq{},
-	"xroce_cm_resolve":      CMResolveReq{},
-	"xroce_cm_listen":       CMListenReq{},
-	"xroce_cm_param":        CMParam{},
-	"xroce_cm_conn":         CMConnReq{},
-	"xroce_cm_reject":       CMRejectReq{},
-	"xroce_cm_event":        CMEventMsg{},
-	"xroce_hdr":             Header{},
-	"xroce_hello_req":       HelloReq{},
-	"xroce_hello_reply":     HelloReply{},
-	"xroce_device_attr":     DeviceAttr{},
-	"xroce_port_req":        PortReq{},
-	"xroce_port_attr":       PortAttr{},
-	"xroce_gid_req":         GIDReq{},
-	"xroce_gid_reply":       GIDReply{},
-	"xroce_counter_entry":   CounterEntry{},
-	"xroce_client_entry":    ClientEntry{},
-	"xroce_handle":          Handle{},
-	"xroce_reg_mr_req":      RegMRReq{},
-	"xroce_mr_piece":        MRPiece{},
-	"xroce_reg_mr_reply":    RegMRReply{},
-	"xroce_create_cq_req":   CreateCQReq{},
-	"xroce_create_cq_reply": CreateCQReply{},
-	"xroce_notify_req":      NotifyReq{},
-	"xroce_cqe":             CQE{},
-	"xroce_event":           EventMsg{},
-	"xroce_async_event":     AsyncEventMsg{},
-	"xroce_create_qp_req":   CreateQPReq{},
-	"xroce_create_qp_reply": CreateQPReply{},
-	"xroce_qp_attr":         QPAttrMsg{},
-	"xroce_create_ah_req":   CreateAHReq{},
-	"xroce_send_wr":         SendWRMsg{},
-	"xroce_recv_wr":         RecvWRMsg{},
-	"xroce_sge":             SGEMsg{},
+	"xroce_create_srq_req":      CreateSRQReq{},
+	"xroce_create_srq_reply":    CreateSRQReply{},
+	"xroce_srq_attr":            SRQAttrMsg{},
+	"xroce_post_srq_recv_req":   PostSRQRecvReq{},
+	"xroce_post_srq_recv_reply": PostSRQRecvReply{},
+	"xroce_cm_addr":             CMAddr{},
+	"xroce_cm_create_id":        CMCreateIDReq{},
+	"xroce_cm_bind":             CMBindReq{},
+	"xroce_cm_resolve":          CMResolveReq{},
+	"xroce_cm_listen":           CMListenReq{},
+	"xroce_cm_param":            CMParam{},
+	"xroce_cm_conn":             CMConnReq{},
+	"xroce_cm_reject":           CMRejectReq{},
+	"xroce_cm_event":            CMEventMsg{},
+	"xroce_hdr":                 Header{},
+	"xroce_hello_req":           HelloReq{},
+	"xroce_hello_reply":         HelloReply{},
+	"xroce_device_attr":         DeviceAttr{},
+	"xroce_port_req":            PortReq{},
+	"xroce_port_attr":           PortAttr{},
+	"xroce_gid_req":             GIDReq{},
+	"xroce_gid_reply":           GIDReply{},
+	"xroce_counter_entry":       CounterEntry{},
+	"xroce_client_entry":        ClientEntry{},
+	"xroce_handle":              Handle{},
+	"xroce_reg_mr_req":          RegMRReq{},
+	"xroce_mr_piece":            MRPiece{},
+	"xroce_reg_mr_reply":        RegMRReply{},
+	"xroce_create_cq_req":       CreateCQReq{},
+	"xroce_create_cq_reply":     CreateCQReply{},
+	"xroce_notify_req":          NotifyReq{},
+	"xroce_cqe":                 CQE{},
+	"xroce_event":               EventMsg{},
+	"xroce_async_event":         AsyncEventMsg{},
+	"xroce_create_qp_req":       CreateQPReq{},
+	"xroce_create_qp_reply":     CreateQPReply{},
+	"xroce_qp_attr":             QPAttrMsg{},
+	"xroce_create_ah_req":       CreateAHReq{},
+	"xroce_send_wr":             SendWRMsg{},
+	"xroce_recv_wr":             RecvWRMsg{},
+	"xroce_sge":                 SGEMsg{},
 }
 
 // Encode returns a message: the header and body (a fixed-size struct, []byte, or

@@ -147,6 +147,9 @@ func (c *cqRing) Push(wc transport.WorkCompletion) bool {
 	if wc.WRID&recvBit != 0 {
 		e.Flags |= CQERecv
 	}
+	if wc.WRID&srqBit != 0 {
+		e.Flags |= CQESRQ
+	}
 	if wc.GRH {
 		e.Flags |= CQEGRH
 	}

@@ -68,6 +68,7 @@ type session struct {
 	cqs    map[uint32]*cqObj
 	qps    map[uint32]*qpObj
 	chans  map[uint32]*chanObj
+	srqs   map[uint32]*srqObj
 	ahs    *ahTable
 	// graveyard holds deregistered mappings while the session has QPs: a WR that
 	// resolved into one may still be queued, so the range stays mapped (onto
@@ -124,6 +125,7 @@ type qpObj struct {
 	ring       *qpRing
 	pd         *pdObj
 	send, recv *cqObj
+	srq        *srqObj // the SRQ it receives from, or nil
 	caps       CreateQPReply
 	attr       QPAttrMsg
 }
@@ -136,7 +138,7 @@ func newSession(src Source, counts *objCounts, logf func(string, ...any)) *sessi
 	ctx, cancel := context.WithCancel(context.Background())
 	dev := es.Engine()
 	return &session{dev: dev, poller: pollerFor(dev), logf: logf, ctx: ctx, cancel: cancel, pds: map[uint32]*pdObj{},
-		mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chans: map[uint32]*chanObj{},
+		mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chans: map[uint32]*chanObj{}, srqs: map[uint32]*srqObj{},
 		ahs: &ahTable{m: map[uint32]*ahObj{}}, counts: counts}
 }
 
@@ -275,10 +277,14 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []
 			err = s.destroyAH(h.Handle)
 		}
 	default:
-		if op < OpCMCreateID || op > opLastCM {
+		switch {
+		case op >= OpCMCreateID && op <= opLastCM:
+			body, err = s.handleCM(op, p)
+		case op >= OpCreateSRQ && op <= opLastSRQ:
+			body, err = s.handleSRQ(op, p)
+		default:
 			return errReply(op, seq, unix.EOPNOTSUPP, fmt.Sprintf("unknown op %d", op)), nil
 		}
-		body, err = s.handleCM(op, p)
 	}
 	if err != nil {
 		var e *errno
@@ -638,12 +644,24 @@ func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
 	}
 	c := transport.QPCap{MaxSendWR: int(max(r.MaxSendWR, 1)), MaxRecvWR: int(max(r.MaxRecvWR, 1)),
 		MaxSendSGE: int(max(r.MaxSendSGE, 1)), MaxRecvSGE: int(max(r.MaxRecvSGE, 1)), MaxInlineData: int(r.MaxInline)}
-	qp, err := pd.pd.CreateQP(transport.QPInitAttr{Type: transport.QPType(r.QPType), SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: c, SigAll: r.SQSigAll != 0})
+	init := transport.QPInitAttr{Type: transport.QPType(r.QPType), SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: c, SigAll: r.SQSigAll != 0}
+	var so *srqObj
+	if r.SRQ != 0 {
+		if so = s.srqs[r.SRQ]; so == nil {
+			return nil, nil, fail(unix.EINVAL, "SRQ %d is not in this session", r.SRQ)
+		}
+		init.SRQ = so.srq
+	}
+	qp, err := pd.pd.CreateQP(init)
 	if err != nil {
 		return nil, nil, fail(unix.EINVAL, "%v", err)
 	}
 	h := s.handleID()
-	o := &qpObj{qp: qp, pd: pd, send: scq, recv: rcq}
+	o := &qpObj{qp: qp, pd: pd, send: scq, recv: rcq, srq: so}
+	if so != nil {
+		so.refs++
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0 // as rdma_rxe reports a QP with an SRQ
+	}
 	o.caps = CreateQPReply{Handle: h, QPN: qp.QPN(), MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
 		MaxSendSGE: uint32(c.MaxSendSGE), MaxRecvSGE: uint32(c.MaxRecvSGE), MaxInline: uint32(c.MaxInlineData)}
 	if r.QPType == qptUD {
@@ -773,6 +791,9 @@ func (s *session) destroyQP(h uint32) error {
 	o.pd.refs--
 	o.send.refs--
 	o.recv.refs--
+	if o.srq != nil {
+		o.srq.refs--
+	}
 	s.counts.qps.Add(-1)
 	s.sweep()
 	return nil
@@ -797,6 +818,11 @@ func (s *session) close() {
 	for h, o := range s.qps {
 		o.destroy(s.poller)
 		delete(s.qps, h)
+	}
+	for h, o := range s.srqs {
+		_ = o.srq.Destroy()
+		s.poller.events.setSRQ(o.srq, nil)
+		delete(s.srqs, h)
 	}
 	s.cancel()
 	s.wg.Wait()

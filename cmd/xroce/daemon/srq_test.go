@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSessionSRQ: the SRQ ops as the library calls them. Sizes are granted as
+// asked; a post of more receives than max_wr takes max_wr and names ENOMEM for the
+// next; a malformed post is EBADMSG and changes nothing; a QP created with the SRQ
+// keeps it from being destroyed (EBUSY) and reports no receive queue of its own;
+// modify and query change and read the limit; handles of nothing are EINVAL.
+func TestSessionSRQ(t *testing.T) {
+	dp := startDataPath(t)
+	c := dp.dial(t)
+	var pd Handle
+	if err := c.Call(OpAllocPD, nil, &pd); err != nil {
+		t.Fatal(err)
+	}
+	fd, buf := memfd(t, 4096, true)
+	reg := RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(buf), Length: 4096, IOVA: addr(buf),
+		MapAddr: addr(buf), MapLen: 4096, NPieces: 1, Pieces: onePiece(4096)}
+	var mr RegMRReply
+	if err := c.CallFD(OpRegMR, &reg, fd, &mr); err != nil {
+		t.Fatal(err)
+	}
+	var srq CreateSRQReply
+	wantErrno(t, "SRQ in no PD", c.Call(OpCreateSRQ, &CreateSRQReq{PD: 999, MaxWR: 4, MaxSGE: 1}, &srq), unix.EINVAL)
+	wantErrno(t, "SRQ of 28 SGEs", c.Call(OpCreateSRQ, &CreateSRQReq{PD: pd.Handle, MaxWR: 4, MaxSGE: 28}, &srq), unix.EINVAL)
+	if err := c.Call(OpCreateSRQ, &CreateSRQReq{PD: pd.Handle, MaxWR: 4, MaxSGE: 2}, &srq); err != nil || srq.MaxWR != 4 || srq.MaxSGE != 2 {
+		t.Fatalf("create srq: %+v %v", srq, err)
+	}
+	post := func(n int, slot0 uint64, sges uint32) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, srq.Handle)
+		b = binary.LittleEndian.AppendUint32(b, uint32(n))
+		for i := range n {
+			b = binary.LittleEndian.AppendUint64(b, slot0+uint64(i))
+			b = binary.LittleEndian.AppendUint32(b, sges)
+			b = binary.LittleEndian.AppendUint32(b, 0)
+			for range sges {
+				b = binary.LittleEndian.AppendUint64(b, addr(buf))
+				b = binary.LittleEndian.AppendUint32(b, 64)
+				b = binary.LittleEndian.AppendUint32(b, mr.LKey)
+			}
+		}
+		return b
+	}
+	var pr PostSRQRecvReply
+	wantErrno(t, "a post cut short", c.Call(OpPostSRQRecv, post(2, 0, 1)[:30], &pr), unix.EBADMSG)
+	if err := c.Call(OpPostSRQRecv, post(6, 0, 1), &pr); err != nil || pr != (PostSRQRecvReply{Posted: 4, Errno: int32(unix.ENOMEM)}) {
+		t.Errorf("6 receives into 4: %+v %v; want 4 posted and ENOMEM", pr, err)
+	}
+	cq := createTestCQ(t, c, CreateCQReq{CQE: 16})
+	tq := createTestQP(t, c, CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: qptRC,
+		MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, SRQ: srq.Handle})
+	if tq.r.MaxRecvWR != 0 || tq.r.MaxRecvSGE != 0 {
+		t.Errorf("a QP with an SRQ reports max_recv_wr %d, max_recv_sge %d; want 0 and 0", tq.r.MaxRecvWR, tq.r.MaxRecvSGE)
+	}
+	wantErrno(t, "destroy an SRQ in use", c.Call(OpDestroySRQ, &Handle{srq.Handle}, nil), unix.EBUSY)
+	wantErrno(t, "limit above max_wr", c.Call(OpModifySRQ, &SRQAttrMsg{SRQ: srq.Handle, Mask: 2, Limit: 5}, nil), unix.EINVAL)
+	if err := c.Call(OpModifySRQ, &SRQAttrMsg{SRQ: srq.Handle, Mask: 3, MaxWR: 8, Limit: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var q SRQAttrMsg
+	if err := c.Call(OpQuerySRQ, &Handle{srq.Handle}, &q); err != nil || q.MaxWR != 8 || q.MaxSGE != 2 || q.Limit != 2 {
+		t.Errorf("query srq: %+v %v", q, err)
+	}
+	if err := c.Call(OpDestroyQP, &Handle{tq.r.Handle}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(OpDestroySRQ, &Handle{srq.Handle}, nil); err != nil {
+		t.Errorf("destroy srq: %v", err)
+	}
+	wantErrno(t, "query a destroyed SRQ", c.Call(OpQuerySRQ, &Handle{srq.Handle}, &q), unix.EINVAL)
+}

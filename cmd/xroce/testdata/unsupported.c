@@ -1,0 +1,36 @@
+/*
+ * unsupported: asks twice each for a memory window and an on-demand-paging region,
+ * which xroce does not have, and prints what verbs returned (NULL and errno
+ * EOPNOTSUPP each time, as rdma-core's providers refuse what they lack).
+ * TestVerbsUnsupported builds it against libibverbs and runs it through xroce run.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <infiniband/verbs.h>
+
+int main(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	static char buf[4096];
+	int i;
+
+	if (!l || !l[0] || !(ctx = ibv_open_device(l[0])) || !(pd = ibv_alloc_pd(ctx))) {
+		printf("no device or PD\n");
+		return 1;
+	}
+	for (i = 0; i < 2; i++) {
+		errno = 0;
+		struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+		printf("alloc_mw %s errno %d\n", mw ? "ok" : "NULL", mw ? 0 : errno);
+		errno = 0;
+		struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+		printf("reg_mr odp %s errno %d\n", mr ? "ok" : "NULL", mr ? 0 : errno);
+	}
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(l);
+	return 0;
+}
