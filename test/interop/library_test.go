@@ -33,8 +33,9 @@ var libTools = []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw
 
 // libMatrix is the lib cells, at netdev MTU 1500 over AF_XDP, each in both
 // directions but one: the quick set (ibv_rc_pingpong -c and ib_write_bw), or
-// every tool with its defaults and a few with -a, -q 2, --use_old_post_send, and
-// ibv_rc_pingpong with -e -N (completion channel, ibv_wr_* send path).
+// every tool with its defaults and a few with -a, -q 2, --use_old_post_send,
+// --use-srq, and ibv_rc_pingpong with -e -N (completion channel, ibv_wr_* send
+// path).
 func libMatrix(full bool) []cell {
 	var cells []cell
 	add := func(c cell) {
@@ -72,6 +73,7 @@ func libMatrix(full bool) []cell {
 	add(cell{tool: "read_bw", flags: "-a"})
 	add(cell{tool: "write_bw", size: 65536, flags: "-q 2"})
 	add(cell{tool: "send_bw", size: 65536, flags: "-q 2"})
+	add(cell{tool: "send_bw", size: 65536, flags: "--use-srq"}) // both sides' receives from a shared receive queue
 	add(cell{tool: "send_bw", size: 65536, flags: "--use_old_post_send"})
 	add(cell{tool: "write_lat", size: 64, flags: "--use_old_post_send"})
 	return cells
