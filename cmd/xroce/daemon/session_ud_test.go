@@ -18,17 +18,7 @@ import (
 func TestSessionUD(t *testing.T) {
 	dp := startDataPath(t)
 	c := dp.dial(t)
-	var pd Handle
-	if err := c.Call(OpAllocPD, nil, &pd); err != nil {
-		t.Fatal(err)
-	}
-	fd, buf := memfd(t, 4096, true)
-	reg := RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(buf), Length: 4096, IOVA: addr(buf),
-		MapAddr: addr(buf), MapLen: 4096, NPieces: 1, Pieces: onePiece(4096)}
-	var mr RegMRReply
-	if err := c.CallFD(OpRegMR, &reg, fd, &mr); err != nil {
-		t.Fatal(err)
-	}
+	pd, mr, buf := pdWithMR(t, c)
 	cq := createTestCQ(t, c, CreateCQReq{CQE: 16})
 	tq := createTestQP(t, c, CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: qptUD,
 		MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1})

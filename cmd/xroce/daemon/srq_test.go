@@ -15,17 +15,7 @@ import (
 func TestSessionSRQ(t *testing.T) {
 	dp := startDataPath(t)
 	c := dp.dial(t)
-	var pd Handle
-	if err := c.Call(OpAllocPD, nil, &pd); err != nil {
-		t.Fatal(err)
-	}
-	fd, buf := memfd(t, 4096, true)
-	reg := RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(buf), Length: 4096, IOVA: addr(buf),
-		MapAddr: addr(buf), MapLen: 4096, NPieces: 1, Pieces: onePiece(4096)}
-	var mr RegMRReply
-	if err := c.CallFD(OpRegMR, &reg, fd, &mr); err != nil {
-		t.Fatal(err)
-	}
+	pd, mr, buf := pdWithMR(t, c)
 	var srq CreateSRQReply
 	wantErrno(t, "SRQ in no PD", c.Call(OpCreateSRQ, &CreateSRQReq{PD: 999, MaxWR: 4, MaxSGE: 1}, &srq), unix.EINVAL)
 	wantErrno(t, "SRQ of 28 SGEs", c.Call(OpCreateSRQ, &CreateSRQReq{PD: pd.Handle, MaxWR: 4, MaxSGE: 28}, &srq), unix.EINVAL)
@@ -74,4 +64,22 @@ func TestSessionSRQ(t *testing.T) {
 		t.Errorf("destroy srq: %v", err)
 	}
 	wantErrno(t, "query a destroyed SRQ", c.Call(OpQuerySRQ, &Handle{srq.Handle}, &q), unix.EINVAL)
+}
+
+// pdWithMR allocates a PD in c's session and registers a sealed 4096-byte memfd
+// buffer in it with local write access.
+func pdWithMR(t *testing.T, c *Client) (Handle, RegMRReply, []byte) {
+	t.Helper()
+	var pd Handle
+	if err := c.Call(OpAllocPD, nil, &pd); err != nil {
+		t.Fatal(err)
+	}
+	fd, buf := memfd(t, 4096, true)
+	reg := RegMRReq{PD: pd.Handle, Access: 1, Addr: addr(buf), Length: 4096, IOVA: addr(buf),
+		MapAddr: addr(buf), MapLen: 4096, NPieces: 1, Pieces: onePiece(4096)}
+	var mr RegMRReply
+	if err := c.CallFD(OpRegMR, &reg, fd, &mr); err != nil {
+		t.Fatal(err)
+	}
+	return pd, mr, buf
 }
