@@ -653,6 +653,9 @@ static void explain(struct xcm_id *x, const struct xroce_cm_event *m)
 		if (m->status == -ETIMEDOUT)
 			warnx("no answer from the peer's connection manager through every retry: is an RDMA CM running there "
 			      "(rdma_rxe's rdma_cm, or an xroce daemon)?");
+		else if (m->status == -EHOSTUNREACH)
+			warnx("the peer's host, or a router on the way, answered the connection requests with ICMP errors: no "
+			      "RoCE endpoint there, or no route to it (the daemon's log names the sender and the fix)");
 		else if (x->id.ps == RDMA_PS_UDP && m->status == 1)
 			warnx("SIDR_REP status 1 (Service ID not supported): nothing listens on UDP port %u there", port);
 		break;

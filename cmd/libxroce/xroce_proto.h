@@ -182,6 +182,7 @@ struct xroce_client_entry {
 	uint32_t uid;
 	int64_t since;
 	uint32_t pds, mrs, cqs, qps; /* the objects its session owns */
+	uint32_t srqs, reserved;     /* version 4 */
 } __attribute__((packed));
 
 /* ---- the data path: objects are named by per-session handles ---- */

@@ -214,8 +214,12 @@ func daemonStatus(args []string) error {
 		var others []string
 		for _, e := range cl {
 			if e.PID != self {
-				others = append(others, fmt.Sprintf("pid %d (uid %d, since %s): %d PD, %d MR, %d CQ, %d QP", e.PID, e.UID,
-					time.Unix(e.Since, 0).Format(time.TimeOnly), e.PDs, e.MRs, e.CQs, e.QPs))
+				o := fmt.Sprintf("pid %d (uid %d, since %s): %d PD, %d MR, %d CQ, %d QP", e.PID, e.UID,
+					time.Unix(e.Since, 0).Format(time.TimeOnly), e.PDs, e.MRs, e.CQs, e.QPs)
+				if e.SRQs > 0 {
+					o += fmt.Sprintf(", %d SRQ", e.SRQs)
+				}
+				others = append(others, o)
 			}
 		}
 		fmt.Printf("  clients: %d\n", len(others))

@@ -363,3 +363,30 @@ func TestVerbsLoopback(t *testing.T) {
 		t.Errorf("the frames left the device: A's status\n%s\nB's status\n%s", sa, sb)
 	}
 }
+
+// TestVerbsRpingNoEndpoint: rping to a host that runs no RoCE endpoint (B, its
+// daemon stopped: B's kernel answers the CM's REQs with ICMP port unreachable)
+// ends after two refused REQs, about 5 s, with RDMA_CM_EVENT_UNREACHABLE and the
+// library naming ICMP, where rdma_cm on rdma_rxe waits through every retry (about
+// 100 s).
+func TestVerbsRpingNoEndpoint(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	if _, err := p.stopB(); err != nil && !strings.Contains(err.Error(), "exit status 143") {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, out, done := app(t, p.n.NsA, p.dirA, "rping", "-c", "-a", p.n.IPB.String(), "-C", "1")
+	err := wait(t, "rping client", done, out, 30*time.Second)
+	took := time.Since(start)
+	for _, want := range []string{"RDMA_CM_EVENT_UNREACHABLE, error -113",
+		"xroce: the peer's host, or a router on the way, answered the connection requests with ICMP errors"} {
+		if err == nil || !strings.Contains(out.String(), want) {
+			t.Errorf("rping -c -a %v: %v, want %q in\n%s", p.n.IPB, err, want, out.String())
+		}
+	}
+	if took > 15*time.Second {
+		t.Errorf("rping ended after %v; want within 15 s", took.Round(100*time.Millisecond))
+	}
+	t.Logf("ended after %v", took.Round(100*time.Millisecond))
+}

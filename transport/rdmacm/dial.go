@@ -178,3 +178,27 @@ func (s *Service) ResolveAddr(src, dst netip.Addr) (netip.Addr, error) {
 	}
 	return laddr, nil
 }
+
+// Unreachable ends every connection this side is still trying to make to dst
+// (REQ or SIDR_REQ sent, no answer yet) with EventUnreachable and err, which should
+// wrap ErrUnreachable and say why (the daemon passes the ICMP errors the kernel
+// received for our REQs: cmd/xroce/icmp); rdma_cm on rdma_rxe would wait through
+// every retry instead. It returns how many it ended.
+func (s *Service) Unreachable(dst netip.Addr, err error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, n := time.Now(), 0
+	for _, c := range s.conns {
+		if c.ended || c.isEstab || c.id.Passive() || c.remote.Addr().Unmap() != dst.Unmap() {
+			continue
+		}
+		c.report(EventUnreachable, err)
+		c.closeLocked(now, err)
+		n++
+	}
+	if n > 0 {
+		s.settle(now)
+		s.kick()
+	}
+	return n
+}

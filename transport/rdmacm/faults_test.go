@@ -3,6 +3,7 @@ package rdmacm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -127,6 +128,43 @@ func TestUnreachable(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("took %v", d)
+	}
+}
+
+// TestUnreachableByICMP: Unreachable (what the daemon calls when ICMP errors
+// answer the REQs) ends a dial to that address at once with its error, withdraws
+// the REQ (REJ Timeout) and frees the port; a dial to another address goes on.
+func TestUnreachableByICMP(t *testing.T) {
+	a, _, _, endB := newPair(t, pairConfig{})
+	endB.SetCut(true)
+	type res struct{ err error }
+	ch := make(chan res, 1)
+	go func() {
+		_, err := a.svc.Dial(ctx5(t), a.newQP(t), netip.AddrPortFrom(ipB, 18515), rdmacm.Param{}, rdmacm.DialOptions{})
+		ch <- res{err}
+	}()
+	waitMADs(t, a.tap, 1) // the REQ is out
+	if n := a.svc.Unreachable(netip.MustParseAddr("10.99.0.1"), rdmacm.ErrUnreachable); n != 0 {
+		t.Errorf("Unreachable of another address ended %d dials", n)
+	}
+	why := fmt.Errorf("ICMP port unreachable from %v: %w", ipB, rdmacm.ErrUnreachable)
+	if n := a.svc.Unreachable(ipB, why); n != 1 {
+		t.Fatalf("Unreachable ended %d dials, want 1", n)
+	}
+	select {
+	case r := <-ch:
+		if r.err != why {
+			t.Errorf("Dial: %v, want the error given to Unreachable", r.err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Dial still waiting 2 s after Unreachable")
+	}
+	ms := waitMADs(t, a.tap, 2)
+	if r, ok := ms[len(ms)-1].(*cm.REJ); !ok || r.Reason != cm.RejTimeout {
+		t.Errorf("MADs %+v", ms)
+	}
+	if conns, ports := a.svc.Conns(); conns != 0 || ports != 0 {
+		t.Errorf("client holds %d connections, %d ports", conns, ports)
 	}
 }
 

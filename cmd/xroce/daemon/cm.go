@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"net/netip"
@@ -19,7 +20,8 @@ import (
 // Lock order: a session's call takes mu, then the Service's lock; the Service's
 // events are queued (queue) and delivered by a goroutine that takes mu alone.
 type cmDevice struct {
-	svc *rdmacm.Service
+	svc      *rdmacm.Service
+	stopICMP context.CancelFunc
 
 	mu         sync.Mutex
 	next       uint32
@@ -50,8 +52,9 @@ type cmID struct {
 
 var cmDevices sync.Map // *transport.Device → *cmDevice
 
-// cmFor returns dev's connection manager, starting it (QP1) on first use.
-func cmFor(dev *transport.Device) (*cmDevice, error) {
+// cmFor returns dev's connection manager, starting it (QP1) and its ICMP watch
+// (logging with logf) on first use.
+func cmFor(dev *transport.Device, logf func(string, ...any)) (*cmDevice, error) {
 	if c, ok := cmDevices.Load(dev); ok {
 		return c.(*cmDevice), nil
 	}
@@ -67,6 +70,9 @@ func cmFor(dev *transport.Device) (*cmDevice, error) {
 		return prev.(*cmDevice), nil
 	}
 	go c.deliver()
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopICMP = cancel
+	watchICMP(ctx, svc, logf)
 	return c, nil
 }
 
@@ -74,6 +80,7 @@ func cmFor(dev *transport.Device) (*cmDevice, error) {
 // QP1 goes.
 func closeCM(dev *transport.Device) {
 	if v, ok := cmDevices.LoadAndDelete(dev); ok {
+		v.(*cmDevice).stopICMP()
 		v.(*cmDevice).svc.Close()
 	}
 }
@@ -130,6 +137,10 @@ func (c *cmDevice) deliverOne(e rdmacm.Event) {
 		}
 	case rdmacm.EventUnreachable:
 		m.Status = -int32(unix.ETIMEDOUT)
+		var ie *icmpError
+		if errors.As(e.Err, &ie) { // ended by what ICMP said (icmpWatch)
+			m.Status = -int32(unix.EHOSTUNREACH)
+		}
 		var se *rdmacm.SIDRError
 		if errors.As(e.Err, &se) { // a SIDR_REP's status, as cma_sidr_rep_handler reports it
 			m.Status = int32(se.Status)

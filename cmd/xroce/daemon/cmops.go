@@ -23,7 +23,7 @@ const (
 
 // handleCM answers one OpCM* request.
 func (s *session) handleCM(op uint16, p []byte) (any, error) {
-	c, err := cmFor(s.dev)
+	c, err := cmFor(s.dev, s.logf)
 	if err != nil {
 		return nil, fail(unix.ENODEV, "connection manager: %v", err)
 	}

@@ -204,6 +204,8 @@ type ClientEntry struct {
 	MRs   uint32
 	CQs   uint32
 	QPs   uint32
+	SRQs  uint32 // version 4
+	Resv  uint32
 }
 
 // Handle names one object of the session (PD, MR, CQ, QP or completion channel).

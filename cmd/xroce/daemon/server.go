@@ -159,7 +159,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if es, ok := s.src.(engineSource); ok {
 		// The connection manager answers peers from the start: a REQ for a port
 		// nobody listens on gets its REJ, not silence.
-		if _, err := cmFor(es.Engine()); err != nil {
+		if _, err := cmFor(es.Engine(), s.log.Printf); err != nil {
 			s.log.Printf("no connection manager (librdmacm applications cannot connect): %v", err)
 		}
 	} // Close ends it, after the sessions
@@ -435,7 +435,8 @@ func (s *Server) handleDevice(h Header, p []byte) []byte {
 		var es []ClientEntry
 		for cl := range s.clients {
 			es = append(es, ClientEntry{PID: cl.pid, UID: cl.uid, Since: cl.since.Unix(), PDs: uint32(cl.counts.pds.Load()),
-				MRs: uint32(cl.counts.mrs.Load()), CQs: uint32(cl.counts.cqs.Load()), QPs: uint32(cl.counts.qps.Load())})
+				MRs: uint32(cl.counts.mrs.Load()), CQs: uint32(cl.counts.cqs.Load()), QPs: uint32(cl.counts.qps.Load()),
+				SRQs: uint32(cl.counts.srqs.Load())})
 		}
 		s.mu.Unlock()
 		sort.Slice(es, func(i, j int) bool { return es[i].PID < es[j].PID })

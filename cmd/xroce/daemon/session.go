@@ -82,7 +82,7 @@ type session struct {
 // objCounts are the session's object counts for `xroce daemon status`, read by
 // other sessions.
 type objCounts struct {
-	pds, mrs, cqs, qps atomic.Int32
+	pds, mrs, cqs, qps, srqs atomic.Int32
 }
 
 type mapping struct {
@@ -824,6 +824,7 @@ func (s *session) close() {
 		s.poller.events.setSRQ(o.srq, nil)
 		delete(s.srqs, h)
 	}
+	s.counts.srqs.Store(0)
 	s.cancel()
 	s.wg.Wait()
 	for _, o := range s.cqs {

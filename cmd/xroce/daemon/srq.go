@@ -68,6 +68,7 @@ func (s *session) createSRQ(r *CreateSRQReq) (*CreateSRQReply, error) {
 	h := s.handleID()
 	s.srqs[h] = &srqObj{srq: srq, pd: pd}
 	pd.refs++
+	s.counts.srqs.Add(1)
 	s.poller.events.setSRQ(srq, &asyncDest{&s.async, r.Cookie})
 	a := srq.Query()
 	return &CreateSRQReply{Handle: h, MaxWR: uint32(a.MaxWR), MaxSGE: uint32(a.MaxSGE)}, nil
@@ -97,6 +98,7 @@ func (s *session) destroySRQ(h uint32, o *srqObj) error {
 	s.poller.events.setSRQ(o.srq, nil)
 	o.pd.refs--
 	delete(s.srqs, h)
+	s.counts.srqs.Add(-1)
 	s.sweep()
 	return nil
 }

@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/xroce/xroce/cmd/xroce/icmp"
+	"github.com/xroce/xroce/transport/rdmacm"
+)
+
+// unreachableFor is how long ICMP errors about the CM's requests to a destination
+// must keep coming before the connection attempts to it end: two REQs refused
+// (they go about 4.3 s apart), not one that raced a peer's start.
+const unreachableFor = 3 * time.Second
+
+// icmpWatch ends, through the ICMP errors the kernel receives for our RoCEv2
+// datagrams, the connection attempts that would otherwise wait through every CM
+// retry (about 100 s): a peer host that runs no RoCE endpoint (port unreachable),
+// or a router with no route to it (destination unreachable). A hop limit that
+// runs out on the way (time exceeded) is logged once per destination: a QP's data
+// then fails by itself with retry-exceeded, and the log says why. rdma_rxe's
+// rdma_cm does neither. Without CAP_NET_RAW nothing is watched.
+type icmpWatch struct {
+	svc  *rdmacm.Service
+	logf func(string, ...any)
+
+	mu    sync.Mutex
+	first map[netip.Addr]time.Time // first error of the current run, by destination
+	said  map[netip.Addr]bool      // time exceeded logged
+}
+
+// watchICMP starts watching for svc until ctx ends.
+func watchICMP(ctx context.Context, svc *rdmacm.Service, logf func(string, ...any)) {
+	w := &icmpWatch{svc: svc, logf: logf, first: map[netip.Addr]time.Time{}, said: map[netip.Addr]bool{}}
+	for _, v6 := range []bool{false, true} {
+		if err := icmp.Watch(ctx, v6, w.report); err != nil {
+			logf("not watching ICMP errors (%v): a connection to a host without a RoCE endpoint waits through every CM retry", err)
+			return
+		}
+	}
+}
+
+// report takes one ICMP error about a RoCEv2 datagram.
+func (w *icmpWatch) report(r icmp.Report) {
+	now := time.Now()
+	w.mu.Lock()
+	if r.Kind == icmp.TimeExceeded {
+		once := !w.said[r.Dst]
+		w.said[r.Dst] = true
+		w.mu.Unlock()
+		if once {
+			w.logf("ICMP time exceeded from %v for RoCE frames to %v: their hop limit (the address handle's grh.hop_limit) ran out on the way; ibv_rc_pingpong and the other ibv_*_pingpong examples set 1, which no router passes: run them on one link, or use perftest or qperf, which set 64 or more", r.From, r.Dst)
+		}
+		return
+	}
+	t0, seen := w.first[r.Dst]
+	if !seen || now.Sub(t0) > 30*time.Second { // a new run of errors
+		w.first[r.Dst], t0 = now, now
+	}
+	w.mu.Unlock()
+	if now.Sub(t0) < unreachableFor {
+		return
+	}
+	hint := "no RoCE endpoint runs there (no rdma_rxe, RDMA NIC or xroce daemon): start one, or check the address"
+	if r.Kind == icmp.Unreachable {
+		hint = "the network or host is unreachable from there: check the address and the routes"
+	}
+	err := &icmpError{fmt.Sprintf("%v answered our connection requests to %v (UDP port 4791) with ICMP %v for %v: %s",
+		r.From, r.Dst, r.Kind, now.Sub(t0).Round(100*time.Millisecond), hint)}
+	if n := w.svc.Unreachable(r.Dst, err); n > 0 {
+		w.logf("rdma_connect to %v: %v", r.Dst, err)
+	}
+}
+
+// icmpError ends a connection attempt that ICMP errors answered; it is an
+// rdmacm.ErrUnreachable.
+type icmpError struct{ msg string }
+
+func (e *icmpError) Error() string { return e.msg }
+func (e *icmpError) Unwrap() error { return rdmacm.ErrUnreachable }
