@@ -205,7 +205,7 @@ func (qp *QueuePair) reset() {
 		r := *qp.rq.at(0)
 		qp.rq.popFront()
 		if s := qp.init.SRQ; s != nil {
-			s.finished(r) // an SRQ's WQE a message had taken goes with it
+			s.giveBack(r) // a message had taken it: the SRQ's again, for another QP
 		} else {
 			qp.rqDone = append(qp.rqDone, r)
 		}

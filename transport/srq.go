@@ -198,8 +198,18 @@ func (s *SharedReceiveQueue) lend(qp *QueuePair) bool {
 	return true
 }
 
-// finished takes back a WQE a QP completed (or dropped at its reset). The device
-// lock is held.
+// giveBack returns a WQE that a QP had taken for a message it never completed
+// (the QP was reset or destroyed): it waits in the SRQ again, still outstanding,
+// so the application's receive is neither lost nor completed. The device lock is
+// held.
+func (s *SharedReceiveQueue) giveBack(r *recvWQE) {
+	s.mu.Lock()
+	s.pend = append(s.pend, r)
+	s.mu.Unlock()
+	s.avail.Add(1)
+}
+
+// finished takes back a WQE a QP completed. The device lock is held.
 func (s *SharedReceiveQueue) finished(r *recvWQE) {
 	s.used.Add(-1)
 	s.mu.Lock()

@@ -113,3 +113,37 @@ func (p *pair) srqSide(s *side, srq *transport.SharedReceiveQueue) *side {
 	must(p.t, err)
 	return &o
 }
+
+// TestSRQWQEBackAtDestroy: a QP that took the SRQ's only WQE for a SEND whose
+// later packets never came gives it back when it is destroyed: another QP's SEND
+// then completes into it, and nothing was completed for the first.
+func TestSRQWQEBackAtDestroy(t *testing.T) {
+	c := defaults(pairConfig{rnrRetry: 1, minRNRTimer: 1})
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}, Faults: transport.Faults{Drop: []uint64{2, 3}}})
+	p := &pair{t: t, clock: transport.NewFakeClock()}
+	p.a, p.b = p.newSide(ea, c, 1<<10), p.newSide(eb, c, 1<<10)
+	srq, err := p.b.pd.CreateSRQ(transport.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	must(t, err)
+	b1, b2 := p.srqSide(p.b, srq), p.srqSide(p.b, srq)
+	a2 := p.secondSide(p.a, c)
+	p.connect(p.a, b1, c, 0, 0)
+	p.connect(b1, p.a, c, 0, 0)
+	p.connect(a2, b2, c, 0, 0)
+	p.connect(b2, a2, c, 0, 0)
+	p.b = b1
+	if _, err := srq.PostRecv(transport.RecvWR{WRID: 7, SGList: sge(b1, 0, 4096)}); err != nil {
+		t.Fatal(err)
+	}
+	// A 3000-byte SEND: its first packet takes WQE 7 for b1, the next two are lost.
+	must(t, postSend(p.a, transport.SendWR{WRID: 1, Opcode: transport.WR_SEND, SGList: sge(p.a, 0, 3000)}))
+	p.run(func() bool { return b1.qp.Counters().Get(transport.CntRcvdPkts) >= 1 }, time.Second)
+	must(t, b1.qp.Destroy())
+	fill(a2.buf[:100], 9)
+	must(t, postSend(a2, transport.SendWR{WRID: 2, Opcode: transport.WR_SEND, SGList: sge(a2, 0, 100), Flags: transport.SendSignaled}))
+	p.run(func() bool { return len(b1.wcs) > 0 }, time.Second)
+	if wc := b1.wcs[0]; wc.WRID != 7 || wc.QPN != b2.qp.QPN() || wc.Status != transport.WC_SUCCESS || wc.ByteLen != 100 || len(b1.wcs) != 1 {
+		t.Errorf("completions %+v: want one, WQE 7 on QP 0x%x with 100 bytes", b1.wcs, b2.qp.QPN())
+	}
+	checkBytes(t, "SEND", b1.buf[:100], a2.buf[:100])
+}
