@@ -17,19 +17,7 @@ import (
 // is posted; a QP with an SRQ refuses its own receives; the SRQ cannot go while a
 // QP uses it.
 func TestSRQ(t *testing.T) {
-	c := defaults(pairConfig{rnrRetry: 7, minRNRTimer: 1})
-	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}}, transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
-	p := &pair{t: t, clock: transport.NewFakeClock()}
-	p.a, p.b = p.newSide(ea, c, 1<<10), p.newSide(eb, c, 1<<10)
-	srq, err := p.b.pd.CreateSRQ(transport.SRQAttr{MaxWR: 8, MaxSGE: 1})
-	must(t, err)
-	b1, b2 := p.srqSide(p.b, srq), p.srqSide(p.b, srq)
-	a2 := p.secondSide(p.a, c)
-	p.connect(p.a, b1, c, 0, 0)
-	p.connect(b1, p.a, c, 0, 0)
-	p.connect(a2, b2, c, 0, 0)
-	p.connect(b2, a2, c, 0, 0)
-	p.b = b1 // collect and waitWCs read B's QPs' shared CQ through b1
+	p, srq, a2, b1, b2 := newSRQPair(t, pairConfig{rnrRetry: 7, minRNRTimer: 1}, transport.Faults{}, 8)
 
 	if _, err := b1.qp.PostRecv(transport.RecvWR{WRID: 1, SGList: sge(p.b, 0, 8)}); !errors.Is(err, transport.ErrHasSRQ) {
 		t.Errorf("PostRecv on a QP with an SRQ: %v, want ErrHasSRQ", err)
@@ -103,6 +91,29 @@ func TestSRQ(t *testing.T) {
 	}
 }
 
+// newSRQPair is two devices joined by a Pipe (faultsB on the frames towards B):
+// A's QP (p.a) connected to b1 and A's second QP a2 to b2, b1 and b2 receiving
+// from one SRQ of maxWR WQEs on B; p.b is b1, through which collect and waitWCs
+// read B's shared CQ.
+func newSRQPair(t *testing.T, cfg pairConfig, faultsB transport.Faults, maxWR int) (p *pair, srq *transport.SharedReceiveQueue, a2, b1, b2 *side) {
+	t.Helper()
+	c := defaults(cfg)
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}, Faults: faultsB})
+	p = &pair{t: t, clock: transport.NewFakeClock()}
+	p.a, p.b = p.newSide(ea, c, 1<<10), p.newSide(eb, c, 1<<10)
+	srq, err := p.b.pd.CreateSRQ(transport.SRQAttr{MaxWR: maxWR, MaxSGE: 1})
+	must(t, err)
+	b1, b2 = p.srqSide(p.b, srq), p.srqSide(p.b, srq)
+	a2 = p.secondSide(p.a, c)
+	p.connect(p.a, b1, c, 0, 0)
+	p.connect(b1, p.a, c, 0, 0)
+	p.connect(a2, b2, c, 0, 0)
+	p.connect(b2, a2, c, 0, 0)
+	p.b = b1
+	return p, srq, a2, b1, b2
+}
+
 // srqSide is a QP on s's device and PD, with s's buffer and CQ, receiving from srq.
 func (p *pair) srqSide(s *side, srq *transport.SharedReceiveQueue) *side {
 	p.t.Helper()
@@ -118,20 +129,7 @@ func (p *pair) srqSide(s *side, srq *transport.SharedReceiveQueue) *side {
 // later packets never came gives it back when it is destroyed: another QP's SEND
 // then completes into it, and nothing was completed for the first.
 func TestSRQWQEBackAtDestroy(t *testing.T) {
-	c := defaults(pairConfig{rnrRetry: 1, minRNRTimer: 1})
-	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
-		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}, Faults: transport.Faults{Drop: []uint64{2, 3}}})
-	p := &pair{t: t, clock: transport.NewFakeClock()}
-	p.a, p.b = p.newSide(ea, c, 1<<10), p.newSide(eb, c, 1<<10)
-	srq, err := p.b.pd.CreateSRQ(transport.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	must(t, err)
-	b1, b2 := p.srqSide(p.b, srq), p.srqSide(p.b, srq)
-	a2 := p.secondSide(p.a, c)
-	p.connect(p.a, b1, c, 0, 0)
-	p.connect(b1, p.a, c, 0, 0)
-	p.connect(a2, b2, c, 0, 0)
-	p.connect(b2, a2, c, 0, 0)
-	p.b = b1
+	p, srq, a2, b1, b2 := newSRQPair(t, pairConfig{rnrRetry: 1, minRNRTimer: 1}, transport.Faults{Drop: []uint64{2, 3}}, 4)
 	if _, err := srq.PostRecv(transport.RecvWR{WRID: 7, SGList: sge(b1, 0, 4096)}); err != nil {
 		t.Fatal(err)
 	}
