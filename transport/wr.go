@@ -190,12 +190,18 @@ func (d *Device) resolve(sges []SGE, pd *ProtectionDomain, need Access, into *sg
 	into.segs = into.segs[:0]
 	into.total = 0
 	d.mrs.mu.RLock()
-	defer d.mrs.mu.RUnlock()
+	ok := d.mrs.gather(sges, pd, need, into)
+	d.mrs.mu.RUnlock() // not deferred: this runs for every WQE posted
+	return ok
+}
+
+// gather is resolve's lookup, under t.mu.
+func (t *mrTable) gather(sges []SGE, pd *ProtectionDomain, need Access, into *sgList) bool {
 	for _, e := range sges {
 		if e.Length == 0 {
 			continue
 		}
-		mr := d.mrs.lookup(e.LKey, pd)
+		mr := t.lookup(e.LKey, pd)
 		if mr == nil || mr.access&need != need {
 			return false
 		}

@@ -17,11 +17,16 @@ func (l *Link) LendTx(n int, sport uint16) []byte {
 		return nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil
+	var b []byte
+	if !l.closed {
+		b = l.queues[int(sport)%len(l.queues)].lend(n)
 	}
-	q := l.queues[int(sport)%len(l.queues)]
+	l.mu.Unlock() // not deferred: this runs for every frame sent
+	return b
+}
+
+// lend takes a free TX chunk for a frame of n bytes, or returns nil; under l.mu.
+func (q *queue) lend(n int) []byte {
 	if len(q.txFree) == 0 {
 		q.reclaim()
 		if len(q.txFree) == 0 {
