@@ -27,10 +27,20 @@ const (
 // sizes are the message sizes of the goodput sweep, in bytes.
 var sizes = []int{64, 1 << 10, 4 << 10, 64 << 10, 1 << 20, 8 << 20}
 
-// itersXDP is each bandwidth test's -n over AF_XDP: about 1–1.5 s each on the
-// 2-core development VM when it is otherwise idle. The UDP link is 2–8 times slower,
-// so it runs a quarter.
+// itersXDP is each bandwidth test's -n over AF_XDP: 0.3–1 s each on the 2-core
+// development VM when it is otherwise idle. The UDP link is 2–8 times slower, so it
+// runs a quarter.
 var itersXDP = map[int]int{64: 150000, 1 << 10: 150000, 4 << 10: 75000, 64 << 10: 6144, 1 << 20: 384, 8 << 20: 48}
+
+// itersRef is -n of the AF_XDP WRITE rows whose ratio to a raw reference is a
+// target (64 B against raw 138-byte frames, 64 KiB against each path MTU's raw
+// payload rate), and of their library rows: about as long as the raw reference
+// (rawFor), 1.2-1.6 s. A rate over a fifth of a second counts the sender's ramp
+// (the scheduler placing the two processes, the kernel's first frames) against
+// the raw reference's steady 1.5 s: on 2026-12-02, three alternating pairs of
+// write_bw -s 64 gave 0.55-0.63 M msg/s with -n 150000 and 0.68-0.71 with
+// -n 1000000 (docs/bench.md, "Run length").
+var itersRef = map[int]int{64: 750000, 64 << 10: 12288}
 
 const (
 	latSize      = 64    // bytes of write_lat and read_lat, and of the raw ping-pong payload
@@ -80,6 +90,9 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 				if link == "udp" {
 					n /= 4
 				}
+				if ref, ok := itersRef[size]; ok && link == "xdp" && op == "write" {
+					n = ref
+				}
 				if link == "xdp" && op == "write" && (size == 64 || size == 64<<10) {
 					p = append(p, raw[map[int]string{64: "raw pps 64", 64 << 10: "raw pps 1024"}[size]])
 				}
@@ -90,8 +103,8 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 			}
 		}
 		if link == "xdp" {
-			p = append(p, raw["raw pps 2048"], xroceBW(link, "write", 64<<10, 2048, scaleN(itersXDP[64<<10], scale)),
-				raw["raw pps 4096"], xroceBW(link, "write", 64<<10, 4096, scaleN(itersXDP[64<<10], scale)),
+			p = append(p, raw["raw pps 2048"], xroceBW(link, "write", 64<<10, 2048, scaleN(itersRef[64<<10], scale)),
+				raw["raw pps 4096"], xroceBW(link, "write", 64<<10, 4096, scaleN(itersRef[64<<10], scale)),
 				raw["raw rtt ppoll"], raw["raw rtt spin"])
 		}
 		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale), false))
