@@ -14,6 +14,9 @@ import (
 func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	switch wc.Status {
 	case transport.WC_RETRY_EXC_ERR:
+		if err := c.linkCheck(); err != nil {
+			return fmt.Errorf("completion %v (%v): the peer did not answer after every retry: %w", wc.Status, wc.Opcode, err)
+		}
 		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. If it ran until then, it exited or stopped (see its output); if it never answered, look for a wrong GID index (%s) on either side, a path MTU the peer cannot take (-m), a peer running another connection type (pingpong --connection, perftest -c), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode, c.gidOpt())
 	case transport.WC_RNR_RETRY_EXC_ERR:
 		return fmt.Errorf("completion %v (%v): the peer had no receive posted", wc.Status, wc.Opcode)
@@ -22,6 +25,9 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	case transport.WC_REM_INV_REQ_ERR:
 		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, or a message larger than its receive buffer (give both sides the same -m, -s and test)", wc.Status, wc.Opcode)
 	case transport.WC_WR_FLUSH_ERR:
+		if c.env != nil && c.env.prov.Counters()["rcvd_oversize"] > 0 {
+			return fmt.Errorf("completion %v (%v): the QP went to the error state after this side refused a packet longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", wc.Status, wc.Opcode, c.mtu.Bytes())
+		}
 		return fmt.Errorf("completion %v (%v): the QP went to the error state before this work request completed, after a request of the peer's that this side refused (a packet longer than this side's path MTU, a message longer than its receive buffer, an access outside its region) or an earlier failed completion: give both sides the same -m, -s and test, and see the peer's output for its first error", wc.Status, wc.Opcode)
 	case transport.WC_LOC_LEN_ERR:
 		if wc.Opcode == transport.WC_RECV {
@@ -117,8 +123,8 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		if !rnrFrom.IsZero() && time.Since(rnrFrom) >= rnrOnly {
 			return 0, fmt.Errorf("no completion for %v: the peer posts no receives (RNR NAK, %d times in the last %v): are -n (and pingpong's -r) the same on both sides, and does the peer run the same test?", waited.Truncate(time.Second), rnrs, rnrOnly)
 		}
-		if waited >= time.Second && c.env != nil && c.env.ifname != "" {
-			if err := interfaceState(c.env.ifname); err != nil {
+		if waited >= time.Second {
+			if err := c.linkCheck(); err != nil {
 				return 0, fmt.Errorf("no completion for %v: %w", waited.Round(time.Second), err)
 			}
 		}
@@ -192,6 +198,9 @@ const peerMovedOn = 2 * time.Second
 // long: an error if the peer closed it, or if it began its end-of-test exchange
 // peerMovedOn ago or more while this side still waits.
 func (c *conn) peerCheck(waited time.Duration) error {
+	if err := c.linkCheckDue(); err != nil {
+		return err
+	}
 	if c.peer == nil {
 		return nil
 	}
@@ -232,6 +241,9 @@ func (c *conn) completionsUntil(wcs []transport.WorkCompletion, stop time.Time) 
 	}
 	n, err := c.waitCQ(wcs, limit, stop)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.linkCheckDue(); err != nil {
 		return nil, err
 	}
 	for _, wc := range wcs[:n] {

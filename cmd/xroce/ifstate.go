@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/xroce/xroce/roce"
 )
 
 // interfaceState returns an error if the network interface name cannot carry
@@ -21,6 +23,54 @@ func interfaceState(name string) error {
 	}
 	return nil
 }
+
+// mtuState returns an error when the interface's MTU no longer carries frames of
+// path MTU pmtu (roce.MTUFromNetdev, rdma_rxe's rule): it was lowered after the QPs
+// were connected, so their frames exceed it (a NIC drops them, the peer's veth end
+// too when its MTU is the one lowered). pmtu 0 (not connected yet) or a missing
+// interface give nil.
+func mtuState(name string, pmtu roce.MTU) error {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil || pmtu == 0 {
+		return nil
+	}
+	fits := roce.MTUFromNetdev(ifi.MTU)
+	if fits >= pmtu {
+		return nil
+	}
+	use := "nothing (an MTU under 336 carries no RoCE frame)"
+	if fits != 0 {
+		use = fmt.Sprintf("path MTU %d at most", fits.Bytes())
+	}
+	return fmt.Errorf("the interface %s's MTU is now %d, which carries %s, and this run's path MTU is %d: set it back (ip link set %s mtu %d or more), or run with a smaller -m",
+		name, ifi.MTU, use, pmtu.Bytes(), name, pmtu.Bytes()+roce.RoCEOverhead)
+}
+
+// linkCheck is interfaceState and mtuState for c's interface and path MTU (nil
+// without an interface). The tools run it while they wait for the peer and, during
+// a run whose completions keep coming, every linkCheckEvery.
+func (c *conn) linkCheck() error {
+	if c.env == nil || c.env.ifname == "" {
+		return nil
+	}
+	if err := interfaceState(c.env.ifname); err != nil {
+		return err
+	}
+	return mtuState(c.env.ifname, c.mtu)
+}
+
+// linkCheckDue runs linkCheck when linkCheckEvery has passed since it last did.
+func (c *conn) linkCheckDue() error {
+	if now := time.Now(); now.Sub(c.linkLooked) >= linkCheckEvery {
+		c.linkLooked = now
+		return c.linkCheck()
+	}
+	return nil
+}
+
+// linkCheckEvery is how often a run whose completions keep coming looks at its
+// interface: a lowered MTU leaves a veth carrying the too-long frames it sends.
+const linkCheckEvery = time.Second
 
 // checkInterfaceUp refuses to start on an interface that is down, or that has no
 // carrier for carrierWait (the kernel reports a new carrier up to a second late: a

@@ -97,6 +97,8 @@ type conn struct {
 	mtu    roce.MTU
 	cm     *cmConns // -R: the RDMA CM's connections
 
+	linkLooked time.Time // when linkCheckDue last looked
+
 	guard       [2][]byte     // --guard: the watched bytes before and after buf
 	recvd       int           // receive completions (send_lat)
 	lastPoll    time.Time     // write_lat client: when the peer's previous write arrived
@@ -189,7 +191,7 @@ func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 	}
 	c.peer = s
 	if e.ifname != "" {
-		s.Check = func() error { return interfaceState(e.ifname) }
+		s.Check = c.linkCheck
 	}
 	s.RunAll = o.all
 	s.Duplex, s.Duration = o.bidir, o.duration > 0

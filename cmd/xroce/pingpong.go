@@ -36,6 +36,7 @@ func pingpong(args []string, w io.Writer) error {
 	iters := fs.IntP("iters", "n", 1000, "exchanges")
 	fs.IntP("sl", "l", 0, "service level (no meaning on RoCE; accepted)")
 	events := fs.BoolP("events", "e", false, "sleep on completion events; without it pingpong polls its CQ a while before it sleeps")
+	chk := fs.BoolP("chk", "c", false, "validate every received message (ibv_*_pingpong's -c)")
 	connection := fs.String("connection", "RC", "RC, UC or UD: ibv_rc_pingpong, ibv_uc_pingpong or ibv_ud_pingpong (pingpong_unrel.go)")
 	addLinkFlags(fs, &lo)
 	if err := parseFlags(fs, args, &lo); err != nil {
@@ -66,7 +67,7 @@ func pingpong(args []string, w io.Writer) error {
 			return err
 		}
 		return pingpongUnreliable(w, typ, ppArgs{lo: lo, port: *port, size: *size, rxDepth: *rxDepth, iters: *iters, mtu: pm,
-			server: fs.Arg(0), events: *events}, fs.Changed("size"))
+			server: fs.Arg(0), events: *events, chk: *chk}, fs.Changed("size"))
 	}
 	client := fs.NArg() == 1
 	e, err := openEnv(lo)
@@ -128,6 +129,9 @@ func pingpong(args []string, w io.Writer) error {
 	}
 	send := transport.SendWR{WRID: 1 << 40, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,
 		SGList: []transport.SGE{{Addr: mr.Addr(), Length: uint32(*size), LKey: mr.LKey()}}}
-	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events), strays: strays}, qp, send, recv,
-		ppArgs{size: *size, iters: *iters, server: fs.Arg(0)})
+	a := ppArgs{size: *size, iters: *iters, server: fs.Arg(0)}
+	if *chk {
+		chkArm(&a, buf[:*size], buf[*size:2**size])
+	}
+	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events), strays: strays, mtu: pm}, qp, send, recv, a)
 }

@@ -35,8 +35,10 @@ type ppArgs struct {
 	lo                         linkOptions
 	port, size, rxDepth, iters int
 	mtu                        roce.MTU
-	server                     string // empty: the server
-	events                     bool   // -e: sleep on completion events, never poll
+	server                     string       // empty: the server
+	events                     bool         // -e: sleep on completion events, never poll
+	chk                        bool         // -c: check every received message (pingpong_chk.go)
+	check                      func() error // judges the message just received (chkArm)
 }
 
 // parseConnection reads --connection: RC (the default), UC or UD, any case.
@@ -85,6 +87,9 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 	mr, err := pd.RegMR(buf, transport.AccessLocalWrite)
 	if err != nil {
 		return err
+	}
+	if a.chk {
+		chkArm(&a, buf[:a.size], buf[a.size+grh:2*a.size+grh])
 	}
 	cq := dev.CreateCQ(a.rxDepth + 8)
 	qp, err := pd.CreateQP(transport.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
@@ -144,7 +149,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 	if _, err := oob.PingpongExchange(nc, a.server != "", local, 60*time.Second, connect); err != nil {
 		return err
 	}
-	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(a.events), strays: strays}, qp, send, recv, a)
+	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(a.events), strays: strays, mtu: a.mtu}, qp, send, recv, a)
 }
 
 // ppSilence is how long pingpong waits for its peer once a message has gone or
@@ -192,6 +197,11 @@ func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, rec
 				continue
 			}
 			rcnt++
+			if a.check != nil {
+				if err := a.check(); err != nil {
+					return err
+				}
+			}
 			if err := recv(wc.WRID); err != nil {
 				return err
 			}

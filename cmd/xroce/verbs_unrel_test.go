@@ -82,10 +82,12 @@ func TestVerbsUCPingpong(t *testing.T) {
 		[]string{"-e", "-c", "-n", "100", "-s", "64"})
 }
 
-// TestVerbsUnreliableNative: ibv_ud_pingpong and ibv_uc_pingpong through the
-// library in namespace A against `xroce pingpong --connection UD|UC` running
-// natively on B's interface (B's daemon stopped), in both roles.
-func TestVerbsUnreliableNative(t *testing.T) {
+// TestVerbsPingpongNative: ibv_ud_pingpong, ibv_uc_pingpong and ibv_rc_pingpong
+// through the library in namespace A against `xroce pingpong --connection
+// UD|UC|RC` running natively on B's interface (B's daemon stopped), in both roles,
+// each with -c: xroce checks every message it receives against what Debian's
+// tools send, and they the page starts of what xroce sends.
+func TestVerbsPingpongNative(t *testing.T) {
 	p := newVerbsPair(t)
 	if log, _ := p.stopB(); !strings.Contains(log, "stopped") { // exit 143 on SIGTERM
 		t.Fatalf("stopping B's daemon:\n%s", log)
@@ -93,10 +95,10 @@ func TestVerbsUnreliableNative(t *testing.T) {
 	for i, c := range []struct {
 		conn, prog string
 		size       int
-	}{{"UD", "ibv_ud_pingpong", 984}, {"UC", "ibv_uc_pingpong", 4096}} {
+	}{{"UD", "ibv_ud_pingpong", 984}, {"UC", "ibv_uc_pingpong", 4096}, {"RC", "ibv_rc_pingpong", 10000}} {
 		for j, libServer := range []bool{true, false} {
 			port := fmt.Sprint(18640 + 2*i + j)
-			common := []string{"-g", "1", "-p", port, "-n", "100", "-s", fmt.Sprint(c.size)}
+			common := []string{"-g", "1", "-p", port, "-c", "-n", "100", "-s", fmt.Sprint(c.size)}
 			lib := append([]string{c.prog}, common...)
 			native := append([]string{"pingpong", "--connection", c.conn, "-d", p.n.IfB}, common...)
 			what := fmt.Sprintf("%s, library as the %s", c.conn, map[bool]string{true: "server", false: "client"}[libServer])
@@ -124,6 +126,9 @@ func TestVerbsUnreliableNative(t *testing.T) {
 			}
 			pingpongOut(t, what+": library", libOut, 100, c.size)
 			pingpongOut(t, what+": native", natOut, 100, c.size)
+			if strings.Contains(libOut, "invalid data") {
+				t.Errorf("%s: the library's side found xroce's bytes wrong:\n%s", what, libOut)
+			}
 		}
 	}
 }

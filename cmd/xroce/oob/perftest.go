@@ -385,6 +385,11 @@ func (s *Session) ioErr(what string, err error) error {
 		return fmt.Errorf("oob: timed out %s the exchange with %s after %v", what, s.peer(), s.timeout)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, ErrPeerClosed) {
+		if s.Check != nil {
+			if local := s.Check(); local != nil { // what made the peer fail may be here
+				return fmt.Errorf("oob: %s closed the exchange early, and on this side %w", s.peer(), local)
+			}
+		}
 		return fmt.Errorf("oob: %s closed the exchange early: the peer exited or failed (see its output), or runs another test or tool", s.peer())
 	}
 	return fmt.Errorf("oob: %s the exchange with %s: %w", what, s.peer(), err)
