@@ -59,15 +59,17 @@ var (
 	ErrPermission = errors.New("loading and attaching XDP needs CAP_BPF and CAP_NET_ADMIN (or root); without them use --link udp")
 	ErrBusy       = errors.New("another XDP program is attached to the interface")
 	ErrMTU        = errors.New("interface MTU too large for this XDP mode")
+	ErrQueues     = errors.New("the interface's queues do not allow native XDP")
 	ErrMemlock    = errors.New("cannot raise RLIMIT_MEMLOCK for BPF maps: run as root, with CAP_SYS_RESOURCE, or raise it (ulimit -l unlimited)")
 )
 
 // Program is the loaded and attached XDP program.
 type Program struct {
-	objs    xroceObjects
-	link    link.Link
-	mode    Mode
-	ifindex int
+	objs      xroceObjects
+	link      link.Link
+	mode      Mode
+	ifindex   int
+	nativeErr error // why ModeAuto fell back to generic mode
 }
 
 // Load loads the program into the kernel (no interface is touched yet). Errors
@@ -102,7 +104,7 @@ func (p *Program) Attach(ifindex int, mode Mode) error {
 	if mode == ModeAuto {
 		modes = []Mode{ModeNative, ModeGeneric}
 	}
-	var err error
+	var err, nativeErr error
 	for _, m := range modes {
 		flags := link.XDPDriverMode
 		if m == ModeGeneric {
@@ -111,9 +113,15 @@ func (p *Program) Attach(ifindex int, mode Mode) error {
 		p.link, err = link.AttachXDP(link.XDPOptions{Program: p.objs.XroceRedirect, Interface: ifindex, Flags: flags})
 		if err == nil {
 			p.mode, p.ifindex = m, ifindex
+			if m != mode && mode == ModeAuto {
+				p.nativeErr = nativeErr
+			}
 			return nil
 		}
 		err = attachError(ifindex, m, err)
+		if m == ModeNative {
+			nativeErr = err
+		}
 		if errors.Is(err, ErrBusy) || errors.Is(err, ErrPermission) {
 			break
 		}
@@ -127,10 +135,11 @@ const ProgramName = "xroce_redirect"
 // attachError turns the kernel's answer into an actionable error.
 func attachError(ifindex int, m Mode, err error) error {
 	name := fmt.Sprintf("ifindex %d", ifindex)
-	mtu := 0
+	mtu, rxQueues, kind := 0, 0, ""
 	var attached *netlink.LinkXdp
 	if l, lerr := netlink.LinkByIndex(ifindex); lerr == nil {
 		name, mtu, attached = l.Attrs().Name, l.Attrs().MTU, l.Attrs().Xdp
+		rxQueues, kind = l.Attrs().NumRxQueues, l.Type()
 	}
 	switch {
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
@@ -147,6 +156,11 @@ func attachError(ifindex int, m Mode, err error) error {
 			return fmt.Errorf("bpf: %s: %w: another xroce process is using %s (its program %s%s); one interface serves one xroce at a time: stop the other one or use another interface", name, ErrBusy, name, prog, holder)
 		}
 		return fmt.Errorf("bpf: %s: %w: program %s; detach it first (ip link set dev %s xdp off): %v", name, ErrBusy, prog, name, err)
+	case errors.Is(err, unix.ENOSPC) && m == ModeNative && kind == "veth":
+		// drivers/net/veth.c veth_xdp_set: "XDP expects number of rx queues not
+		// less than peer tx queues" (an extack message the bpf link call drops).
+		return fmt.Errorf("bpf: %s: %w: native XDP on a veth needs at least as many receive queues on it (%d) as its peer has transmit queues: create the pair with equal queue counts (ip link add ... numrxqueues N numtxqueues N type veth peer ... numrxqueues N numtxqueues N), or use --xdp-mode generic: %v",
+			name, ErrQueues, rxQueues, err)
 	case errors.Is(err, unix.ERANGE) || errors.Is(err, unix.EINVAL) && mtu > 1500:
 		return fmt.Errorf("bpf: %s: %w: MTU %d in %v mode (native XDP on veth without multi-buffer support stops at 3506); lower the MTU or use --xdp-mode generic: %v",
 			name, ErrMTU, mtu, m, err)
@@ -156,6 +170,10 @@ func attachError(ifindex int, m Mode, err error) error {
 
 // Mode returns the mode the program attached in.
 func (p *Program) Mode() Mode { return p.mode }
+
+// NativeRefused returns why native mode was refused when ModeAuto fell back to
+// generic mode, else nil.
+func (p *Program) NativeRefused() error { return p.nativeErr }
 
 // Register directs frames of receive queue to the AF_XDP socket fd.
 func (p *Program) Register(queue, fd int) error {

@@ -36,7 +36,7 @@ const (
 	CntStaleAck                      // stale_ack: ACKs and responses for PSNs already completed, ignored
 	CntImpliedNak                    // implied_nak: READ/atomic response gaps that made the requester retry
 	CntQKeyViolation                 // qkey_viol_cntr: UD packets dropped for a Q_Key not the QP's (ibv_port_attr's name)
-	CntRcvdOversize                  // rcvd_oversize: UD and UC packets dropped for a payload longer than the path MTU
+	CntRcvdOversize                  // rcvd_oversize: packets with a payload longer than the path MTU: UD and UC ones dropped, RC ones answered with NAK Invalid Request
 	CntOutOfBuffer                   // out_of_buffer: UD and UC messages dropped for want of a receive WR (mlx5's name)
 	CntRespLocalLenErr               // resp_local_length_error: UD and UC receive WRs too small, completed IBV_WC_LOC_LEN_ERR (mlx5's name)
 	CntRcvdMsgDropped                // rcvd_msg_dropped: UC packets dropped with the rest of their message (after a gap, an opcode out of sequence, a bad length, a refused WRITE)

@@ -24,9 +24,9 @@ func TestPathMTULimits(t *testing.T) {
 			"transport: QP 0x11: path MTU 4096 is not supported on this link (at most 2048): one chunk per frame"},
 		{1500, transport.LinkCaps{}, roce.MTU1024, ""},
 		{1500, transport.LinkCaps{}, roce.MTU2048,
-			"transport: QP 0x11: path MTU 2048 exceeds what the link's MTU 1500 carries (1024); use 1024 or lower"},
+			"transport: QP 0x11: path MTU 2048 exceeds what the link's MTU 1500 carries (1024); use 1024 or lower, or raise the link's MTU to 2128 or more"},
 		{1500, transport.LinkCaps{MaxPathMTU: roce.MTU2048}, roce.MTU2048,
-			"transport: QP 0x11: path MTU 2048 exceeds what the link's MTU 1500 carries (1024); use 1024 or lower"},
+			"transport: QP 0x11: path MTU 2048 exceeds what the link's MTU 1500 carries (1024); use 1024 or lower, or raise the link's MTU to 2128 or more"},
 	} {
 		end, _ := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}, MTU: c.mtu, Caps: c.caps},
 			transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})

@@ -352,19 +352,22 @@ func TestResponderSequence(t *testing.T) {
 	}
 }
 
-// TestResponderMalformed: lengths that break the PMTU rules get NAK invalid request.
+// TestResponderMalformed: lengths that break the PMTU rules get NAK invalid request;
+// a payload longer than the PMTU (the requester's path MTU is larger) also counts
+// rcvd_oversize, which the tools' error messages read.
 func TestResponderMalformed(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		op   roce.Opcode
-		n    int
-		reth uint32
+		name     string
+		op       roce.Opcode
+		n        int
+		reth     uint32
+		oversize uint64
 	}{
-		{"WRITE_FIRST shorter than PMTU", roce.RC_RDMA_WRITE_FIRST, 1000, 3000},
-		{"WRITE_ONLY longer than PMTU", roce.RC_RDMA_WRITE_ONLY, 1028, 1028},
-		{"WRITE_ONLY length differs from DMA length", roce.RC_RDMA_WRITE_ONLY, 100, 200},
-		{"SEND_FIRST longer than PMTU", roce.RC_SEND_FIRST, 1028, 0},
-		{"SEND_MIDDLE without FIRST", roce.RC_SEND_MIDDLE, 1024, 0},
+		{"WRITE_FIRST shorter than PMTU", roce.RC_RDMA_WRITE_FIRST, 1000, 3000, 0},
+		{"WRITE_ONLY longer than PMTU", roce.RC_RDMA_WRITE_ONLY, 1028, 1028, 1},
+		{"WRITE_ONLY length differs from DMA length", roce.RC_RDMA_WRITE_ONLY, 100, 200, 0},
+		{"SEND_FIRST longer than PMTU", roce.RC_SEND_FIRST, 1028, 0, 1},
+		{"SEND_MIDDLE without FIRST", roce.RC_SEND_MIDDLE, 1024, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRaw(t, 1, 50, pairConfig{})
@@ -378,6 +381,9 @@ func TestResponderMalformed(t *testing.T) {
 			expect(t, c.name, out, roce.RC_ACKNOWLEDGE, 50)
 			if out[0].AETH.Syndrome != roce.SyndromeNAKInvalidRequest {
 				t.Fatalf("syndrome %v", out[0].AETH.Syndrome)
+			}
+			if got := r.e.dev.Counters().Get(transport.CntRcvdOversize); got != c.oversize {
+				t.Errorf("rcvd_oversize %d, want %d", got, c.oversize)
 			}
 			checkBytes(t, "memory", r.e.buf, before)
 		})

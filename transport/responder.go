@@ -84,6 +84,9 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 	}
 	// Payload length (§9.7.5.1.4 "Length"): FIRST and MIDDLE carry exactly one PMTU.
 	pl := len(p.Payload)
+	if pl > qp.pmtu { // the requester's path MTU is larger than ours
+		qp.count(CntRcvdOversize)
+	}
 	switch info.Position {
 	case roce.PosFirst, roce.PosMiddle:
 		if pl != qp.pmtu {

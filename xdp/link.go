@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -557,7 +558,8 @@ func (l *Link) ZeroCopy() bool {
 }
 
 // Describe says how the link runs, for tool headers and logs: "xdp native,
-// zero-copy, multi-buffer, 4 queues" or "xdp generic, copy, single-buffer, 1 queue".
+// zero-copy, multi-buffer, 4 queues" or "xdp generic, copy, single-buffer, 1 queue";
+// when --xdp-mode auto fell back to generic mode, with native mode's refusal.
 func (l *Link) Describe() string {
 	copyMode, buffers, queues := "copy", "multi-buffer", "queues"
 	if l.ZeroCopy() {
@@ -569,7 +571,11 @@ func (l *Link) Describe() string {
 	if len(l.queues) == 1 {
 		queues = "queue"
 	}
-	return fmt.Sprintf("xdp %s, %s, %s, %d %s", l.Mode(), copyMode, buffers, len(l.queues), queues)
+	mode := l.Mode().String()
+	if err := l.prog.NativeRefused(); err != nil {
+		mode += " (native refused: " + strings.TrimPrefix(err.Error(), "bpf: ") + ")"
+	}
+	return fmt.Sprintf("xdp %s, %s, %s, %d %s", mode, copyMode, buffers, len(l.queues), queues)
 }
 
 // Mode returns the XDP mode the program attached in.

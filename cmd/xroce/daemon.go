@@ -94,7 +94,7 @@ func runDaemon(name string, args []string) error {
 	}
 	ctx, gone := context.WithCancelCause(context.Background())
 	defer gone(nil)
-	go watchInterface(ctx, o.dev, gone)
+	go watchInterface(ctx, o.dev, gone, lg.Printf, dev.MaxPathMTU)
 	if err := srv.Serve(ctx); err != nil {
 		return err
 	}
@@ -123,25 +123,46 @@ func checkDevName(name string) error {
 // (rxe_net.c, NETDEV_UNREGISTER): its applications then see the control socket hang
 // up. It looks every ifaceWatch; an interface that is only down stays served, with
 // its port down, as rxe's does. A new interface of the same name is another one
-// (another ifindex): the daemon must be started on it again.
-func watchInterface(ctx context.Context, name string, gone context.CancelCauseFunc) {
+// (another ifindex): the daemon must be started on it again. A change of the
+// interface's MTU is logged (logf) with the port's new active_mtu (active):
+// connected QPs keep their path MTU, as on rxe, and one above it sends frames the
+// interface no longer carries.
+func watchInterface(ctx context.Context, name string, gone context.CancelCauseFunc, logf func(string, ...any), active func() roce.MTU) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return // the link's open named it; nothing to watch
 	}
 	t := time.NewTicker(ifaceWatch)
 	defer t.Stop()
+	mtu, was := ifi.MTU, active()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if now, err := net.InterfaceByIndex(ifi.Index); err != nil || now.Name != name {
+		now, err := net.InterfaceByIndex(ifi.Index)
+		if err != nil || now.Name != name {
 			gone(fmt.Errorf("the interface %s is gone (deleted, renamed, or moved to another namespace): start the daemon again on it (xroce daemon -d %s) once it is back", name, name))
 			return
 		}
+		if now.MTU != mtu {
+			is := active()
+			logf("%s", mtuChanged(name, mtu, now.MTU, was, is))
+			mtu, was = now.MTU, is
+		}
 	}
+}
+
+// mtuChanged says what an interface MTU change from old to mtu bytes, which moved
+// the port's active_mtu from was to is, means for the device's QPs.
+func mtuChanged(name string, old, mtu int, was, is roce.MTU) string {
+	msg := fmt.Sprintf("the interface %s's MTU changed from %d to %d: the port's active_mtu is now %d", name, old, mtu, is.Bytes())
+	if is < was {
+		msg += fmt.Sprintf("; QPs connected with a larger path MTU (up to %d before) send frames it no longer carries: set it back (ip link set %s mtu %d) or connect them again with a path MTU of %d or lower",
+			was.Bytes(), name, old, is.Bytes())
+	}
+	return msg
 }
 
 // noRoCEv2GID says, when the interface has no address to make a routable RoCEv2 GID

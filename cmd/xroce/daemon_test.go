@@ -393,3 +393,24 @@ func TestDaemonNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonMTULog: lowering the served interface's MTU under the path MTU QPs may
+// use is logged with the port's new active_mtu and the fix; raising it again is
+// logged without a warning.
+func TestDaemonMTULog(t *testing.T) {
+	n := testnet.New(t, testnet.Options{MTU: 9000})
+	_, out, _ := spawnServing(t, n.NsA, n.IfA, t.TempDir())
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "1500")
+	down := "the interface " + n.IfA + "'s MTU changed from 9000 to 1500: the port's active_mtu is now 1024; QPs connected with a larger path MTU (up to 4096 before) send frames it no longer carries: set it back (ip link set " + n.IfA + " mtu 9000) or connect them again with a path MTU of 1024 or lower\n"
+	for i := 0; i < 100 && !strings.Contains(out.String(), down); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "9000")
+	up := "the interface " + n.IfA + "'s MTU changed from 1500 to 9000: the port's active_mtu is now 4096\n"
+	for i := 0; i < 100 && !strings.Contains(out.String(), up); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), down) || !strings.Contains(out.String(), up) {
+		t.Fatalf("daemon log, want %q and %q:\n%s", down, up, out.String())
+	}
+}

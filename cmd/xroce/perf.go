@@ -167,6 +167,7 @@ func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 			printWindows(o.out, c.qps)
 		}()
 	}
+	c.activeMTU()
 	if err := c.setup(); err != nil {
 		return err
 	}

@@ -17,9 +17,10 @@ import (
 
 // Options shape the network.
 type Options struct {
-	MTU    int  // netdev MTU of every interface; 0 means 1500
-	Bridge bool // put a bridge namespace between A and B
-	Queues int  // veth queues (no-bridge networks); 0 means 1
+	MTU     int  // netdev MTU of every interface; 0 means 1500
+	Bridge  bool // put a bridge namespace between A and B
+	Queues  int  // veth queues (no-bridge networks); 0 means 1
+	QueuesB int  // IfB's queues when they differ from IfA's (no-bridge networks); 0 means Queues
 }
 
 // Net is a test network. IPA/IPB (10.79.0.1/24, .2) and IP6A/IP6B (fd00:79::1/64,
@@ -99,9 +100,12 @@ func Create(o Options) (n *Net, remove func(), err error) {
 	}
 	m := fmt.Sprint(o.MTU)
 	if !o.Bridge {
-		q := fmt.Sprint(o.Queues)
+		q, qb := fmt.Sprint(o.Queues), fmt.Sprint(o.Queues)
+		if o.QueuesB != 0 {
+			qb = fmt.Sprint(o.QueuesB)
+		}
 		cmds = append(cmds, []string{"ip", "link", "add", n.IfA, "netns", n.NsA, "mtu", m, "numtxqueues", q, "numrxqueues", q, "type", "veth",
-			"peer", "name", n.IfB, "netns", n.NsB, "mtu", m, "numtxqueues", q, "numrxqueues", q})
+			"peer", "name", n.IfB, "netns", n.NsB, "mtu", m, "numtxqueues", qb, "numrxqueues", qb})
 	} else {
 		cmds = append(cmds, []string{"ip", "-n", n.NsBr, "link", "add", "br0", "mtu", m, "type", "bridge"})
 		for _, s := range []struct{ ns, ifn, port string }{{n.NsA, n.IfA, n.PortA}, {n.NsB, n.IfB, n.PortB}} {

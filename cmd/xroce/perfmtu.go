@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/xroce/xroce/roce"
+)
+
+// activeMTU lowers -m to the port's active_mtu when it is higher, as perftest's
+// set_mtu does (src/perftest_parameters.c, with its two lines on stdout), and says
+// on stderr why the port carries no more: the interface's MTU, or the link's own
+// limit.
+func (c *conn) activeMTU() {
+	want, err := roce.MTUFromBytes(c.o.mtu)
+	active := c.env.prov.MaxMTU()
+	if c.o.mtu == 0 || err != nil || active == 0 || want <= active {
+		return
+	}
+	fmt.Fprintf(c.o.out, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", active.Bytes())
+	fmt.Fprintf(os.Stderr, "%s: -m %d: %s\n", name0(c.t.name), want.Bytes(), c.mtuLimit(want, active))
+	c.o.mtu = active.Bytes()
+}
+
+// mtuLimit says why the port's active_mtu is below want: the interface's MTU (with
+// the MTU that would carry want), or the link's own limit.
+func (c *conn) mtuLimit(want, active roce.MTU) string {
+	if ifi, err := net.InterfaceByName(c.env.ifname); err == nil && roce.MTUFromNetdev(ifi.MTU) < want {
+		return fmt.Sprintf("the interface %s's MTU %d carries path MTU %d at most; raise it to %d or more for %d (ip link set %s mtu %d)",
+			ifi.Name, ifi.MTU, active.Bytes(), want.Bytes()+roce.RoCEOverhead, want.Bytes(), ifi.Name, want.Bytes()+roce.RoCEOverhead)
+	}
+	if e, ok := c.env.prov.(*engine); ok {
+		if caps := e.dev.Link().Caps(); caps.MaxPathMTUReason != "" {
+			return fmt.Sprintf("this link carries path MTU %d at most: %s", active.Bytes(), caps.MaxPathMTUReason)
+		}
+	}
+	return fmt.Sprintf("the port's active_mtu is %d", active.Bytes())
+}
