@@ -414,3 +414,30 @@ func TestDaemonMTULog(t *testing.T) {
 		t.Fatalf("daemon log, want %q and %q:\n%s", down, up, out.String())
 	}
 }
+
+// TestDaemonOversizeLog: ibv_rc_pingpong -m 512 against -m 1024 (rc_pingpong
+// exchanges no MTU): the -m 512 side's daemon refuses the 1024-byte packets and
+// its log names the path MTU mismatch, which the applications cannot see.
+func TestDaemonOversizeLog(t *testing.T) {
+	libxroce(t)
+	if _, err := os.Stat("/usr/bin/ibv_rc_pingpong"); err != nil {
+		t.Skip("no ibv_rc_pingpong: apt-get install ibverbs-utils (.ci/run installs it)")
+	}
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	dirA, dirB := t.TempDir(), t.TempDir()
+	_, stopA := startDaemon(t, n.NsA, n.IfA, dirA)
+	startDaemon(t, n.NsB, n.IfB, dirB)
+	pp := []string{"ibv_rc_pingpong", "-g", "1", "-p", "18650", "-s", "4096", "-n", "5"}
+	_, sout, sdone := server(t, n.NsA, dirA, append(pp, "-m", "512")...)
+	_, cout, cdone := app(t, n.NsB, dirB, append(pp, "-m", "1024", n.IPA.String())...)
+	cerr := wait(t, "client", cdone, cout, 30*time.Second)
+	serr := wait(t, "server", sdone, sout, 30*time.Second)
+	if cerr == nil || serr == nil {
+		t.Fatalf("mismatched path MTUs passed: client %v\n%s\nserver %v\n%s", cerr, cout.String(), serr, sout.String())
+	}
+	time.Sleep(2 * ifaceWatch)
+	log, _ := stopA()
+	if want := "longer than their QP's path MTU refused (rcvd_oversize "; !strings.Contains(log, want) || !strings.Contains(log, "give both sides the same path MTU") {
+		t.Errorf("daemon A's log, want %q:\n%s", want, log)
+	}
+}
