@@ -158,6 +158,10 @@ func watchInterface(ctx context.Context, name string, gone context.CancelCauseFu
 // mtuChanged says what an interface MTU change from old to mtu bytes, which moved
 // the port's active_mtu from was to is, means for the device's QPs.
 func mtuChanged(name string, old, mtu int, was, is roce.MTU) string {
+	if is == 0 {
+		return fmt.Sprintf("the interface %s's MTU changed from %d to %d, which carries no RoCE frame (a path MTU of 256 needs 336): nothing can be sent until it is raised again (ip link set %s mtu %d); the port reports active_mtu 256, as rdma_rxe does",
+			name, old, mtu, name, old)
+	}
 	msg := fmt.Sprintf("the interface %s's MTU changed from %d to %d: the port's active_mtu is now %d", name, old, mtu, is.Bytes())
 	if is < was {
 		msg += fmt.Sprintf("; QPs connected with a larger path MTU (up to %d before) send frames it no longer carries: set it back (ip link set %s mtu %d) or connect them again with a path MTU of %d or lower",

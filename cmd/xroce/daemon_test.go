@@ -395,8 +395,8 @@ func TestDaemonNames(t *testing.T) {
 }
 
 // TestDaemonMTULog: lowering the served interface's MTU under the path MTU QPs may
-// use is logged with the port's new active_mtu and the fix; raising it again is
-// logged without a warning.
+// use is logged with the port's new active_mtu and the fix, an MTU that carries
+// no RoCE frame as such, and raising it again without a warning.
 func TestDaemonMTULog(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 9000})
 	_, out, _ := spawnServing(t, n.NsA, n.IfA, t.TempDir())
@@ -405,13 +405,18 @@ func TestDaemonMTULog(t *testing.T) {
 	for i := 0; i < 100 && !strings.Contains(out.String(), down); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "300")
+	tiny := "the interface " + n.IfA + "'s MTU changed from 1500 to 300, which carries no RoCE frame (a path MTU of 256 needs 336): nothing can be sent until it is raised again (ip link set " + n.IfA + " mtu 1500); the port reports active_mtu 256, as rdma_rxe does\n"
+	for i := 0; i < 100 && !strings.Contains(out.String(), tiny); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "9000")
-	up := "the interface " + n.IfA + "'s MTU changed from 1500 to 9000: the port's active_mtu is now 4096\n"
+	up := "the interface " + n.IfA + "'s MTU changed from 300 to 9000: the port's active_mtu is now 4096\n"
 	for i := 0; i < 100 && !strings.Contains(out.String(), up); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(out.String(), down) || !strings.Contains(out.String(), up) {
-		t.Fatalf("daemon log, want %q and %q:\n%s", down, up, out.String())
+	if !strings.Contains(out.String(), down) || !strings.Contains(out.String(), tiny) || !strings.Contains(out.String(), up) {
+		t.Fatalf("daemon log, want %q, %q and %q:\n%s", down, tiny, up, out.String())
 	}
 }
 

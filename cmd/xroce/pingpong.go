@@ -131,7 +131,7 @@ func pingpong(args []string, w io.Writer) error {
 		SGList: []transport.SGE{{Addr: mr.Addr(), Length: uint32(*size), LKey: mr.LKey()}}}
 	a := ppArgs{size: *size, iters: *iters, server: fs.Arg(0)}
 	if *chk {
-		chkArm(&a, buf[:*size], buf[*size:2**size])
+		chkArm(&a, buf[:*size], buf[*size:2**size], 0)
 	}
 	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events), strays: strays, mtu: pm}, qp, send, recv, a)
 }

@@ -27,24 +27,32 @@ func chkPattern(size int) []byte {
 	return b
 }
 
-// chkArm fills send with the pattern and sets a.check to judge what lands in recv.
-func chkArm(a *ppArgs, send, recv []byte) {
+// chkArm fills send with the pattern and sets a.check to judge what lands in recv
+// (after skip bytes of the completion's length: UD's GRH area).
+func chkArm(a *ppArgs, send, recv []byte, skip int) {
 	want := chkPattern(len(send))
 	copy(send, want)
 	n := 0
-	a.check = func() error { n++; return chkReceived(recv, want, n) }
+	a.check = func(byteLen int) error { n++; return chkReceived(recv, want, n, byteLen-skip) }
 }
 
-// chkReceived compares a received message with want and scrubs it, so that the
-// next message is not judged by this one's bytes. The error names the first page
-// that differs, in rc_pingpong's words, and the byte.
-func chkReceived(got, want []byte, n int) error {
+// chkReceived compares a received message of length bytes with want and scrubs
+// it, so that the next message is not judged by this one's bytes. The error names
+// a message shorter than -s, or the first page that differs, in rc_pingpong's
+// words, and the byte.
+func chkReceived(got, want []byte, n, length int) error {
+	if length != len(want) {
+		for j := range got {
+			got[j] = ^want[j]
+		}
+		return fmt.Errorf("message %d was %d bytes where -s is %d: give both sides the same -s", n, length, len(want))
+	}
 	i := 0
 	for i < len(want) && got[i] == want[i] {
 		i++
 	}
 	if i < len(want) {
-		return fmt.Errorf("invalid data in page %d: message %d, byte %d is %#02x, want %#02x (the peer sends other bytes: does it run with -c, or another tool?)",
+		return fmt.Errorf("invalid data in page %d: message %d, byte %d is %#02x, want %#02x",
 			i/chkPage, n, i, got[i], want[i])
 	}
 	for j := range got {

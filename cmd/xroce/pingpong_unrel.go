@@ -35,10 +35,10 @@ type ppArgs struct {
 	lo                         linkOptions
 	port, size, rxDepth, iters int
 	mtu                        roce.MTU
-	server                     string       // empty: the server
-	events                     bool         // -e: sleep on completion events, never poll
-	chk                        bool         // -c: check every received message (pingpong_chk.go)
-	check                      func() error // judges the message just received (chkArm)
+	server                     string                  // empty: the server
+	events                     bool                    // -e: sleep on completion events, never poll
+	chk                        bool                    // -c: check every received message (pingpong_chk.go)
+	check                      func(byteLen int) error // judges the message just received (chkArm)
 }
 
 // parseConnection reads --connection: RC (the default), UC or UD, any case.
@@ -89,7 +89,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 		return err
 	}
 	if a.chk {
-		chkArm(&a, buf[:a.size], buf[a.size+grh:2*a.size+grh])
+		chkArm(&a, buf[:a.size], buf[a.size+grh:2*a.size+grh], grh)
 	}
 	cq := dev.CreateCQ(a.rxDepth + 8)
 	qp, err := pd.CreateQP(transport.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
@@ -182,12 +182,17 @@ func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, rec
 		pendingSend = true
 	}
 	wcs := make([]transport.WorkCompletion, 16)
+	var bad int
+	var firstBad error
 	for scnt < a.iters || rcnt < a.iters {
 		if scnt+rcnt > 0 {
 			c.limit = ppSilence // the peer answers within milliseconds once it runs
 		}
 		got, err := c.completions(wcs)
 		if err != nil {
+			if firstBad != nil { // what -c saw may be why
+				return fmt.Errorf("%w; before it, -c found: %v", ppStopped(err, scnt, rcnt, a.iters), firstBad)
+			}
 			return ppStopped(err, scnt, rcnt, a.iters)
 		}
 		for _, wc := range got {
@@ -198,8 +203,11 @@ func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, rec
 			}
 			rcnt++
 			if a.check != nil {
-				if err := a.check(); err != nil {
-					return err
+				if err := a.check(int(wc.ByteLen)); err != nil {
+					bad++
+					if firstBad == nil {
+						firstBad = err
+					}
 				}
 			}
 			if err := recv(wc.WRID); err != nil {
@@ -222,5 +230,8 @@ func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, rec
 	us := float64(el.Microseconds())
 	fmt.Fprintf(w, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, el.Seconds(), float64(bytes)*8/us)
 	fmt.Fprintf(w, "%d iters in %.2f seconds = %.2f usec/iter\n", a.iters, el.Seconds(), us/float64(a.iters))
+	if firstBad != nil {
+		return fmt.Errorf("-c: %d of the %d messages received were not what the peer's -c sends (does it run with -c, or another tool?); the first: %w", bad, rcnt, firstBad)
+	}
 	return nil
 }

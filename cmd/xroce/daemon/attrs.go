@@ -116,7 +116,13 @@ const (
 // port_cap_flags 0x00010000, max_msg_sz 8 MiB, a 1-entry P_Key table, a 1024-entry
 // GID table, and width and speed from the netdev's speed as ib_get_eth_speed
 // (drivers/infiniband/core/verbs.c, 6.1) maps it.
+//
+// A netdev MTU too small for any path MTU (under 336 bytes) reports active_mtu 256,
+// as rxe_set_mtu does (rxe.c: "mtu ? min(mtu, IB_MTU_4096) : IB_MTU_256").
 func RXEPortAttr(up bool, active roce.MTU, speedMbps int) PortAttr {
+	if active == 0 {
+		active = roce.MTU256
+	}
 	p := PortAttr{
 		State: PortDown, MaxMTU: uint32(roce.MTU4096), ActiveMTU: uint32(active),
 		GIDTblLen: GIDTableLen, PortCapFlags: 0x00010000, MaxMsgSz: 0x800000,

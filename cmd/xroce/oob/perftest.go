@@ -363,6 +363,22 @@ func (s *Session) stepEnd() time.Time {
 	return time.Now().Add(s.timeout)
 }
 
+// firstLimit bounds the wait for a connected peer's first exchange message:
+// perftest and rc_pingpong send theirs as soon as they are connected.
+var firstLimit = 10 * time.Second // a variable for the tests
+
+// errTimedOut marks ioErr's timeouts.
+var errTimedOut = errors.New("timed out")
+
+// silent names a peer that connected and sent nothing within firstLimit (a
+// timed-out first message), instead of the bare timeout.
+func (s *Session) silent(err error) error {
+	if errors.Is(err, errTimedOut) {
+		return fmt.Errorf("oob: %s connected but sent no exchange message within %v: it runs something other than this tool, or hung; run the same tool on both sides", s.peer(), firstLimit)
+	}
+	return err
+}
+
 // partialLimit is how long the rest of a message may take once its first bytes
 // arrived.
 const partialLimit = 5 * time.Second
@@ -382,7 +398,7 @@ func (s *Session) deadline() {
 func (s *Session) ioErr(what string, err error) error {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("oob: timed out %s the exchange with %s after %v", what, s.peer(), s.timeout)
+		return fmt.Errorf("oob: %w %s the exchange with %s after %v", errTimedOut, what, s.peer(), s.timeout)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, ErrPeerClosed) {
 		if s.Check != nil {
@@ -413,9 +429,14 @@ func (s *Session) Handshake(local []Dest, mtu roce.MTU) ([]Dest, roce.MTU, error
 	}
 	var ver [16]byte
 	copy(ver[:], Version)
+	t := s.timeout
+	if t <= 0 || t > firstLimit {
+		s.timeout = firstLimit
+	}
 	in, err := s.xchg(ver[:], 0)
+	s.timeout = t
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, s.silent(err)
 	}
 	peer := string(bytes.TrimRight(in, "\x00"))
 	if peer != Version {

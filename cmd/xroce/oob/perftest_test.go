@@ -3,6 +3,7 @@ package oob
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -473,5 +474,35 @@ func TestPingpongPeerNamed(t *testing.T) {
 	_, _, err := s.Handshake([]Dest{ourDest}, roce.MTU1024)
 	if err == nil || !strings.Contains(err.Error(), "ibv_rc_pingpong key message") || !strings.Contains(err.Error(), "run pingpong here too") {
 		t.Fatalf("error %v: want the pingpong peer named", err)
+	}
+}
+
+// TestSilentPeer: a peer that connects and sends nothing (no tool of this kind, or
+// hung) ends the handshake after firstLimit, named as such, for both exchanges and
+// both roles: a perftest-style session's version field and rc_pingpong's key
+// message (the session's own timeout, 60 s, stays for the later steps).
+func TestSilentPeer(t *testing.T) {
+	defer func(d time.Duration) { firstLimit = d }(firstLimit)
+	firstLimit = 100 * time.Millisecond
+	want := "connected but sent no exchange message within 100ms: it runs something other than this tool, or hung; run the same tool on both sides"
+	for _, client := range []bool{false, true} {
+		a, b := net.Pipe()
+		go io.Copy(io.Discard, b) // reads what a writes, answers nothing
+		s := NewSession(a, client, BW, 60*time.Second)
+		start := time.Now()
+		_, _, err := s.Handshake([]Dest{{QPN: 0x11}}, roce.MTU1024)
+		if err == nil || !strings.HasSuffix(err.Error(), want) || time.Since(start) > 5*time.Second {
+			t.Errorf("perftest session, client %v: %v after %v; want %q", client, err, time.Since(start), want)
+		}
+		a.Close()
+		b.Close()
+		a, b = net.Pipe()
+		go io.Copy(io.Discard, b)
+		start = time.Now()
+		_, err = PingpongExchange(a, client, PingpongDest{QPN: 0x11}, 60*time.Second, nil)
+		if err == nil || !strings.HasSuffix(err.Error(), want) || time.Since(start) > 5*time.Second {
+			t.Errorf("pingpong exchange, client %v: %v after %v; want %q", client, err, time.Since(start), want)
+		}
+		b.Close()
 	}
 }

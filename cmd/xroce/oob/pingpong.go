@@ -65,7 +65,7 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 	if connect == nil {
 		connect = func(PingpongDest) error { return nil }
 	}
-	s := &Session{conn: c, client: client, timeout: timeout}
+	s := &Session{conn: c, client: client, timeout: min(timeout, firstLimit)} // each message comes at once
 	write := func(b []byte) error {
 		s.deadline()
 		if _, err := c.Write(b); err != nil {
@@ -86,7 +86,7 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 		// ours: look at the first 16 bytes before waiting for the rest.
 		head, err := read(versionLen)
 		if err != nil {
-			return PingpongDest{}, err
+			return PingpongDest{}, s.silent(err)
 		}
 		if v, ok := perftestVersion(head); ok {
 			return PingpongDest{}, fmt.Errorf("oob: the peer sent %q, perftest's version field: it runs a perftest tool (send_lat, write_bw, ...), not ibv_rc_pingpong; run pingpong on both sides", v)
