@@ -110,6 +110,11 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		if err := c.peerCheck(waited); err != nil {
 			return 0, err
 		}
+		// Packets longer than our path MTU came (UD and UC drop them; RC's NAK
+		// fails the QP): the two sides' -m differ, for the whole run.
+		if n := c.oversized(); n > 0 {
+			return 0, fmt.Errorf("no completion for %v: this side dropped %d packets longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", waited.Round(time.Millisecond), n, c.mtu.Bytes())
+		}
 		// The peer answers, but only with RNR NAKs: it has no receive posted for our
 		// SEND and, a few seconds on, never will (rnr_retry 7 retries for ever).
 		if n := rnr(); n > 0 {
@@ -140,8 +145,36 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		if alive() > 0 {
 			continue
 		}
+		if hint := c.dropHint(); hint != "" {
+			return 0, fmt.Errorf("no completion for %v and %w since: %s", limit, errPeerSilent, hint)
+		}
 		return 0, fmt.Errorf("no completion for %v and %w: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (%s), the path MTU (-m), and that UDP port 4791 is open", limit, errPeerSilent, c.gidOpt())
 	}
+}
+
+// oversized is how many packets longer than the path MTU this side received
+// (rcvd_oversize; the tools' device is their own, so all of them this run).
+func (c *conn) oversized() uint64 {
+	if c.env == nil {
+		return 0
+	}
+	return c.env.prov.Counters()["rcvd_oversize"]
+}
+
+// dropHint says, when this side dropped packets that UD and UC do not resend
+// (rcvd_oversize, rcvd_msg_dropped), why a message never completed; "" otherwise.
+func (c *conn) dropHint() string {
+	if c.env == nil {
+		return ""
+	}
+	n := c.env.prov.Counters()
+	switch {
+	case n["rcvd_oversize"] > 0:
+		return fmt.Sprintf("this side refused %d packets longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", n["rcvd_oversize"], c.mtu.Bytes())
+	case n["rcvd_msg_dropped"] > 0:
+		return fmt.Sprintf("this side dropped %d UC packets with the rest of their message (one was lost on the way, as when the interface's receive ring overflows): UC does not resend, so such a message never completes; use RC for messages of many packets, or smaller ones", n["rcvd_msg_dropped"])
+	}
+	return ""
 }
 
 // errPeerSilent is in waitCQ's error when nothing came from the peer for its limit.

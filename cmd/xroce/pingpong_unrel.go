@@ -159,9 +159,12 @@ const ppSilence = 5 * time.Second
 
 // ppStopped names what a silent peer did, once the test began, in place of the
 // generic "no frame" error; other errors pass unchanged.
-func ppStopped(err error, scnt, rcnt, iters int) error {
+func ppStopped(c *conn, err error, scnt, rcnt, iters int) error {
 	if !errors.Is(err, errPeerSilent) || scnt+rcnt == 0 {
 		return err
+	}
+	if hint := c.dropHint(); hint != "" {
+		return fmt.Errorf("the test stopped after %d of %d iterations: %s", rcnt, iters, hint)
 	}
 	if rcnt == 0 {
 		return fmt.Errorf("nothing came back from the peer for %v after this side's first message: it exited or failed (see its output), or runs another connection type (--connection) or test", ppSilence)
@@ -191,9 +194,9 @@ func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, rec
 		got, err := c.completions(wcs)
 		if err != nil {
 			if firstBad != nil { // what -c saw may be why
-				return fmt.Errorf("%w; before it, -c found: %v", ppStopped(err, scnt, rcnt, a.iters), firstBad)
+				return fmt.Errorf("%w; before it, -c found: %v", ppStopped(c, err, scnt, rcnt, a.iters), firstBad)
 			}
-			return ppStopped(err, scnt, rcnt, a.iters)
+			return ppStopped(c, err, scnt, rcnt, a.iters)
 		}
 		for _, wc := range got {
 			if wc.Opcode == transport.WC_SEND {
