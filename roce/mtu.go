@@ -61,6 +61,10 @@ func MTUFromNetdev(netdevMTU int) MTU {
 	return 0
 }
 
+// NetdevMTU returns the smallest netdev MTU in bytes on which rdma_rxe's rule
+// (MTUFromNetdev) allows path MTU m: m's bytes + RoCEOverhead (4176 for MTU4096).
+func NetdevMTU(m MTU) int { return m.Bytes() + RoCEOverhead }
+
 // MinMTU returns the smaller of two path MTUs: what two peers must use.
 func MinMTU(a, b MTU) MTU {
 	if a < b {

@@ -102,6 +102,11 @@ func TestMTU(t *testing.T) {
 			t.Errorf("MTUFromNetdev(%d) = %v, want %v", c.netdev, got, c.want)
 		}
 	}
+	for m := roce.MTU256; m <= roce.MTU4096; m++ {
+		if n := roce.NetdevMTU(m); n != m.Bytes()+80 || roce.MTUFromNetdev(n) != m || roce.MTUFromNetdev(n-1) != m-1 {
+			t.Errorf("NetdevMTU(%v) = %d: not the smallest netdev MTU carrying it", m, n)
+		}
+	}
 	if roce.MTU4096.Bytes() != 4096 || roce.MTU256.Bytes() != 256 || roce.MTU(0).Bytes() != 0 || roce.MTU(6).Valid() {
 		t.Error("Bytes/Valid")
 	}

@@ -308,7 +308,7 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		}
 		if limit := roce.MTUFromNetdev(d.link.MTU()); attr.PathMTU > limit {
 			return fmt.Errorf("transport: QP 0x%x: path MTU %d exceeds what the link's MTU %d carries (%d); use %d or lower, or raise the link's MTU to %d or more",
-				qp.qpn, attr.PathMTU.Bytes(), d.link.MTU(), limit.Bytes(), limit.Bytes(), attr.PathMTU.Bytes()+roce.RoCEOverhead)
+				qp.qpn, attr.PathMTU.Bytes(), d.link.MTU(), limit.Bytes(), limit.Bytes(), roce.NetdevMTU(attr.PathMTU))
 		}
 		a.PathMTU = attr.PathMTU
 	}

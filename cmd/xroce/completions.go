@@ -25,8 +25,8 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	case transport.WC_REM_INV_REQ_ERR:
 		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, or a message larger than its receive buffer (give both sides the same -m, -s and test)", wc.Status, wc.Opcode)
 	case transport.WC_WR_FLUSH_ERR:
-		if c.env != nil && c.env.prov.Counters()["rcvd_oversize"] > 0 {
-			return fmt.Errorf("completion %v (%v): the QP went to the error state after this side refused a packet longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", wc.Status, wc.Opcode, c.mtu.Bytes())
+		if n := c.oversized(); n > 0 {
+			return fmt.Errorf("completion %v (%v): the QP went to the error state after %s", wc.Status, wc.Opcode, c.oversizeCause(n))
 		}
 		return fmt.Errorf("completion %v (%v): the QP went to the error state before this work request completed, after a request of the peer's that this side refused (a packet longer than this side's path MTU, a message longer than its receive buffer, an access outside its region) or an earlier failed completion: give both sides the same -m, -s and test, and see the peer's output for its first error", wc.Status, wc.Opcode)
 	case transport.WC_LOC_LEN_ERR:
@@ -113,7 +113,7 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		// Packets longer than our path MTU came (UD and UC drop them; RC's NAK
 		// fails the QP): the two sides' -m differ, for the whole run.
 		if n := c.oversized(); n > 0 {
-			return 0, fmt.Errorf("no completion for %v: this side dropped %d packets longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", waited.Round(time.Millisecond), n, c.mtu.Bytes())
+			return 0, fmt.Errorf("no completion for %v: %s", waited.Round(time.Millisecond), c.oversizeCause(n))
 		}
 		// The peer answers, but only with RNR NAKs: it has no receive posted for our
 		// SEND and, a few seconds on, never will (rnr_retry 7 retries for ever).
@@ -145,7 +145,7 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		if alive() > 0 {
 			continue
 		}
-		if hint := c.dropHint(); hint != "" {
+		if hint := c.ucDropHint(); hint != "" {
 			return 0, fmt.Errorf("no completion for %v and %w since: %s", limit, errPeerSilent, hint)
 		}
 		return 0, fmt.Errorf("no completion for %v and %w: the peer is not answering (or has exited); check that both sides were given the same test, -n and -s, the GID index (%s), the path MTU (-m), and that UDP port 4791 is open", limit, errPeerSilent, c.gidOpt())
@@ -161,18 +161,21 @@ func (c *conn) oversized() uint64 {
 	return c.env.prov.Counters()["rcvd_oversize"]
 }
 
-// dropHint says, when this side dropped packets that UD and UC do not resend
-// (rcvd_oversize, rcvd_msg_dropped), why a message never completed; "" otherwise.
-func (c *conn) dropHint() string {
+// oversizeCause names n packets longer than this side's path MTU (UD and UC drop
+// them, RC answers NAK Invalid Request): the two sides' -m differ.
+func (c *conn) oversizeCause(n uint64) string {
+	return fmt.Sprintf("this side refused %d packet%s longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", n, plural(int(n)), c.mtu.Bytes())
+}
+
+// ucDropHint says, when this side dropped UC packets with the rest of their
+// message (rcvd_msg_dropped), why a message never completed; "" otherwise.
+// (Packets longer than the path MTU end a wait at once: waitCQ, oversizeCause.)
+func (c *conn) ucDropHint() string {
 	if c.env == nil {
 		return ""
 	}
-	n := c.env.prov.Counters()
-	switch {
-	case n["rcvd_oversize"] > 0:
-		return fmt.Sprintf("this side refused %d packets longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", n["rcvd_oversize"], c.mtu.Bytes())
-	case n["rcvd_msg_dropped"] > 0:
-		return fmt.Sprintf("this side dropped %d UC packets with the rest of their message (one was lost on the way, as when the interface's receive ring overflows): UC does not resend, so such a message never completes; use RC for messages of many packets, or smaller ones", n["rcvd_msg_dropped"])
+	if n := c.env.prov.Counters()["rcvd_msg_dropped"]; n > 0 {
+		return fmt.Sprintf("this side dropped %d UC packets with the rest of their message (one was lost on the way, as when the interface's receive ring overflows): UC does not resend, so such a message never completes; use RC for messages of many packets, or smaller ones", n)
 	}
 	return ""
 }

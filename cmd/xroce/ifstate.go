@@ -43,7 +43,7 @@ func mtuState(name string, pmtu roce.MTU) error {
 		use = fmt.Sprintf("path MTU %d at most", fits.Bytes())
 	}
 	return fmt.Errorf("the interface %s's MTU is now %d, which carries %s, and this run's path MTU is %d: set it back (ip link set %s mtu %d or more), or run with a smaller -m",
-		name, ifi.MTU, use, pmtu.Bytes(), name, pmtu.Bytes()+roce.RoCEOverhead)
+		name, ifi.MTU, use, pmtu.Bytes(), name, roce.NetdevMTU(pmtu))
 }
 
 // linkCheck is interfaceState and mtuState for c's interface and path MTU (nil

@@ -61,14 +61,14 @@ func TestPingpongMTUMismatch(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 9000})
 	srv, cli, srvErr, cliErr := pairRaw(t, n, []string{"pingpong", "-m", "1024", "-s", "8192", "-n", "10", "-d", n.IfB},
 		[]string{"pingpong", "-m", "4096", "-s", "8192", "-n", "10", "-d", n.IfA, n.IPB.String()})
-	wantErr(t, "server (-m 1024)", srv, srvErr, "the QP went to the error state after this side refused a packet longer than its path MTU (1024): the peer runs a larger -m; give both sides the same -m")
+	wantErr(t, "server (-m 1024)", srv, srvErr, "the QP went to the error state after this side refused 1 packet longer than its path MTU (1024): the peer runs a larger -m; give both sides the same -m")
 	wantErr(t, "client (-m 4096)", cli, cliErr, "IBV_WC_REM_INV_REQ_ERR", "a path MTU mismatch")
 	// UC drops the longer packets, and the receiver says so at once instead of
 	// waiting 30 s for a message that cannot come.
 	start := time.Now()
 	srv, _, srvErr, _ = pairRaw(t, n, []string{"pingpong", "--connection", "UC", "-m", "512", "-s", "4096", "-n", "5", "-d", n.IfB},
 		[]string{"pingpong", "--connection", "UC", "-m", "1024", "-s", "4096", "-n", "5", "-d", n.IfA, n.IPB.String()})
-	wantErr(t, "UC server (-m 512)", srv, srvErr, "packets longer than its path MTU (512): the peer runs a larger -m; give both sides the same -m")
+	wantErr(t, "UC server (-m 512)", srv, srvErr, "this side refused 1 packet longer than its path MTU (512): the peer runs a larger -m; give both sides the same -m")
 	if el := time.Since(start); el > 15*time.Second {
 		t.Errorf("the UC pair ended after %v; want the client's 5 s of silence and little more", el.Round(time.Millisecond))
 	}

@@ -28,7 +28,7 @@ func (c *conn) activeMTU() {
 func (c *conn) mtuLimit(want, active roce.MTU) string {
 	if ifi, err := net.InterfaceByName(c.env.ifname); err == nil && roce.MTUFromNetdev(ifi.MTU) < want {
 		return fmt.Sprintf("the interface %s's MTU %d carries path MTU %d at most; raise it to %d or more for %d (ip link set %s mtu %d)",
-			ifi.Name, ifi.MTU, active.Bytes(), want.Bytes()+roce.RoCEOverhead, want.Bytes(), ifi.Name, want.Bytes()+roce.RoCEOverhead)
+			ifi.Name, ifi.MTU, active.Bytes(), roce.NetdevMTU(want), want.Bytes(), ifi.Name, roce.NetdevMTU(want))
 	}
 	if e, ok := c.env.prov.(*engine); ok {
 		if caps := e.dev.Link().Caps(); caps.MaxPathMTUReason != "" {

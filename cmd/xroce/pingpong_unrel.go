@@ -163,7 +163,7 @@ func ppStopped(c *conn, err error, scnt, rcnt, iters int) error {
 	if !errors.Is(err, errPeerSilent) || scnt+rcnt == 0 {
 		return err
 	}
-	if hint := c.dropHint(); hint != "" {
+	if hint := c.ucDropHint(); hint != "" {
 		return fmt.Errorf("the test stopped after %d of %d iterations: %s", rcnt, iters, hint)
 	}
 	if rcnt == 0 {
