@@ -178,9 +178,9 @@ func (r *bwRun) finished() bool {
 }
 
 // post posts what each QP's window allows. Without -l, the window goes as one
-// list (ibv_post_send's chained list: one wake of the engine per batch), every
-// work request signaled; with -l N, in lists of N, of which only the last is
-// signaled (perftest's post list, with its CQ moderation of N).
+// list (ibv_post_send's chained list: one wake of the engine per batch); with -l
+// N, in lists of N (perftest's post list). Only every -Q-th work request is
+// signaled, and the last of the run (signaled).
 func (r *bwRun) post() error {
 	list, depth := r.c.o.postList, r.c.o.txDepth
 	for i, qp := range r.c.qps {
@@ -194,7 +194,7 @@ func (r *bwRun) post() error {
 					if r.c.o.verifyAll {
 						r.c.toSlot(&wr, r.posted[i]+len(r.batch))
 					}
-					if j < list-1 {
+					if !signaled(r.posted[i]+len(r.batch), r.c.o.cqMod, r.iters, r.deadline.IsZero() && !r.c.o.runInf) {
 						wr.Flags &^= transport.SendSignaled
 					}
 					r.batch = append(r.batch, wr)
@@ -217,8 +217,9 @@ func (r *bwRun) post() error {
 	return nil
 }
 
-// reap counts successful completions per QP (a signaled completion of a post list
-// stands for the list) and posts each completed receive again (recvDone).
+// reap counts successful completions per QP (a signaled completion stands for the
+// unsignaled work requests before it) and posts each completed receive again
+// (recvDone).
 func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
 	for _, wc := range wcs {
 		qp := wrQP(wc.WRID)
@@ -232,8 +233,11 @@ func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
 			}
 			continue
 		}
-		r.completed[qp] += r.c.o.postList
-		r.done += r.c.o.postList
+		// A completion stands for its work request and the unsignaled ones
+		// before it (an RC send queue completes in order).
+		k := int(wc.WRID&(1<<40-1)) + 1
+		r.done += k - r.completed[qp]
+		r.completed[qp] = k
 	}
 	return nil
 }

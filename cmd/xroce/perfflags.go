@@ -28,6 +28,7 @@ type perfOptions struct {
 	bidir       bool   // -b: both sides run the test at once
 	events      bool   // -e: sleep on the CQ's events, never spin
 	postList    int    // -l: work requests per post, the last one signaled
+	cqMod       int    // -Q: a completion every cqMod work requests (resolveCQMod)
 	output      string // --output: one figure instead of the report
 	runInf      bool
 	verify      bool
@@ -77,6 +78,11 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	if o.txDepth > o.iters && o.duration == 0 && !o.runInf {
 		o.txDepth = o.iters // as perftest's parser does: no more in flight than there are
 	}
+	if !strings.HasSuffix(name, "_lat") {
+		if err := o.resolveCQMod(fs.Changed(cqModOptLong), out); err != nil {
+			return nil, err
+		}
+	}
 	return o, nil
 }
 
@@ -109,6 +115,7 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	fs.BoolVarP(&o.events, "events", "e", false, "sleep on completion events; without it the tool polls its CQ a while before it sleeps")
 	fs.BoolVarP(&o.bidir, "bidirectional", "b", false, "both sides run the test at once, each reporting the sum of both directions (give it on both sides)")
 	fs.IntVarP(&o.postList, "post_list", "l", 1, "post work requests in lists of this size, with one completion per list")
+	fs.IntVarP(&o.cqMod, cqModOptLong, cqModOptShort, defCQMod, "ask for a completion every this many work requests (perftest's CQ moderation; unless given: 1 above 8 KiB without -a or -e, and the list size with -l)")
 	fs.BoolVar(&o.runInf, "run_infinitely", false, "run until interrupted, a line a second (with -D: a line every D seconds)")
 	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
 	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", transport.DefaultTimeout, "local ACK timeout: 4.096 µs × 2^u")
@@ -117,7 +124,7 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 		fs.StringVarP(&o.atomicType, "atomic_type", "A", "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP (the client's choice)")
 	}
 	if lat {
-		for _, f := range []string{"duration", "run_infinitely", "bidirectional", "post_list"} {
+		for _, f := range []string{"duration", "run_infinitely", "bidirectional", "post_list", cqModOptLong} {
 			_ = fs.MarkHidden(f)
 		}
 	}

@@ -71,7 +71,9 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 	}
 	if c.o.postList > 1 {
 		fmt.Fprintf(w, " Post List       : %d\n", c.o.postList)
-		fmt.Fprintf(w, " CQ Moderation   : %d\n", c.o.postList)
+	}
+	if !c.t.lat {
+		fmt.Fprintf(w, " CQ Moderation   : %d\n", c.o.cqMod)
 	}
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", c.mtu.Bytes())
 	if peerMTU != c.ourMTU() {
