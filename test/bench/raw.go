@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -116,6 +117,7 @@ func rawRx(args []string) error {
 	want := fs.Int("len", 0, "frame length to count (bytes)")
 	idle := fs.Duration("idle", 300*time.Millisecond, "stop this long after the last frame")
 	limit := fs.Duration("max", 30*time.Second, "stop after this long in any case")
+	touch := fs.Bool("touch", false, "read every byte of every frame counted, as a receiver that uses its data does (docs/bench.md, \"A receiver that reads its data\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -138,6 +140,9 @@ func rawRx(args []string) error {
 		for _, f := range frames[:k] {
 			if len(f) == *want {
 				got++
+				if *touch {
+					sink += readAll(f)
+				}
 			}
 		}
 		if got > 0 {
@@ -160,8 +165,24 @@ func rawRx(args []string) error {
 	if n <= firstBatch {
 		return fmt.Errorf("raw-rx: %d frames of %d bytes received", n, *want)
 	}
-	fmt.Printf("result frames=%d pps=%g\n", n, float64(n-firstBatch)/last.Sub(first).Seconds())
+	fmt.Printf("result frames=%d pps=%g sum=%d\n", n, float64(n-firstBatch)/last.Sub(first).Seconds(), sink&1)
 	return nil
+}
+
+// sink keeps readAll's sums alive.
+var sink uint64
+
+// readAll reads every byte of f, 8 at a time, and returns their sum.
+func readAll(f []byte) uint64 {
+	var s uint64
+	for len(f) >= 8 {
+		s += binary.LittleEndian.Uint64(f)
+		f = f[8:]
+	}
+	for _, b := range f {
+		s += uint64(b)
+	}
+	return s
 }
 
 // rawPing sends one frame and waits for the peer's answer, -n times after -warm

@@ -101,7 +101,12 @@ func (p *Pass) describe() string {
 		names += "|" + shortOp(o.Opcode)
 	}
 	s := names + " " + fmt.Sprintf("%+d", p.PSN)
-	if p.To != nil {
+	switch {
+	case p.PSNMax != nil && p.To != nil:
+		s = names + " " + fmt.Sprintf("%+d…%+d..%+d", p.PSN, *p.PSNMax, *p.To)
+	case p.PSNMax != nil:
+		s = names + " " + fmt.Sprintf("%+d…%+d", p.PSN, *p.PSNMax)
+	case p.To != nil:
 		s = names + " " + psnSpan(p.PSN, *p.To)
 	}
 	if p.Count.Text != "1" {
@@ -129,7 +134,7 @@ func (p *Pass) matchPass(o *observedPass, first bool) []string {
 	if !p.allows(o.Opcode) {
 		bad = append(bad, fmt.Sprintf("opcode %v", o.Opcode))
 	}
-	if o.From != p.PSN {
+	if o.From != p.PSN && (p.PSNMax == nil || o.From < p.PSN || o.From > *p.PSNMax) {
 		bad = append(bad, fmt.Sprintf("from PSN %+d", o.From))
 	}
 	if p.To != nil && o.To != *p.To {

@@ -136,15 +136,24 @@ func (r Range) Has(n int) bool {
 // String is the range as written.
 func (r Range) String() string { return r.Text }
 
-// UnmarshalYAML reads N, N-M or N-.
-func (r *Range) UnmarshalYAML(n *yaml.Node) error {
-	bad := fmt.Errorf("line %d: %q: want N, N-M or N- (N onwards), counted from 1", n.Line, n.Value)
+// UnmarshalYAML reads N, N-M or N-, from 1.
+func (r *Range) UnmarshalYAML(n *yaml.Node) error { return r.parse(n, 1) }
+
+// Count is a pass's count: a Range that may start at 0 (0-1: an optional pass).
+type Count Range
+
+// UnmarshalYAML reads N, N-M or N-, from 0.
+func (c *Count) UnmarshalYAML(n *yaml.Node) error { return (*Range)(c).parse(n, 0) }
+
+// parse reads N, N-M or N-, N from lowest on.
+func (r *Range) parse(n *yaml.Node, lowest int) error {
+	bad := fmt.Errorf("line %d: %q: want N, N-M or N- (N onwards), counted from %d", n.Line, n.Value, lowest)
 	if n.Kind != yaml.ScalarNode {
 		return bad
 	}
 	lo, hi, dash := strings.Cut(strings.TrimSpace(n.Value), "-")
 	a, err := strconv.Atoi(lo)
-	if err != nil || a < 1 || a > 1<<20 {
+	if err != nil || a < lowest || a > 1<<20 || a == 0 && !dash {
 		return bad
 	}
 	b := a
@@ -167,10 +176,15 @@ type Pass struct {
 	Opcode    Opcode   `yaml:"opcode"`
 	OrOpcodes []Opcode `yaml:"or_opcodes"`
 	PSN       int      `yaml:"psn"` // the first packet's offset from the client's first PSN
+	// PSNMax, when set, lets the first packet's offset be anything from PSN to
+	// PSNMax: a resend of what is still unacknowledged, which depends on how many
+	// answers arrived first.
+	PSNMax *int `yaml:"psn_max"`
 	// To is the last packet's PSN offset (default: any).
 	To *int `yaml:"to"`
-	// Count is how many such passes come in a row: N, N-M or N- (default 1).
-	Count Range `yaml:"count"`
+	// Count is how many such passes come in a row: N, N-M or N- (default 1;
+	// 0-1: an optional pass).
+	Count Count `yaml:"count"`
 	// Gap bounds the time from the previous pass's last packet to this pass's
 	// first (each of the Count passes): the client's retransmission delay.
 	Gap *Span `yaml:"gap"`
@@ -334,8 +348,11 @@ func (p *Pass) check() error {
 	if p.PSN < -(1<<22) || p.PSN > 1<<22 || p.To != nil && (*p.To < p.PSN || *p.To > 1<<22) {
 		return errors.New("psn and to: offsets from the client's first PSN, to ≥ psn")
 	}
+	if p.PSNMax != nil && (*p.PSNMax <= p.PSN || *p.PSNMax > 1<<22 || p.To != nil && *p.To < *p.PSNMax) {
+		return errors.New("psn_max: above psn, and at most to")
+	}
 	if !p.Count.Set {
-		p.Count = Range{Min: 1, Max: 1, Set: true, Text: "1"}
+		p.Count = Count{Min: 1, Max: 1, Set: true, Text: "1"}
 	}
 	if p.Gap != nil && p.Gap.Max != 0 && p.Gap.Max < p.Gap.Min {
 		return errors.New("gap: max below min")

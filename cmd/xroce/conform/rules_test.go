@@ -82,6 +82,7 @@ func TestParseResponderErrors(t *testing.T) {
 		{"read_partial without respond", ", respond: [0, 2]|", "r.yaml: line 8: read_partial needs respond"},
 		{"pass opcode", "{opcode: RC_SEND_ONLY, psn: 0}|{opcode: RC_ACKNOWLEDGE, psn: 0}", "r.yaml: line 11: opcode RC_ACKNOWLEDGE: a pass starts with a request the client sends"},
 		{"to below psn", "to: 4|to: 0", "r.yaml: line 12: psn and to: offsets from the client's first PSN, to ≥ psn"},
+		{"psn_max beyond to", "to: 4|to: 4, psn_max: 5", "r.yaml: line 12: psn_max: above psn, and at most to"},
 		{"gap", "max: 60ms|max: 0.5ms", "r.yaml: line 12: gap: max below min"},
 		{"client outcome", "RNR_RETRY_EXC_ERR|12", `r.yaml: line 13: client "12": want one of`},
 		{"no outcome", "  client: RNR_RETRY_EXC_ERR\n|", "r.yaml: line 10: expect.client is missing"},
@@ -121,8 +122,8 @@ func TestPasses(t *testing.T) {
 	op := func(o roce.Opcode) Opcode { return Opcode{o} }
 	four := 4
 	want := []Pass{
-		{Opcode: op(roce.RC_RDMA_READ_REQUEST), PSN: 0, To: &four, Count: Range{1, 1, true, "1"}},
-		{Opcode: op(roce.RC_RDMA_READ_REQUEST), PSN: 1, Count: Range{2, -1, true, "2-"}, Gap: &Span{Max: Duration(30 * ms)}},
+		{Opcode: op(roce.RC_RDMA_READ_REQUEST), PSN: 0, To: &four, Count: Count{1, 1, true, "1"}},
+		{Opcode: op(roce.RC_RDMA_READ_REQUEST), PSN: 1, Count: Count{2, -1, true, "2-"}, Gap: &Span{Max: Duration(30 * ms)}},
 	}
 	if bad := judgePasses(want, ps); len(bad) != 0 {
 		t.Fatalf("judged %v", bad)
@@ -131,12 +132,36 @@ func TestPasses(t *testing.T) {
 	if bad := judgePasses(want, ps); len(bad) != 1 || bad[0] != "expected pass 2 (RDMA_READ_REQUEST +1 ×2- gap 10ms-30ms): 0 alike, then pass 2 is RDMA_READ_REQUEST +1..+4: after a gap of 1ms" {
 		t.Fatalf("judged %q", bad)
 	}
-	want[1] = Pass{Opcode: op(roce.RC_RDMA_READ_REQUEST), PSN: 1, Count: Range{1, 2, true, "1-2"}}
+	want[1] = Pass{Opcode: op(roce.RC_RDMA_READ_REQUEST), PSN: 1, Count: Count{1, 2, true, "1-2"}}
 	if bad := judgePasses(want, ps); len(bad) != 1 || bad[0] != "unexpected passes from pass 4: RDMA_READ_REQUEST +1" {
 		t.Fatalf("judged %q", bad)
 	}
 	if bad := judgePasses(append(want, want[1]), ps[:3]); len(bad) != 1 || bad[0] != "expected pass 3 (RDMA_READ_REQUEST +1 ×1-2): 0 alike, then nothing more came" {
 		t.Fatalf("judged %q", bad)
+	}
+	// psn_max: an optional tail resend whose first PSN depends on the answers
+	// that came first (resp-ack-timeout's third pass).
+	two, three := 2, 3
+	tail := []Pass{
+		{Opcode: op(roce.RC_RDMA_READ_REQUEST), PSN: 0, To: &four, Count: Count{1, 1, true, "1"}},
+		{Opcode: op(roce.RC_RDMA_READ_REQUEST), PSN: 1, PSNMax: &two, To: &four, Count: Count{0, 1, true, "0-1"}},
+	}
+	if bad := judgePasses(tail, ps[:2]); len(bad) != 0 {
+		t.Fatalf("tail +1 judged %v", bad)
+	}
+	if bad := judgePasses(tail, ps[:1]); len(bad) != 0 {
+		t.Fatalf("no tail judged %v", bad)
+	}
+	late := []observedPass{ps[0], {Opcode: roce.RC_RDMA_READ_REQUEST, From: 3, To: 4, Gap: ms}}
+	if bad := judgePasses(tail, late); len(bad) != 1 || bad[0] != "unexpected passes from pass 2: RDMA_READ_REQUEST +3..+4" {
+		t.Fatalf("tail +3 judged %q", bad)
+	}
+	tail[1].PSNMax = &three
+	if bad := judgePasses(tail, late); len(bad) != 0 {
+		t.Fatalf("tail +3 within psn_max judged %v", bad)
+	}
+	if got := tail[1].describe(); got != "RDMA_READ_REQUEST +1…+3..+4 ×0-1" {
+		t.Fatalf("described as %q", got)
 	}
 }
 
