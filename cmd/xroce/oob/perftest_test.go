@@ -477,6 +477,28 @@ func TestPingpongPeerNamed(t *testing.T) {
 	}
 }
 
+// TestPingpongGarbage: a peer that sends 52 bytes of something else gets an error
+// that quotes them, names the peer and says what to run, in both roles.
+func TestPingpongGarbage(t *testing.T) {
+	for _, c := range []struct{ sent, want string }{
+		{"hello garbage that is not a pingpong exchange at al\n", `oob: rc_pingpong message "hello garbage that is not a pingpong exchange at al\n" does not end in NUL: pipe is not ibv_rc_pingpong's exchange (LID:QPN:PSN:GID in hex); run ibv_*_pingpong or xroce pingpong there, or choose another port (-p)`},
+		{"0000:000011:004333:00000000000000000000ffff0a4d000x\x00", `oob: malformed rc_pingpong message "0000:000011:004333:00000000000000000000ffff0a4d000x\x00": encoding/hex: invalid byte: U+0078 'x': pipe is not`},
+	} {
+		for _, client := range []bool{false, true} {
+			a, b := net.Pipe()
+			go func() {
+				go io.Copy(io.Discard, b)
+				b.Write([]byte(c.sent))
+			}()
+			_, err := PingpongExchange(a, client, PingpongDest{QPN: 0x11}, time.Second, nil)
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("client %v, peer sent %q: %v\nwant %q", client, c.sent, err, c.want)
+			}
+			b.Close()
+		}
+	}
+}
+
 // TestSilentPeer: a peer that connects and sends nothing (no tool of this kind, or
 // hung) ends the handshake after firstLimit, named as such, for both exchanges and
 // both roles: a perftest-style session's version field and rc_pingpong's key

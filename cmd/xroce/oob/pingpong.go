@@ -31,8 +31,11 @@ func (d PingpongDest) Marshal() []byte {
 
 // ParsePingpong parses the message.
 func ParsePingpong(b []byte) (PingpongDest, error) {
-	if len(b) != pingpongMsgLen || b[len(b)-1] != 0 {
-		return PingpongDest{}, fmt.Errorf("oob: rc_pingpong message of %d bytes, want %d ending in NUL", len(b), pingpongMsgLen)
+	if len(b) != pingpongMsgLen {
+		return PingpongDest{}, fmt.Errorf("oob: rc_pingpong message of %d bytes, want %d", len(b), pingpongMsgLen)
+	}
+	if b[len(b)-1] != 0 {
+		return PingpongDest{}, fmt.Errorf("oob: rc_pingpong message %q does not end in NUL", b)
 	}
 	f := strings.Split(string(b[:len(b)-1]), ":")
 	if len(f) != 4 || len(f[3]) != 32 {
@@ -95,7 +98,11 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 		if err != nil {
 			return PingpongDest{}, err
 		}
-		return ParsePingpong(append(head, rest...))
+		d, err := ParsePingpong(append(head, rest...))
+		if err != nil {
+			return PingpongDest{}, fmt.Errorf("%w: %s is not ibv_rc_pingpong's exchange (LID:QPN:PSN:GID in hex); run ibv_*_pingpong or xroce pingpong there, or choose another port (-p)", err, c.RemoteAddr())
+		}
+		return d, nil
 	}
 	if client {
 		if err := write(local.Marshal()); err != nil {
