@@ -117,7 +117,7 @@ func rawRx(args []string) error {
 	want := fs.Int("len", 0, "frame length to count (bytes)")
 	idle := fs.Duration("idle", 300*time.Millisecond, "stop this long after the last frame")
 	limit := fs.Duration("max", 30*time.Second, "stop after this long in any case")
-	touch := fs.Bool("touch", false, "read every byte of every frame counted, as a receiver that uses its data does (docs/bench.md, \"A receiver that reads its data\")")
+	touch := fs.Bool("touch", false, "read every byte of every frame counted, as a receiver that uses its data does (docs/bench.md, \"CQ moderation, a receiver that reads its data, PMTU 4096\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
