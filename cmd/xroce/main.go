@@ -77,11 +77,15 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	if err := c.run(name, os.Args[2:]); err != nil {
-		if errors.Is(err, errUsage) { // -h or --help: the usage was asked for
-			return
-		}
-		interruptedExit() // a failure the user's Ctrl-C caused exits as the signal
+	err := c.run(name, os.Args[2:])
+	if errors.Is(err, errUsage) { // -h or --help: the usage was asked for
+		return
+	}
+	// A run that a signal ended, well (a daemon stopped by SIGTERM or SIGHUP returns
+	// nil) or not (the user's Ctrl-C broke its connection), exits as the signal:
+	// returning from main first would exit 0 or 1 before the handler's 128 + N.
+	interruptedExit()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "xroce %s: %v\n", name, err)
 		os.Exit(1)
 	}

@@ -107,9 +107,20 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		}
 	}
 	peak := max(r.rate.peak, rate)
+	if c.noPeak() {
+		peak = 0 // perftest's noPeak: print_report_bw's peak_up is 0
+	}
 	res.Iters = uint64(done)
 	res.PeakBW, res.AvgBW, res.MsgRate = c.bw(peak), c.bw(rate), rate/1e6
 	return res, nil
+}
+
+// noPeak says whether the run reports no peak bandwidth, as perftest's parser
+// decides: -N, -D, --run_infinitely, more than 20000 iterations, and a send_bw
+// server without -b (perftest_parameters.c, perftest 4.5-0.17).
+func (c *conn) noPeak() bool {
+	o := c.o
+	return o.noPeak || o.duration > 0 || o.runInf || o.iters > 20000 || c.t.op == transport.WR_SEND && !c.client && !o.bidir
 }
 
 // flushQPs moves the QPs to the error state: their outstanding work requests

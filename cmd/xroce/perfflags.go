@@ -29,6 +29,8 @@ type perfOptions struct {
 	events      bool   // -e: sleep on the CQ's events, never spin
 	postList    int    // -l: work requests per post, the last one signaled
 	cqMod       int    // -Q: a completion every cqMod work requests (resolveCQMod)
+	rxDepth     int    // -r: receives each QP keeps posted (send tests; resolveRxDepth)
+	noPeak      bool   // -N: no peak bandwidth (conn.noPeak adds perftest's other cases)
 	output      string // --output: one figure instead of the report
 	runInf      bool
 	verify      bool
@@ -83,6 +85,7 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 			return nil, err
 		}
 	}
+	o.resolveRxDepth(name)
 	return o, nil
 }
 
@@ -106,6 +109,11 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	fs.IntVarP(&o.mtu, "mtu", "m", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link carries)")
 	fs.IntVarP(&o.qps, "qp", "q", 1, "number of RC QPs, each running -n iterations (give the same on both sides)")
 	fs.IntVarP(&o.txDepth, "tx-depth", "t", 128, "work requests in flight")
+	defRx := 1
+	if strings.HasPrefix(name, "send_") {
+		defRx = defRxSend
+	}
+	fs.IntVarP(&o.rxDepth, "rx-depth", "r", defRx, "receives each QP keeps posted (send tests; 1, none, for the others)")
 	fs.BoolP("cpu-freq", "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.IntVarP(&o.port, "port", "p", oob.DefaultPort, "TCP port of the out-of-band exchange (with -R: the RDMA CM port)")
 	fs.BoolVarP(&o.rdmaCM, "rdma_cm", "R", false, "connect with the RDMA CM, as perftest -R: the exchange runs on a CM-connected QP and each test QP is a CM connection (both sides need -R)")
@@ -116,6 +124,7 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	fs.BoolVarP(&o.bidir, "bidirectional", "b", false, "both sides run the test at once, each reporting the sum of both directions (give it on both sides)")
 	fs.IntVarP(&o.postList, "post_list", "l", 1, "post work requests in lists of this size, with one completion per list")
 	fs.IntVarP(&o.cqMod, cqModOptLong, cqModOptShort, defCQMod, "ask for a completion every this many work requests (perftest's CQ moderation; unless given: 1 above 8 KiB without -a or -e, and the list size with -l)")
+	fs.BoolVarP(&o.noPeak, "noPeak", "N", false, "cancel the peak bandwidth (BW peak 0.00), as perftest does also with -D, --run_infinitely, -n above 20000 and on a send_bw server without -b")
 	fs.BoolVar(&o.runInf, "run_infinitely", false, "run until interrupted, a line a second (with -D: a line every D seconds)")
 	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
 	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", transport.DefaultTimeout, "local ACK timeout: 4.096 µs × 2^u")
@@ -124,7 +133,7 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 		fs.StringVarP(&o.atomicType, "atomic_type", "A", "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP (the client's choice)")
 	}
 	if lat {
-		for _, f := range []string{"duration", "run_infinitely", "bidirectional", "post_list", cqModOptLong} {
+		for _, f := range []string{"duration", "run_infinitely", "bidirectional", "post_list", cqModOptLong, "noPeak"} {
 			_ = fs.MarkHidden(f)
 		}
 	}
@@ -220,6 +229,10 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-b is for the bandwidth tests: a latency test runs both ways already")
 	case lat && o.postList != 1:
 		return fmt.Errorf("-l: post lists are for the bandwidth tests (as in perftest)")
+	case o.rxDepth < 1 || o.rxDepth > maxRxDepth:
+		return fmt.Errorf("-r %d: the RX depth is 1..%d", o.rxDepth, maxRxDepth)
+	case !strings.HasPrefix(name, "send_") && o.rxDepth > 1:
+		return fmt.Errorf("-r %d: RDMA verbs post no receives: the RX depth can be only 1 (as in perftest)", o.rxDepth)
 	case o.postList < 1 || o.postList > o.txDepth:
 		return fmt.Errorf("-l %d: the post list size is 1..-t (%d)", o.postList, o.txDepth)
 	case o.postList > 1 && o.duration == 0 && !o.runInf && o.iters%o.postList != 0:

@@ -28,7 +28,7 @@ func (c *conn) setup() error {
 		return err
 	}
 	depth := c.o.txDepth
-	if c.cq, err = prov.CreateCQ(max(4, 2*q) * (depth + 512)); err != nil {
+	if c.cq, err = prov.CreateCQ(max(4, 2*q) * (depth + max(512, c.o.rxDepth))); err != nil {
 		return err
 	}
 	outReads := 1
@@ -40,7 +40,7 @@ func (c *conn) setup() error {
 		rkey = 0 // as perftest's send tests advertise
 	}
 	for i := 0; i < q; i++ {
-		qp, err := prov.CreateQP(c.cq, c.cq, transport.QPCap{MaxSendWR: depth, MaxRecvWR: recvWindow, MaxSendSGE: 1, MaxRecvSGE: 1,
+		qp, err := prov.CreateQP(c.cq, c.cq, transport.QPCap{MaxSendWR: depth, MaxRecvWR: c.o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInlineData: c.o.inline})
 		if err != nil {
 			return err
@@ -129,7 +129,7 @@ func (c *conn) connect(remote []oob.Dest, mtu roce.MTU) error {
 	// of a -a run, and those take the largest size.
 	if c.t.op == transport.WR_SEND && (!c.client || c.t.lat || c.o.bidir) {
 		for i := range c.qps {
-			for n := 0; n < min(recvWindow, c.o.iters); n++ {
+			for n := 0; n < min(c.o.rxDepth, c.o.iters); n++ {
 				if err := c.postRecv(i, uint64(n)); err != nil {
 					return err
 				}

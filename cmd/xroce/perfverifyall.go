@@ -41,8 +41,6 @@ func (c *conn) keySRQN() uint32 {
 	return 0
 }
 
-// recvWindow is how many receives a SEND receiver keeps posted on each QP.
-const recvWindow = 512
 
 // slotOff is where message msg's slot starts in a QP's area (or after the peer's
 // advertised address), in bytes: msg × size.
@@ -173,7 +171,7 @@ func (c *conn) toSlot(wr *transport.SendWR, msg int) {
 
 // recvDone takes a send_bw receiver's completion of receive id (message id) on
 // QP qp: with --verify-all it must hold -s bytes, and the receive for message
-// id+recvWindow goes to that message's slot; without, receive id is posted
+// id+rxDepth (-r) goes to that message's slot; without, receive id is posted
 // again in place.
 func (c *conn) recvDone(qp int, id uint64, byteLen uint32) error {
 	if !c.o.verifyAll {
@@ -182,7 +180,7 @@ func (c *conn) recvDone(qp int, id uint64, byteLen uint32) error {
 	if int(byteLen) != c.size {
 		return fmt.Errorf("verify-all: QP %d, message %d: %d bytes received, want %d: give both sides the same -s", qp, id, byteLen, c.size)
 	}
-	if next := id + recvWindow; next < uint64(c.o.iters) {
+	if next := id + uint64(c.o.rxDepth); next < uint64(c.o.iters) {
 		return c.postRecv(qp, next)
 	}
 	return nil

@@ -51,6 +51,15 @@ func (c *conn) title() string {
 	return strings.TrimSuffix(title, "BW Test") + mods + "BW Test"
 }
 
+// txDepth is the TX depth perftest's header shows: -t, or 1 for a latency test
+// (DEF_TX_LAT), which has one message in flight.
+func (c *conn) txDepth() int {
+	if c.t.lat {
+		return 1
+	}
+	return c.o.txDepth
+}
+
 // printHeader prints perftest's header block and both sides' addresses (nothing
 // with --output).
 func (c *conn) printHeader(peerMTU roce.MTU) {
@@ -66,11 +75,16 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", c.o.dev)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", len(c.qps))
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
-	if !c.t.lat {
-		fmt.Fprintf(w, " TX depth        : %d\n", c.o.txDepth)
+	fmt.Fprintf(w, " PCIe relax order: ON\n") // perftest's own setting (--disable_pcie_relaxed)
+	fmt.Fprintf(w, " ibv_wr* API     : OFF\n") // as perftest prints on rdma_rxe (its ibv_wr_* path is for the devices it lists)
+	if c.client || c.o.bidir {
+		fmt.Fprintf(w, " TX depth        : %d\n", c.txDepth())
 	}
 	if c.o.postList > 1 {
 		fmt.Fprintf(w, " Post List       : %d\n", c.o.postList)
+	}
+	if c.t.op == transport.WR_SEND && (!c.client || c.o.bidir) {
+		fmt.Fprintf(w, " RX depth        : %d\n", c.o.rxDepth)
 	}
 	if !c.t.lat {
 		fmt.Fprintf(w, " CQ Moderation   : %d\n", c.o.cqMod)
@@ -81,7 +95,11 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 	}
 	fmt.Fprintf(w, " Link type       : Ethernet\n")
 	fmt.Fprintf(w, " GID index       : %d\n", c.env.gid.Index)
-	fmt.Fprintf(w, " Max inline data : %d[B]\n", c.o.inline)
+	if c.t.op == transport.WR_RDMA_READ || c.atomic() {
+		fmt.Fprintf(w, " Outstand reads  : %d\n", c.local[0].OutReads)
+	} else {
+		fmt.Fprintf(w, " Max inline data : %d[B]\n", c.o.inline)
+	}
 	if c.o.rdmaCM {
 		fmt.Fprintf(w, " rdma_cm QPs\t : ON\n")
 		fmt.Fprintf(w, " Data ex. method : rdma_cm\n")
@@ -107,8 +125,7 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 		dests []oob.Dest
 	}{{"local", c.local}, {"remote", c.remote}} {
 		for _, dest := range d.dests {
-			fmt.Fprintf(w, " %s address: LID %#06x QPN %#06x PSN %#08x RKey %#08x VAddr %#016x\n",
-				d.name, dest.LID, dest.QPN, dest.PSN, dest.RKey, dest.VAddr)
+			fmt.Fprintln(w, addrLine(d.name, dest, c.t.op))
 			fmt.Fprintf(w, " GID: %s\n", gidDecimal(dest.GID))
 		}
 	}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// TestResolveRxDepth: -r as perftest's parser settles it: 512 for the send tests
+// and 1 for the others, at most -n, one more when odd (not with -a), and its errors.
+func TestResolveRxDepth(t *testing.T) {
+	for _, c := range []struct {
+		name, args string
+		want       int
+		err        string
+	}{
+		{"send_bw", "", 512, ""},
+		{"send_lat", "", 512, ""},
+		{"send_bw", "-n 100", 100, ""},
+		{"send_bw", "-n 5", 6, ""},
+		{"send_bw", "-r 7", 8, ""},
+		{"send_bw", "-r 7 -a", 7, ""},
+		{"send_bw", "-r 700 -D 3", 700, ""},
+		{"write_bw", "", 1, ""},
+		{"read_lat", "-r 1", 1, ""},
+		{"write_bw", "-r 2", 0, "-r 2: RDMA verbs post no receives: the RX depth can be only 1 (as in perftest)"},
+		{"send_bw", "-r 0", 0, "-r 0: the RX depth is 1..16384"},
+		{"send_bw", "-r 16385", 0, "-r 16385: the RX depth is 1..16384"},
+	} {
+		o, err := parsePerf(c.name, strings.Fields(c.args), io.Discard)
+		switch {
+		case c.err != "":
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%s %s: error %v, want %q", c.name, c.args, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s %s: %v", c.name, c.args, err)
+		case o.rxDepth != c.want:
+			t.Errorf("%s %s: RX depth %d, want %d", c.name, c.args, o.rxDepth, c.want)
+		}
+	}
+}
+
+// TestPerftestHeader: the header lines perftest 4.5-0.17 prints (as captured on
+// rdma_rxe, test/interop/testdata/libcells): TX depth on the client only, RX depth
+// on a send test's receiver, CQ moderation, outstanding reads for READ, the
+// address lines in C's formats with READ's OUT, and BW peak 0.00 where perftest
+// computes none (-N, more than 20000 iterations, a send_bw server).
+func TestPerftestHeader(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	head := func(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
+	addr := `(?m)^ local address: LID 0000 QPN 0x[0-9a-f]{4,} PSN 0x[0-9a-f]{6}%s\n GID: `
+	for _, c := range []struct {
+		cmd, args        string
+		srvHead, cliHead string
+		addrTail         string
+		srvPeak, cliPeak bool // BW peak printed as 0.00
+	}{
+		{"send_bw", "-n 50 -s 64",
+			head(" ibv_wr* API     : OFF", " RX depth        : 50", " CQ Moderation   : 50", " Mtu             : 1024[B]"),
+			head(" ibv_wr* API     : OFF", " TX depth        : 50", " CQ Moderation   : 50", " Mtu             : 1024[B]"),
+			"", true, false},
+		{"read_bw", "-n 60 -s 64 -N",
+			head(" PCIe relax order: ON", " ibv_wr* API     : OFF", " CQ Moderation   : 60", " Mtu             : 1024[B]"),
+			head(" ibv_wr* API     : OFF", " TX depth        : 60", " CQ Moderation   : 60", " Mtu             : 1024[B]"),
+			` OUT 0x10 RKey 0x[0-9a-f]{6,} VAddr 0x[0-9a-f]{14,}`, true, true},
+		{"write_bw", "-n 20001 -s 2",
+			head(" ibv_wr* API     : OFF", " CQ Moderation   : 100", " Mtu             : 1024[B]"),
+			head(" ibv_wr* API     : OFF", " TX depth        : 128", " CQ Moderation   : 100", " Mtu             : 1024[B]"),
+			` RKey 0x[0-9a-f]{6,} VAddr 0x[0-9a-f]{14,}`, true, true},
+	} {
+		args := append([]string{c.cmd}, strings.Fields(c.args)...)
+		srv, cli := pair(t, n, append(args, "-d", n.IfB), append(args[:len(args):len(args)], "-d", n.IfA, n.IPB.String()))
+		for _, s := range []struct {
+			who, out, head string
+			zeroPeak       bool
+		}{{"server", srv, c.srvHead, c.srvPeak}, {"client", cli, c.cliHead, c.cliPeak}} {
+			if !strings.Contains(s.out, s.head) {
+				t.Errorf("%s %s: no\n%s in\n%s", c.cmd, s.who, s.head, s.out)
+			}
+			if c.cmd == "read_bw" && !strings.Contains(s.out, " Outstand reads  : 16\n") || c.cmd != "read_bw" && !strings.Contains(s.out, " Max inline data : 0[B]\n") {
+				t.Errorf("%s %s: no outstanding reads or inline line in\n%s", c.cmd, s.who, s.out)
+			}
+			if !regexp.MustCompile(strings.Replace(addr, "%s", c.addrTail, 1)).MatchString(s.out) {
+				t.Errorf("%s %s: no perftest address line in\n%s", c.cmd, s.who, s.out)
+			}
+			m := bwLine.FindStringSubmatch(s.out)
+			if m == nil {
+				t.Errorf("%s %s: no result line in\n%s", c.cmd, s.who, s.out)
+				continue
+			}
+			if zero := m[3] == "0.00"; zero != s.zeroPeak {
+				t.Errorf("%s %s: BW peak %s, want 0.00: %v", c.cmd, s.who, m[3], s.zeroPeak)
+			}
+		}
+	}
+}
