@@ -41,7 +41,6 @@ func (c *conn) keySRQN() uint32 {
 	return 0
 }
 
-
 // slotOff is where message msg's slot starts in a QP's area (or after the peer's
 // advertised address), in bytes: msg × size.
 func slotOff(msg, size int) int { return msg * size }

@@ -75,7 +75,7 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", c.o.dev)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", len(c.qps))
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
-	fmt.Fprintf(w, " PCIe relax order: ON\n") // perftest's own setting (--disable_pcie_relaxed)
+	fmt.Fprintf(w, " PCIe relax order: ON\n")  // perftest's own setting (--disable_pcie_relaxed)
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n") // as perftest prints on rdma_rxe (its ibv_wr_* path is for the devices it lists)
 	if c.client || c.o.bidir {
 		fmt.Fprintf(w, " TX depth        : %d\n", c.txDepth())
