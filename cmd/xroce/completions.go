@@ -256,7 +256,11 @@ func (c *conn) peerHint() string {
 	if c.env == nil {
 		return ""
 	}
-	if n := c.env.prov.Counters()["send_rnr_err"]; n > 0 {
+	n := c.env.prov.Counters()["send_rnr_err"]
+	switch {
+	case n > 0 && c.o.rxDepth < defRxSend && c.t.op == transport.WR_SEND:
+		return fmt.Sprintf("; %d SENDs found no receive here (RNR NAKs), as a sender faster than -r %d receives makes them", n, c.o.rxDepth)
+	case n > 0:
 		return fmt.Sprintf("; it sent SENDs this side had no receive for (%d RNR NAKs): does it run the same test?", n)
 	}
 	return ""

@@ -76,6 +76,8 @@ func TestOutput(t *testing.T) {
 		{"send_bw", "message_rate", []string{"-n", "500", "-s", "4000"}},
 		{"write_lat", "latency", []string{"-n", "300"}},
 		{"read_bw", "bandwidth", []string{"-n", "500", "--report_gbits"}},
+		{"write_bw", "bandwidth", []string{"-n", "200", "-l", "4", "--verify"}}, // its notes stay out of the figure's way
+		{"send_bw", "message_rate", []string{"-n", "100", "--verify-all"}},
 	} {
 		t.Run(c.cmd+"/"+c.output, func(t *testing.T) {
 			args := append([]string{c.cmd, "--output=" + c.output}, c.args...)

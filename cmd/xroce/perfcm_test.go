@@ -47,6 +47,11 @@ func TestPerftestRDMACM(t *testing.T) {
 				if !strings.Contains(out, " Data ex. method : rdma_cm\n") || strings.Count(out, " local address: ") != c.qps {
 					t.Errorf("%s: not an rdma_cm run of %d QPs:\n%s", side, c.qps, out)
 				}
+				// perftest 4.5-0.17's -R server says what to run, the client does not
+				waiting := rule + "\n Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP\n" + rule + "\n"
+				if strings.Contains(out, waiting) != (side == "server") {
+					t.Errorf("%s: perftest's rdma_cm waiting lines: want them on the server only:\n%s", side, out)
+				}
 			}
 		})
 	}

@@ -18,14 +18,20 @@ const (
 	cqModOptShort = "Q"
 )
 
-// resolveCQMod settles -Q as perftest's parser does, once -t is final: given
-// (set) it must be 1..1024; unset, it is 1 for messages above 8 KiB (except with
-// -a or -e); it is at most -t; with -l it is the list size unless given, and must
-// divide it. perftest's notes go to out, before the header.
-func (o *perfOptions) resolveCQMod(set bool, out io.Writer) error {
+// checkCQMod refuses a -Q outside 1..1024 (perftest's CHECK_VALUE_IN_RANGE, for
+// every test).
+func (o *perfOptions) checkCQMod(set bool) error {
 	if set && (o.cqMod < 1 || o.cqMod > maxCQMod) {
 		return fmt.Errorf("-Q %d: the CQ moderation is 1..%d", o.cqMod, maxCQMod)
 	}
+	return nil
+}
+
+// resolveCQMod settles -Q as perftest's parser does, once -t is final (and
+// checkCQMod passed): unset, it is 1 for messages above 8 KiB (except with
+// -a or -e); it is at most -t; with -l it is the list size unless given, and must
+// divide it. perftest's notes go to out, before the header.
+func (o *perfOptions) resolveCQMod(set bool, out io.Writer) error {
 	if o.size > cqModMaxSize && !o.all && !o.events {
 		switch {
 		case !set:
@@ -60,8 +66,9 @@ const (
 )
 
 // resolveRxDepth settles -r as perftest's parser does for a send test: at most -n
-// (an -n run), and one more when odd except with -a (perftest's "WA for a bug when
-// rx_depth is odd in SEND"). The receives posted are at most -n.
+// (an -n run), and one more when odd in a regular run, not with -a or
+// --run_infinitely (perftest's "WA for a bug when rx_depth is odd in SEND",
+// RUN_REGULAR). The receives posted are at most -n.
 func (o *perfOptions) resolveRxDepth(name string) {
 	if !strings.HasPrefix(name, "send_") {
 		return
@@ -69,7 +76,7 @@ func (o *perfOptions) resolveRxDepth(name string) {
 	if o.duration == 0 && !o.runInf {
 		o.rxDepth = min(o.rxDepth, o.iters)
 	}
-	if o.rxDepth%2 == 1 && !o.all {
+	if o.rxDepth%2 == 1 && !o.all && !o.runInf {
 		o.rxDepth++
 	}
 }

@@ -59,6 +59,7 @@ func TestResolveCQMod(t *testing.T) {
 		{"write_bw", "-Q 0", 0, "", "-Q 0: the CQ moderation is 1..1024"},
 		{"atomic_bw", "-Q 1025", 0, "", "-Q 1025: the CQ moderation is 1..1024"},
 		{"write_lat", "-Q 4", 0, "", ""}, // hidden, unused: a latency test signals every request
+		{"send_lat", "-Q 0", 0, "", "-Q 0: the CQ moderation is 1..1024"},
 	} {
 		var out bytes.Buffer
 		o, err := parsePerf(c.name, strings.Fields(c.args), &out)

@@ -80,6 +80,9 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 	if o.txDepth > o.iters && o.duration == 0 && !o.runInf {
 		o.txDepth = o.iters // as perftest's parser does: no more in flight than there are
 	}
+	if err := o.checkCQMod(fs.Changed(cqModOptLong)); err != nil {
+		return nil, err // perftest checks the range in every test
+	}
 	if !strings.HasSuffix(name, "_lat") {
 		if err := o.resolveCQMod(fs.Changed(cqModOptLong), out); err != nil {
 			return nil, err

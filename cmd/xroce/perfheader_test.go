@@ -24,6 +24,7 @@ func TestResolveRxDepth(t *testing.T) {
 		{"send_bw", "-r 7", 8, ""},
 		{"send_bw", "-r 7 -a", 7, ""},
 		{"send_bw", "-r 700 -D 3", 700, ""},
+		{"send_bw", "-r 3 --run_infinitely", 3, ""},
 		{"write_bw", "", 1, ""},
 		{"read_lat", "-r 1", 1, ""},
 		{"write_bw", "-r 2", 0, "-r 2: RDMA verbs post no receives: the RX depth can be only 1 (as in perftest)"},
@@ -52,7 +53,7 @@ func TestResolveRxDepth(t *testing.T) {
 func TestPerftestHeader(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	head := func(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
-	addr := `(?m)^ local address: LID 0000 QPN 0x[0-9a-f]{4,} PSN 0x[0-9a-f]{6}%s\n GID: `
+	addr := `(?m)^ local address: LID 0000 QPN 0x[0-9a-f]{4,} PSN (0x[0-9a-f]{4,}|000000)%s\n GID: ` // %#06x: 0x and at least 4 digits, or 000000
 	for _, c := range []struct {
 		cmd, args        string
 		srvHead, cliHead string

@@ -123,7 +123,7 @@ func (c *conn) verifyEnd() error {
 		if sum != c.remoteIters {
 			return fmt.Errorf("verify: the counters add up to %d after %d FETCH_AND_ADDs", sum, c.remoteIters)
 		}
-		fmt.Fprintf(c.o.out, " Data verified: counter %d after %d FETCH_AND_ADD\n", sum, c.remoteIters)
+		c.verifyNote(" Data verified: counter %d after %d FETCH_AND_ADD\n", sum, c.remoteIters)
 		return nil
 	case c.t.op == transport.WR_RDMA_WRITE && !c.t.lat && (!c.client || c.o.bidir):
 		for _, n := range c.sizes() {
@@ -147,7 +147,7 @@ func (c *conn) verifyEnd() error {
 		// This side sends the data (or offers it to READs): the other side
 		// checks it, if it has --verify too.
 		role, peer := c.verifyRole()
-		fmt.Fprintf(c.o.out, " Data verification: this side %s the data; the %s checks it when it has --verify too (it then says so in its output)\n", role, peer)
+		c.verifyNote(" Data verification: this side %s the data; the %s checks it when it has --verify too (it then says so in its output)\n", role, peer)
 		return nil
 	}
 	if c.verified < len(sizes) {
@@ -160,8 +160,16 @@ func (c *conn) verifyEnd() error {
 	if len(c.qps) > 1 {
 		what += fmt.Sprintf(", on each of the %d QPs", len(c.qps))
 	}
-	fmt.Fprintf(c.o.out, " Data verified: %s\n", what)
+	c.verifyNote(" Data verified: %s\n", what)
 	return nil
+}
+
+// verifyNote prints what --verify checked, except with --output, whose one
+// figure is all a script reads (a failed check still fails the run).
+func (c *conn) verifyNote(format string, a ...any) {
+	if c.verbose() {
+		fmt.Fprintf(c.o.out, format, a...)
+	}
 }
 
 // readSeed seeds what a read test's server offers: the client checks the first

@@ -205,7 +205,7 @@ func (c *conn) checkPeerVerifyAll(remote oob.Dest) error {
 func (c *conn) verifyAllEnd() error {
 	if !c.checksAll() {
 		role, peer := c.verifyRole()
-		fmt.Fprintf(c.o.out, " Data verification: this side %s the data, each message its own content, and the %s checks every message (--verify-all)\n", role, peer)
+		c.verifyNote(" Data verification: this side %s the data, each message its own content, and the %s checks every message (--verify-all)\n", role, peer)
 		return nil
 	}
 	want := make([]byte, c.size)
@@ -217,7 +217,7 @@ func (c *conn) verifyAllEnd() error {
 			}
 		}
 	}
-	fmt.Fprintf(c.o.out, " Data verified: %s\n", verifiedAll(c.o.qps, c.o.iters, c.size))
+	c.verifyNote(" Data verified: %s\n", verifiedAll(c.o.qps, c.o.iters, c.size))
 	return nil
 }
 
@@ -225,6 +225,9 @@ func (c *conn) verifyAllEnd() error {
 // size bytes each.
 func verifiedAll(q, n, size int) string {
 	s := fmt.Sprintf("every one of the %d messages of %s", q*n, byteCount(size))
+	if q*n == 1 {
+		s = "the one message of " + byteCount(size)
+	}
 	if q > 1 {
 		s += fmt.Sprintf(", %d on each of the %d QPs", n, q)
 	}

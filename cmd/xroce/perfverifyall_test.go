@@ -157,6 +157,9 @@ func TestVerifyAllKey(t *testing.T) {
 	if got := verifiedAll(1, 2000, 1); got != "every one of the 2000 messages of 1 byte" {
 		t.Errorf("verifiedAll(1, 2000, 1) = %q", got)
 	}
+	if got := verifiedAll(1, 1, 64); got != "the one message of 64 bytes" {
+		t.Errorf("verifiedAll(1, 1, 64) = %q", got)
+	}
 }
 
 func errString(err error) string {

@@ -119,6 +119,11 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 		}
 		fmt.Fprintf(w, " xroce cc        : dcqcn, --dcqcn %s\n", params)
 	}
+	if c.o.rdmaCM && !c.client { // perftest's -R server, after its rule
+		fmt.Fprintln(w, rule)
+		fmt.Fprintln(w, " Waiting for client rdma_cm QP to connect")
+		fmt.Fprintln(w, " Please run the same command with the IB/RoCE interface IP")
+	}
 	fmt.Fprintln(w, rule)
 	for _, d := range []struct {
 		name  string
