@@ -3,6 +3,7 @@ package oob
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -493,6 +494,28 @@ func TestPingpongGarbage(t *testing.T) {
 			_, err := PingpongExchange(a, client, PingpongDest{QPN: 0x11}, time.Second, nil)
 			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 				t.Errorf("client %v, peer sent %q: %v\nwant %q", client, c.sent, err, c.want)
+			}
+			b.Close()
+		}
+	}
+}
+
+// TestPingpongShort: a peer that sends part of a message, fewer than rc_pingpong's
+// 52 bytes, and then nothing is quoted when the limit ends, in both roles.
+func TestPingpongShort(t *testing.T) {
+	defer func(d time.Duration) { firstLimit = d }(firstLimit)
+	firstLimit = 100 * time.Millisecond
+	for _, sent := range []string{"x", "hello, this is forty bytes of nonsense!!"} {
+		want := fmt.Sprintf("oob: pipe sent %d bytes (%q), then nothing for 100ms: ibv_rc_pingpong's exchange message is 52 bytes (LID:QPN:PSN:GID in hex, then NUL); run ibv_*_pingpong or xroce pingpong there, or choose another port (-p)", len(sent), sent)
+		for _, client := range []bool{false, true} {
+			a, b := net.Pipe()
+			go func() {
+				go io.Copy(io.Discard, b)
+				b.Write([]byte(sent))
+			}()
+			_, err := PingpongExchange(a, client, PingpongDest{QPN: 0x11}, 60*time.Second, nil)
+			if err == nil || err.Error() != want {
+				t.Errorf("client %v, peer sent %q: %v\nwant %q", client, sent, err, want)
 			}
 			b.Close()
 		}

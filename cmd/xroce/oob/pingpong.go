@@ -2,6 +2,7 @@ package oob
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -56,6 +57,16 @@ func ParsePingpong(b []byte) (PingpongDest, error) {
 	return d, nil
 }
 
+// shortMessage names a peer that sent the first bytes b of an exchange message
+// and then nothing more within the limit (err a timeout); other errors pass.
+func (s *Session) shortMessage(b []byte, err error) error {
+	if !errors.Is(err, errTimedOut) {
+		return err
+	}
+	return fmt.Errorf("oob: %s sent %d bytes (%q), then nothing for %v: ibv_rc_pingpong's exchange message is %d bytes (LID:QPN:PSN:GID in hex, then NUL); run ibv_*_pingpong or xroce pingpong there, or choose another port (-p)",
+		s.peer(), len(b), b, s.timeout, pingpongMsgLen)
+}
+
 // PingpongExchange sends local and returns the peer's message, as rc_pingpong's
 // pp_client_exch_dest and pp_server_exch_dest do: the client writes its message,
 // reads the server's and writes "done"; the server reads the client's, connects,
@@ -79,8 +90,8 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 	read := func(n int) ([]byte, error) {
 		s.deadline()
 		b := make([]byte, n)
-		if _, err := io.ReadFull(c, b); err != nil {
-			return nil, s.ioErr("reading", err)
+		if k, err := io.ReadFull(c, b); err != nil {
+			return b[:k], s.ioErr("reading", err) // what came before the error
 		}
 		return b, nil
 	}
@@ -88,15 +99,18 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 		// A perftest peer sends its 16-byte version field first and waits for
 		// ours: look at the first 16 bytes before waiting for the rest.
 		head, err := read(versionLen)
-		if err != nil {
+		if err != nil && len(head) == 0 {
 			return PingpongDest{}, s.silent(err)
+		}
+		if err != nil {
+			return PingpongDest{}, s.shortMessage(head, err)
 		}
 		if v, ok := perftestVersion(head); ok {
 			return PingpongDest{}, fmt.Errorf("oob: the peer sent %q, perftest's version field: it runs a perftest tool (send_lat, write_bw, ...), not ibv_rc_pingpong; run pingpong on both sides", v)
 		}
 		rest, err := read(pingpongMsgLen - versionLen)
 		if err != nil {
-			return PingpongDest{}, err
+			return PingpongDest{}, s.shortMessage(append(head, rest...), err)
 		}
 		d, err := ParsePingpong(append(head, rest...))
 		if err != nil {
