@@ -81,6 +81,7 @@ type queue struct {
 	xsk      *xsk.Socket
 	received uint64   // frames delivered by Recv
 	chained  uint64   // of which arrived as chained descriptors
+	joined   uint64   // of which were joined in place (chain)
 	sent     uint64   // frames submitted to the TX ring
 	inPlace  uint64   // of which the engine encoded in a lent chunk (no copy)
 	lent     int      // chunks lent (LendTx) and not yet submitted or returned
@@ -89,6 +90,7 @@ type queue struct {
 	rxSpare  []uint64 // receive chunks kept out of the fill ring until the link streams (rxfill.go)
 	txFree   []uint64 // free TX chunk addresses
 	descs    []unix.XDPDesc
+	rxChain  []unix.XDPDesc // scratch: the descriptors of one received chain
 }
 
 // ErrFrameTooLong is returned by Send for a frame longer than the link carries: one
@@ -278,19 +280,30 @@ func (l *Link) Send(frames [][]byte) (int, error) {
 	return sent, err
 }
 
-// stageLent adds the descriptor of frame f, which the engine encoded in place in
-// q's chunk at addr (LendTx), to q.descs, or reports false when q's TX ring has no
-// room for it.
+// stageLent adds the descriptors of frame f, which the engine encoded in place in
+// q's chunks from addr (LendTx; one, or a run chained with XDP_PKT_CONTD), to
+// q.descs, or reports false when q's TX ring has no room for them. Lent chunks the
+// frame turned out not to need are free again.
 func (q *queue) stageLent(f []byte, addr uint64) bool {
 	q.openSend()
-	if q.slots < 1 {
+	k := (len(f) + FrameSize - 1) / FrameSize
+	if q.slots < k {
 		return false
 	}
-	q.descs = append(q.descs, unix.XDPDesc{Addr: addr, Len: uint32(len(f))})
-	q.slots--
+	for off := 0; off < len(f); off += FrameSize {
+		d := unix.XDPDesc{Addr: addr + uint64(off), Len: uint32(min(len(f)-off, FrameSize))}
+		if off+FrameSize < len(f) {
+			d.Options = unix.XDP_PKT_CONTD
+		}
+		q.descs = append(q.descs, d)
+	}
+	if extra := cap(f)/FrameSize - k; extra > 0 {
+		q.free(addr+uint64(k)*FrameSize, extra)
+	}
+	q.slots -= k
 	q.sent++
 	q.inPlace++
-	q.lent--
+	q.lent -= k
 	return true
 }
 
@@ -349,9 +362,11 @@ func (q *queue) reclaim() {
 }
 
 // Recv implements transport.Link: it returns received frames from all queues; the
-// chunks return to the fill ring at the next Recv. A frame that arrived as chained
-// descriptors (multi-buffer) is copied whole into a reassembly buffer of the link,
-// also valid until the next Recv; a frame in one chunk is handed out in place.
+// chunks return to the fill ring at the next Recv. A frame in one chunk is handed
+// out in place. A frame that arrived as chained descriptors (multi-buffer) is
+// joined in place when its chunks are adjacent, as the fill ring's order makes them
+// (chain); otherwise it is copied whole into a reassembly buffer of the link. Either
+// is valid until the next Recv.
 func (l *Link) Recv(frames [][]byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -373,30 +388,14 @@ func (l *Link) Recv(frames [][]byte) (int, error) {
 				q.rxRefill = append(q.rxRefill, d.Addr&^(FrameSize-1))
 				i++
 			} else {
-				// A chain: its descriptors up to the first without XDP_PKT_CONTD.
-				end, total := i, 0
-				for ; end < avail; end++ {
-					e := q.xsk.Rx.Desc(end)
-					total += int(e.Len)
-					if e.Options&unix.XDP_PKT_CONTD == 0 {
-						break
-					}
-				}
-				if end == avail {
+				f, next := q.chain(umem, i, avail, l.asmBuf)
+				if f == nil {
 					// The kernel publishes a frame's descriptors together, so this
 					// is not expected; leave the partial chain for the next Recv.
 					break
 				}
-				buf := l.asmBuf(total)
-				off := 0
-				for j := i; j <= end; j++ {
-					e := q.xsk.Rx.Desc(j)
-					off += copy(buf[off:], umem[e.Addr:e.Addr+uint64(e.Len)])
-					q.rxRefill = append(q.rxRefill, e.Addr&^(FrameSize-1))
-				}
-				frames[got] = buf
-				q.chained++
-				i = end + 1
+				frames[got] = f
+				i = next
 			}
 			got++
 			q.received++
@@ -478,6 +477,18 @@ func (l *Link) Addrs() []netip.Addr { return l.ifc.addrs() }
 
 // Resolve implements transport.Link from the kernel's neighbour table.
 func (l *Link) Resolve(ip netip.Addr) ([6]byte, error) { return l.ifc.resolve(ip) }
+
+// ChainedInPlace returns how many of the ChainedFrames were joined in place
+// (adjacent chunks, chain.go) rather than copied into a reassembly buffer.
+func (l *Link) ChainedInPlace() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n uint64
+	for _, q := range l.queues {
+		n += q.joined
+	}
+	return n
+}
 
 // ChainedFrames returns how many received frames arrived as chained descriptors
 // (longer than one UMEM chunk) and were reassembled.

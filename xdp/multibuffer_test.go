@@ -130,8 +130,10 @@ func TestMultiBufferFrames(t *testing.T) {
 				if len(f) > xdp.MaxFrame {
 					chained++
 				}
-				if c := lb.ChainedFrames(); c != chained {
-					t.Errorf("%d-byte frame: %d frames reassembled, want %d", len(f), c, chained)
+				// One frame at a time through a fill ring in address order: each
+				// chain's chunks are adjacent, joined in place.
+				if c, j := lb.ChainedFrames(), lb.ChainedInPlace(); c != chained || j != chained {
+					t.Errorf("%d-byte frame: %d frames reassembled, %d in place; want %d", len(f), c, j, chained)
 				}
 			}
 		})
@@ -162,6 +164,9 @@ func TestSingleBuffer(t *testing.T) {
 		t.Errorf("caps %+v", c)
 	}
 	long := writeFrame(t, lb, la, n.ipB, n.ipA, 4096, 1)
+	if b := lb.LendTx(len(long), 0xC001); b != nil {
+		t.Errorf("a single-buffer link lent %d bytes for a frame longer than a chunk", len(b))
+	}
 	if sent, err := lb.Send([][]byte{long}); sent != 0 || !errors.Is(err, xdp.ErrFrameTooLong) || !strings.Contains(err.Error(), "single-buffer") {
 		t.Errorf("single-buffer send of %d bytes: %d, %v", len(long), sent, err)
 	}
@@ -301,20 +306,22 @@ func TestQueuesTransmit(t *testing.T) {
 	}
 }
 
-// TestLendTx: a frame encoded in a chunk lent by LendTx is sent as it is (no copy)
-// and arrives byte for byte, in order with copied frames around it; a frame longer
-// than a chunk is not lent; a queue's chunks run out after TxFrames loans and are
-// free again once returned.
+// TestLendTx: a frame encoded in memory lent by LendTx is sent as it is (no copy)
+// and arrives byte for byte, in order with copied frames around it; a path-MTU-4096
+// frame (longer than a chunk) is lent two adjacent chunks, sent chained; a frame of
+// more chunks than the link chains is not lent; a queue's chunks run out after
+// TxFrames loans and are free again once returned.
 func TestLendTx(t *testing.T) {
 	n := newTestNet(t, 9000, false)
 	la, lb := openXDP(t, n, bpf.ModeNative)
 	var frames, want [][]byte
-	for i := range 5 {
-		f := flowFrame(t, la, lb, n.ipA, n.ipB, 0xC001, 200+i, uint64(i))
+	for i, payload := range []int{200, 201, 4096, 203, 202} {
+		f := flowFrame(t, la, lb, n.ipA, n.ipB, 0xC001, payload, uint64(i))
 		want = append(want, f)
-		if i%2 == 0 { // frames 0, 2 and 4 in lent chunks
+		if i%2 == 0 { // frames 0, 2 (4170 bytes) and 4 in lent chunks
 			b := la.LendTx(len(f), 0xC001)
-			if b == nil || len(b) != len(f) || cap(b) != xdp.FrameSize {
+			chunks := (len(f) + xdp.FrameSize - 1) / xdp.FrameSize
+			if b == nil || len(b) != len(f) || cap(b) != chunks*xdp.FrameSize {
 				t.Fatalf("LendTx(%d): %d bytes, cap %d", len(f), len(b), cap(b))
 			}
 			copy(b, f)
@@ -337,8 +344,11 @@ func TestLendTx(t *testing.T) {
 	if in := la.TxInPlace(); in != 3 {
 		t.Errorf("%d frames sent from lent chunks, want 3", in)
 	}
-	if b := la.LendTx(xdp.FrameSize+1, 0xC001); b != nil {
-		t.Errorf("lent %d bytes for a frame longer than a chunk", len(b))
+	if c, j := lb.ChainedFrames(), lb.ChainedInPlace(); c != 1 || j != 1 {
+		t.Errorf("%d frames received chained, %d of them joined in place; want 1 and 1", c, j)
+	}
+	if b := la.LendTx(4*xdp.FrameSize+1, 0xC001); b != nil {
+		t.Errorf("lent %d bytes for a frame of 5 chunks", len(b))
 	}
 	var loans [][]byte
 	for {
