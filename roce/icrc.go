@@ -2,7 +2,8 @@ package roce
 
 import (
 	"encoding/binary"
-	"hash/crc32"
+
+	"github.com/xroce/xroce/roce/internal/crc"
 )
 
 // The RoCEv2 invariant CRC (IBTA Vol 1 Annex A17.3.3 "ICRC"; rdma_rxe rxe_icrc.c).
@@ -59,7 +60,7 @@ func icrc(f []byte, l3 int, v6 bool, end int) uint32 {
 	if v6 {
 		f[l3] |= 0x0F // version kept; the traffic class's top nibble
 	}
-	c := crc32.Update(0, crc32.IEEETable, f[l3-8:end])
+	c := crc.IEEE(0, f[l3-8:end])
 	f[l3] = keep[len(pos)]
 	for i, o := range pos {
 		f[l3+o] = keep[i]

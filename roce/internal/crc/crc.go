@@ -1,0 +1,40 @@
+// Package crc computes the IEEE CRC-32 that the RoCEv2 ICRC is made of (IBTA Vol 1
+// Annex A17.3.3), faster than hash/crc32 on long spans where the CPU has AVX-512
+// VPCLMULQDQ.
+//
+// hash/crc32 (Go 1.26) folds 64 bytes at a time through one 512-bit register, so
+// each step waits for the previous one's carry-less multiply: on the development
+// VM's AMD EPYC it runs at about 30 GB/s on 4 KiB, and the ICRC of a path-MTU-4096
+// frame (about 4.2 KB) cost about 0.2 µs of a frame's 2.5 µs on the sender. Folding
+// four registers at once (256 bytes a step, each register over 2048 bits) keeps four
+// multiplies in flight. The method is Intel's "Fast CRC Computation for Generic
+// Polynomials Using PCLMULQDQ Instruction" (2009), for the bit-reflected CRC, with
+// the folding constants computed from the polynomial in constants_test.go.
+package crc
+
+import "hash/crc32"
+
+// foldMin is the shortest span IEEE folds itself (fold starts from four 64-byte
+// registers); shorter ones go to hash/crc32. BenchmarkIEEE on the development VM:
+// 20 against 29 ns at 256 bytes, 23 against 47 at 512, 95 against 134 at 4160.
+const foldMin = 256
+
+// IEEE returns crc32.Update(crc, crc32.IEEETable, p): the reflected CRC-32 of p
+// with the IEEE polynomial, continuing from crc (0 to start; the register is
+// inverted before and after, as hash/crc32 does).
+//
+// On amd64 with AVX-512 VPCLMULQDQ and at least foldMin bytes, it folds p into a
+// 16-byte remainder with the same CRC (fold), takes that by slicing-by-8 (update)
+// and lets hash/crc32 finish the last bytes; elsewhere it is hash/crc32.
+func IEEE(crc uint32, p []byte) uint32 {
+	if !hasFold || len(p) < foldMin {
+		return crc32.Update(crc, crc32.IEEETable, p)
+	}
+	n := len(p) &^ 63
+	var rem [16]byte
+	fold(^crc, p[:n], &rem)
+	// rem followed by p[n:] has the CRC of p from a zero register: update(^0, ...)
+	// starts from zero and returns the inverse of the register, which
+	// crc32.Update takes as its starting crc.
+	return crc32.Update(update(0xFFFFFFFF, rem[:]), crc32.IEEETable, p[n:])
+}

@@ -1,0 +1,135 @@
+#include "textflag.h"
+
+// Folding constants (bit-reflected, shifted left one, as the CLMUL method needs):
+// a 128-bit lane whose low and high quadwords are L and H, D bits before the lane
+// it folds into, becomes L·k(D+32) ⊕ H·k(D-32), where k(e) is x^e mod P reflected.
+// constants_test.go computes them from the polynomial.
+
+// D = 2048: each of four registers folds over the other three's 192 bytes.
+DATA k2048<>+0(SB)/8, $0x11542778a
+DATA k2048<>+8(SB)/8, $0x1322d1430
+DATA k2048<>+16(SB)/8, $0x11542778a
+DATA k2048<>+24(SB)/8, $0x1322d1430
+DATA k2048<>+32(SB)/8, $0x11542778a
+DATA k2048<>+40(SB)/8, $0x1322d1430
+DATA k2048<>+48(SB)/8, $0x11542778a
+DATA k2048<>+56(SB)/8, $0x1322d1430
+GLOBL k2048<>(SB), RODATA, $64
+
+// D = 512: a register folds into the next 64 bytes.
+DATA k512<>+0(SB)/8, $0x154442bd4
+DATA k512<>+8(SB)/8, $0x1c6e41596
+DATA k512<>+16(SB)/8, $0x154442bd4
+DATA k512<>+24(SB)/8, $0x1c6e41596
+DATA k512<>+32(SB)/8, $0x154442bd4
+DATA k512<>+40(SB)/8, $0x1c6e41596
+DATA k512<>+48(SB)/8, $0x154442bd4
+DATA k512<>+56(SB)/8, $0x1c6e41596
+GLOBL k512<>(SB), RODATA, $64
+
+// Lanes 0, 1 and 2 of the last register fold into lane 3 (D = 384, 256, 128);
+// lane 3 stays (zero constants).
+DATA klanes<>+0(SB)/8, $0x03db1ecdc
+DATA klanes<>+8(SB)/8, $0x174359406
+DATA klanes<>+16(SB)/8, $0x0f1da05aa
+DATA klanes<>+24(SB)/8, $0x15a546366
+DATA klanes<>+32(SB)/8, $0x1751997d0
+DATA klanes<>+40(SB)/8, $0x0ccaa009e
+DATA klanes<>+48(SB)/8, $0
+DATA klanes<>+56(SB)/8, $0
+GLOBL klanes<>(SB), RODATA, $64
+
+// func fold(reg uint32, p []byte, out *[16]byte)
+TEXT ·fold(SB), NOSPLIT, $0-40
+	MOVQ  p_base+8(FP), SI
+	MOVQ  p_len+16(FP), CX
+	MOVQ  out+32(FP), DI
+	MOVL  reg+0(FP), AX
+	VMOVD AX, X10 // zero-extended to Z10
+	VMOVDQU64 0(SI), Z1
+	VMOVDQU64 64(SI), Z2
+	VMOVDQU64 128(SI), Z3
+	VMOVDQU64 192(SI), Z4
+	VPXORQ    Z10, Z1, Z1
+	ADDQ      $256, SI
+	SUBQ      $256, CX
+	VMOVDQU64 k2048<>(SB), Z0
+
+loop256:
+	CMPQ CX, $256
+	JB   reduce
+	VMOVDQU64  0(SI), Z9
+	VMOVDQU64  64(SI), Z10
+	VMOVDQU64  128(SI), Z11
+	VMOVDQU64  192(SI), Z12
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPCLMULQDQ $0x11, Z0, Z2, Z6
+	VPCLMULQDQ $0x00, Z0, Z2, Z2
+	VPCLMULQDQ $0x11, Z0, Z3, Z7
+	VPCLMULQDQ $0x00, Z0, Z3, Z3
+	VPCLMULQDQ $0x11, Z0, Z4, Z8
+	VPCLMULQDQ $0x00, Z0, Z4, Z4
+	VPTERNLOGD $0x96, Z9, Z5, Z1
+	VPTERNLOGD $0x96, Z10, Z6, Z2
+	VPTERNLOGD $0x96, Z11, Z7, Z3
+	VPTERNLOGD $0x96, Z12, Z8, Z4
+	ADDQ       $256, SI
+	SUBQ       $256, CX
+	JMP        loop256
+
+reduce:
+	// Z1 lies 512 bits before Z2, Z2 before Z3, Z3 before Z4.
+	VMOVDQU64  k512<>(SB), Z0
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z2, Z5, Z1
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z3, Z5, Z1
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z4, Z5, Z1
+
+loop64:
+	CMPQ CX, $64
+	JB   done
+	VMOVDQU64  0(SI), Z9
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z9, Z5, Z1
+	ADDQ       $64, SI
+	SUBQ       $64, CX
+	JMP        loop64
+
+done:
+	VMOVDQU64      klanes<>(SB), Z0
+	VPCLMULQDQ     $0x11, Z0, Z1, Z5
+	VPCLMULQDQ     $0x00, Z0, Z1, Z6
+	VPXORQ         Z6, Z5, Z5
+	VEXTRACTI32X4  $1, Z5, X7
+	VEXTRACTI32X4  $2, Z5, X8
+	VEXTRACTI32X4  $3, Z1, X9
+	VPTERNLOGD     $0x96, X7, X8, X5
+	VPXORQ         X9, X5, X5
+	VMOVDQU        X5, 0(DI)
+	VZEROUPPER
+	RET
+
+// func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET
+
+// func xgetbv0() uint32
+TEXT ·xgetbv0(SB), NOSPLIT, $0-4
+	MOVL $0, CX
+	XGETBV
+	MOVL AX, ret+0(FP)
+	RET
