@@ -30,7 +30,16 @@ type Config struct {
 	// ZeroCopy binds with XDP_ZEROCOPY, Copy with XDP_COPY; neither lets the kernel
 	// choose (zero-copy where the driver has it, else copy).
 	ZeroCopy, Copy bool
+	// TxBudget, when above the kernel's default of 32 (TX_BATCH_SIZE), is how many
+	// TX descriptors one sendto may take in copy mode (XDP_MAX_TX_SKB_BUDGET, Linux
+	// 6.17 and later; at most TxSize). A kernel without the option keeps 32:
+	// Socket.TxBudget says which.
+	TxBudget uint32
 }
+
+// DefaultTxBudget is the kernel's TX descriptors per sendto in copy mode
+// (TX_BATCH_SIZE in net/xdp/xsk.c).
+const DefaultTxBudget = 32
 
 // Socket is one bound AF_XDP socket and its rings.
 type Socket struct {
@@ -40,6 +49,7 @@ type Socket struct {
 	needWakeup bool
 	multi      bool
 	zeroCopy   bool
+	txBudget   uint32
 
 	Fill       FillRing
 	Completion CompletionRing
@@ -138,6 +148,14 @@ func Open(ifindex, queue int, cfg Config) (s *Socket, err error) {
 	if err := unix.Bind(fd, &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(ifindex), QueueID: uint32(queue)}); err != nil {
 		return s, fmt.Errorf("xsk: %w to queue %d with flags %s: %w", ErrBind, queue, flagNames(flags), err)
 	}
+	s.txBudget = DefaultTxBudget
+	if cfg.TxBudget > DefaultTxBudget {
+		if err := setsockopt(fd, unix.XDP_MAX_TX_SKB_BUDGET, unsafe.Pointer(&cfg.TxBudget), 4); err == nil {
+			s.txBudget = cfg.TxBudget
+		} else if !errors.Is(err, unix.ENOPROTOOPT) {
+			return s, fmt.Errorf("xsk: XDP_MAX_TX_SKB_BUDGET %d (TX ring %d): %w", cfg.TxBudget, cfg.TxSize, err)
+		}
+	}
 	var opts uint32
 	osize := uint32(4)
 	if _, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_OPTIONS,
@@ -187,6 +205,10 @@ func (s *Socket) MultiBuffer() bool { return s.multi }
 
 // ZeroCopy reports whether the kernel bound the socket in zero-copy mode.
 func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
+
+// TxBudget is how many TX descriptors one sendto takes in copy mode: Config.TxBudget
+// where the kernel took it, else DefaultTxBudget.
+func (s *Socket) TxBudget() uint32 { return s.txBudget }
 
 // TxNeedsKick reports whether a sendto is needed for the kernel to transmit what is
 // on the TX ring: always without need_wakeup, else when the kernel asks.
