@@ -33,10 +33,11 @@ func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 // xgetbv0 returns the low half of XCR0 (XGETBV with ECX = 0).
 func xgetbv0() uint32
 
-// fold folds p (at least 256 bytes, a multiple of 64) from the CRC register reg
+// fold folds p (at least 256 bytes, a multiple of 16) from the CRC register reg
 // (the inverse of a hash/crc32 crc) into out: 16 bytes whose CRC from a zero
 // register equals that of p from reg. Four 512-bit registers take 256 bytes a
-// step, then one takes 64, then its four lanes fold into one.
+// step, then one takes 64, then its four lanes fold into one, which takes the
+// last 16-byte blocks.
 //
 //go:noescape
 func fold(reg uint32, p []byte, out *[16]byte)

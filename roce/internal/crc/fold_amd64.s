@@ -39,6 +39,11 @@ DATA klanes<>+48(SB)/8, $0
 DATA klanes<>+56(SB)/8, $0
 GLOBL klanes<>(SB), RODATA, $64
 
+// D = 128: the last lane folds into each 16 bytes that follow.
+DATA k128<>+0(SB)/8, $0x1751997d0
+DATA k128<>+8(SB)/8, $0x0ccaa009e
+GLOBL k128<>(SB), RODATA, $16
+
 // func fold(reg uint32, p []byte, out *[16]byte)
 TEXT ·fold(SB), NOSPLIT, $0-40
 	MOVQ  p_base+8(FP), SI
@@ -112,7 +117,21 @@ done:
 	VEXTRACTI32X4  $3, Z1, X9
 	VPTERNLOGD     $0x96, X7, X8, X5
 	VPXORQ         X9, X5, X5
-	VMOVDQU        X5, 0(DI)
+	VMOVDQU        k128<>(SB), X0
+
+loop16:
+	CMPQ       CX, $16
+	JB         store
+	VMOVDQU    0(SI), X9
+	VPCLMULQDQ $0x11, X0, X5, X6
+	VPCLMULQDQ $0x00, X0, X5, X5
+	VPTERNLOGD $0x96, X9, X6, X5
+	ADDQ       $16, SI
+	SUBQ       $16, CX
+	JMP        loop16
+
+store:
+	VMOVDQU X5, 0(DI)
 	VZEROUPPER
 	RET
 
