@@ -491,27 +491,11 @@ func (l *Link) Resolve(ip netip.Addr) ([6]byte, error) { return l.ifc.resolve(ip
 
 // ChainedInPlace returns how many of the ChainedFrames were joined in place
 // (adjacent chunks, chain.go) rather than copied into a reassembly buffer.
-func (l *Link) ChainedInPlace() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n uint64
-	for _, q := range l.queues {
-		n += q.joined
-	}
-	return n
-}
+func (l *Link) ChainedInPlace() uint64 { return l.total(func(q *queue) uint64 { return q.joined }) }
 
 // ChainedFrames returns how many received frames arrived as chained descriptors
 // (longer than one UMEM chunk) and were reassembled.
-func (l *Link) ChainedFrames() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n uint64
-	for _, q := range l.queues {
-		n += q.chained
-	}
-	return n
-}
+func (l *Link) ChainedFrames() uint64 { return l.total(func(q *queue) uint64 { return q.chained }) }
 
 // Stats returns the kernel's AF_XDP counters summed over the link's sockets: frames
 // dropped (too long for a single-buffer socket, no room on the RX ring), invalid
@@ -543,22 +527,10 @@ func (l *Link) QueueFrames() []uint64 { return l.perQueue(func(q *queue) uint64 
 
 // TxInPlace returns how many frames Send submitted without a copy, from chunks
 // the engine encoded them in (LendTx), summed over the queues.
-func (l *Link) TxInPlace() uint64 {
-	var n uint64
-	for _, c := range l.perQueue(func(q *queue) uint64 { return q.inPlace }) {
-		n += c
-	}
-	return n
-}
+func (l *Link) TxInPlace() uint64 { return l.total(func(q *queue) uint64 { return q.inPlace }) }
 
 // Kicks returns how many sendto calls the link made to have the kernel transmit.
-func (l *Link) Kicks() uint64 {
-	var n uint64
-	for _, k := range l.perQueue(func(q *queue) uint64 { return q.kicks }) {
-		n += k
-	}
-	return n
-}
+func (l *Link) Kicks() uint64 { return l.total(func(q *queue) uint64 { return q.kicks }) }
 
 // TxBudget returns how many TX descriptors one sendto takes (xsk.Socket.TxBudget):
 // txBudget where the kernel has XDP_MAX_TX_SKB_BUDGET (6.17 and later), else the
@@ -580,6 +552,15 @@ func (l *Link) TxBudget() uint32 {
 func (l *Link) QueueSent() []uint64 { return l.perQueue(func(q *queue) uint64 { return q.sent }) }
 
 // perQueue returns one counter of every queue, read under the link's lock.
+// total sums counter over the queues.
+func (l *Link) total(counter func(*queue) uint64) uint64 {
+	var n uint64
+	for _, c := range l.perQueue(counter) {
+		n += c
+	}
+	return n
+}
+
 func (l *Link) perQueue(counter func(*queue) uint64) []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,31 +1,27 @@
 #include "textflag.h"
 
+// FOLD moves the lanes of r (quadwords L, H) on by the constants' distance and adds
+// d: r = L·k.lo ⊕ H·k.hi ⊕ d, with t as scratch.
+#define FOLD(k, r, t, d) \
+	VPCLMULQDQ $0x11, k, r, t; \
+	VPCLMULQDQ $0x00, k, r, r; \
+	VPTERNLOGD $0x96, d, t, r
+
 // Folding constants (bit-reflected, shifted left one, as the CLMUL method needs):
 // a 128-bit lane whose low and high quadwords are L and H, D bits before the lane
 // it folds into, becomes L·k(D+32) ⊕ H·k(D-32), where k(e) is x^e mod P reflected.
 // constants_test.go computes them from the polynomial.
 
-// D = 2048: each of four registers folds over the other three's 192 bytes.
+// D = 2048: each of four registers folds over the other three's 192 bytes
+// (broadcast to the four lanes).
 DATA k2048<>+0(SB)/8, $0x11542778a
 DATA k2048<>+8(SB)/8, $0x1322d1430
-DATA k2048<>+16(SB)/8, $0x11542778a
-DATA k2048<>+24(SB)/8, $0x1322d1430
-DATA k2048<>+32(SB)/8, $0x11542778a
-DATA k2048<>+40(SB)/8, $0x1322d1430
-DATA k2048<>+48(SB)/8, $0x11542778a
-DATA k2048<>+56(SB)/8, $0x1322d1430
-GLOBL k2048<>(SB), RODATA, $64
+GLOBL k2048<>(SB), RODATA, $16
 
-// D = 512: a register folds into the next 64 bytes.
+// D = 512: a register folds into the next 64 bytes (broadcast).
 DATA k512<>+0(SB)/8, $0x154442bd4
 DATA k512<>+8(SB)/8, $0x1c6e41596
-DATA k512<>+16(SB)/8, $0x154442bd4
-DATA k512<>+24(SB)/8, $0x1c6e41596
-DATA k512<>+32(SB)/8, $0x154442bd4
-DATA k512<>+40(SB)/8, $0x1c6e41596
-DATA k512<>+48(SB)/8, $0x154442bd4
-DATA k512<>+56(SB)/8, $0x1c6e41596
-GLOBL k512<>(SB), RODATA, $64
+GLOBL k512<>(SB), RODATA, $16
 
 // Lanes 0, 1 and 2 of the last register fold into lane 3 (D = 384, 256, 128);
 // lane 3 stays (zero constants).
@@ -58,7 +54,7 @@ TEXT ·fold(SB), NOSPLIT, $0-40
 	VPXORQ    Z10, Z1, Z1
 	ADDQ      $256, SI
 	SUBQ      $256, CX
-	VMOVDQU64 k2048<>(SB), Z0
+	VBROADCASTI32X4 k2048<>(SB), Z0
 
 loop256:
 	CMPQ CX, $256
@@ -67,42 +63,26 @@ loop256:
 	VMOVDQU64  64(SI), Z10
 	VMOVDQU64  128(SI), Z11
 	VMOVDQU64  192(SI), Z12
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPCLMULQDQ $0x11, Z0, Z2, Z6
-	VPCLMULQDQ $0x00, Z0, Z2, Z2
-	VPCLMULQDQ $0x11, Z0, Z3, Z7
-	VPCLMULQDQ $0x00, Z0, Z3, Z3
-	VPCLMULQDQ $0x11, Z0, Z4, Z8
-	VPCLMULQDQ $0x00, Z0, Z4, Z4
-	VPTERNLOGD $0x96, Z9, Z5, Z1
-	VPTERNLOGD $0x96, Z10, Z6, Z2
-	VPTERNLOGD $0x96, Z11, Z7, Z3
-	VPTERNLOGD $0x96, Z12, Z8, Z4
+	FOLD(Z0, Z1, Z5, Z9)
+	FOLD(Z0, Z2, Z6, Z10)
+	FOLD(Z0, Z3, Z7, Z11)
+	FOLD(Z0, Z4, Z8, Z12)
 	ADDQ       $256, SI
 	SUBQ       $256, CX
 	JMP        loop256
 
 reduce:
 	// Z1 lies 512 bits before Z2, Z2 before Z3, Z3 before Z4.
-	VMOVDQU64  k512<>(SB), Z0
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z2, Z5, Z1
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z3, Z5, Z1
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z4, Z5, Z1
+	VBROADCASTI32X4 k512<>(SB), Z0
+	FOLD(Z0, Z1, Z5, Z2)
+	FOLD(Z0, Z1, Z5, Z3)
+	FOLD(Z0, Z1, Z5, Z4)
 
 loop64:
 	CMPQ CX, $64
 	JB   done
 	VMOVDQU64  0(SI), Z9
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z9, Z5, Z1
+	FOLD(Z0, Z1, Z5, Z9)
 	ADDQ       $64, SI
 	SUBQ       $64, CX
 	JMP        loop64
@@ -123,9 +103,7 @@ loop16:
 	CMPQ       CX, $16
 	JB         store
 	VMOVDQU    0(SI), X9
-	VPCLMULQDQ $0x11, X0, X5, X6
-	VPCLMULQDQ $0x00, X0, X5, X5
-	VPTERNLOGD $0x96, X9, X6, X5
+	FOLD(X0, X5, X6, X9)
 	ADDQ       $16, SI
 	SUBQ       $16, CX
 	JMP        loop16
