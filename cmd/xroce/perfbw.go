@@ -93,7 +93,6 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		if err := r.reap(got); err != nil {
 			return res, err
 		}
-		r.rate.tick(r.counted())
 		r.progress()
 	}
 	done := r.counted()
@@ -106,9 +105,9 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 			return res, err
 		}
 	}
-	peak := max(r.rate.peak, rate)
-	if c.noPeak() {
-		peak = 0 // perftest's noPeak: print_report_bw's peak_up is 0
+	peak := 0.0 // perftest's noPeak: print_report_bw's peak_up is 0
+	if r.peak != nil {
+		peak = max(r.peak.msgRate(), rate)
 	}
 	res.Iters = uint64(done)
 	res.PeakBW, res.AvgBW, res.MsgRate = c.bw(peak), c.bw(rate), rate/1e6
@@ -146,6 +145,7 @@ type bwRun struct {
 	sent, done        int                // work requests posted and completed, on all QPs
 	recvd             int                // receives completed, on all QPs
 	rate              rateMeter
+	peak              *peakStamps // perftest's peak stamps; nil with noPeak (or on a receiver only)
 }
 
 func (c *conn) newBWRun() *bwRun {
@@ -165,7 +165,10 @@ func (c *conn) newBWRun() *bwRun {
 	r.batch = make([]transport.SendWR, 0, o.txDepth)
 	r.posted, r.completed = make([]int, q), make([]int, q)
 	now := time.Now()
-	r.rate = rateMeter{start: now, winStart: now, last: now, window: max(1, min(o.txDepth, r.iters*q/100))}
+	r.rate = rateMeter{start: now, last: now}
+	if r.sender && !c.noPeak() {
+		r.peak = newPeakStamps(now, r.iters*q, o.postList, o.cqMod)
+	}
 	return r
 }
 
@@ -214,7 +217,11 @@ func (r *bwRun) post() error {
 			if len(r.batch) == 0 {
 				break
 			}
+			at := time.Now()
 			k, err := qp.PostSend(r.batch...)
+			if r.peak != nil {
+				r.peak.post(k, at)
+			}
 			r.posted[i] += k
 			r.sent += k
 			if err != nil {
@@ -247,6 +254,9 @@ func (r *bwRun) reap(wcs []transport.WorkCompletion) error {
 		// A completion stands for its work request and the unsignaled ones
 		// before it (an RC send queue completes in order).
 		k := int(wc.WRID&(1<<40-1)) + 1
+		if r.peak != nil {
+			r.peak.complete(k-r.completed[qp], time.Now())
+		}
 		r.done += k - r.completed[qp]
 		r.completed[qp] = k
 	}
@@ -267,28 +277,11 @@ func (r *bwRun) progress() {
 	}
 }
 
-// rateMeter follows a bandwidth run's completion rate, in completions per second.
+// rateMeter follows a bandwidth run's start and its progress lines.
 type rateMeter struct {
 	start    time.Time // the run's start
-	window   int       // completions a peak window holds at least
-	winStart time.Time // the current window's start
-	winDone  int       // completions before it
-	peak     float64   // the best window's rate
 	last     time.Time // the last progress line (or the start)
 	lastDone int       // completions before it
-}
-
-// tick takes the count of completions so far. The peak is the best rate over
-// windows of completions that last at least a millisecond: a burst of completions
-// polled at once is not a rate.
-func (m *rateMeter) tick(done int) {
-	if done-m.winDone >= m.window && time.Since(m.winStart) >= time.Millisecond {
-		now := time.Now()
-		if r := float64(done-m.winDone) / now.Sub(m.winStart).Seconds(); r > m.peak {
-			m.peak = r
-		}
-		m.winStart, m.winDone = now, done
-	}
 }
 
 func boolDur(b bool) time.Duration {
