@@ -23,6 +23,7 @@ func (c *conn) setup() error {
 	if c.buf, err = c.allocGuarded(q * 2 * c.half); err != nil {
 		return err
 	}
+	prefill(c.buf)
 	c.mr, err = prov.RegMR(c.buf, c.t.mrAccess())
 	if err != nil {
 		return err
