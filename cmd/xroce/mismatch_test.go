@@ -114,7 +114,8 @@ func TestRefusedBeforeConnecting(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"write_lat", "-s", "0"}, "xroce write_lat: -s 0: write_lat needs at least 1 byte: the last byte of each message carries the iteration\n"},
+		{[]string{"write_lat", "-s", "0"}, "xroce write_lat: -s 0: the message size must be 1..2147483647, as in perftest (Message Size should be between 1 and 2147483647)\n"},
+		{[]string{"send_bw", "-s", "2147483648"}, "xroce send_bw: -s 2147483648: the message size must be 1..2147483647, as in perftest (Message Size should be between 1 and 2147483647)\n"},
 		{[]string{"write_bw", "-D", "0"}, "xroce write_bw: -D 0: the duration is in seconds, 1..31536000\n"},
 		{[]string{"send_bw", "-D", "99999999999"}, "xroce send_bw: -D 99999999999: the duration is in seconds, 1..31536000\n"},
 		{[]string{"send_bw", "-c", "UD"}, "xroce send_bw: -c UD: xroce's perftest tools run RC QPs only so far (UC and UD run in xroce pingpong --connection; no XRC or DC): run with -c RC, the default\n"},

@@ -158,6 +158,10 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 // maxDuration bounds -D: a year, in seconds.
 const maxDuration = 365 * 24 * 3600
 
+// maxPerftestSize is the largest -s perftest takes (UINT_MAX / 2 in its parser,
+// perftest_parameters.c), one byte under the device's max_msg_sz (2^31).
+const maxPerftestSize = 1<<31 - 1
+
 // notYet lists perftest flags xroce's tools do not implement yet: they are refused
 // as not supported, with the reason, rather than as unknown flags.
 var notYet = []unsupportedFlag{
@@ -202,8 +206,8 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-a: the message size cannot be changed for atomic tests (as in perftest)")
 	case o.all && (o.duration > 0 || o.runInf):
 		return fmt.Errorf("-a runs -n iterations of each size: it does not go with -D or --run_infinitely")
-	case o.size < 0 || o.size > transport.MaxMsgSize:
-		return fmt.Errorf("-s %d: size must be 0..%d", o.size, transport.MaxMsgSize)
+	case o.size < 1 || o.size > maxPerftestSize:
+		return fmt.Errorf("-s %d: the message size must be 1..%d, as in perftest (Message Size should be between 1 and %d)", o.size, maxPerftestSize, maxPerftestSize)
 	case name == "atomic_bw" && o.atomicType != "FETCH_AND_ADD" && o.atomicType != "CMP_AND_SWAP":
 		return fmt.Errorf("-A %s: FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
 	case o.atomicType == "CMP_AND_SWAP" && o.verify:
@@ -212,8 +216,6 @@ func (o *perfOptions) check(name string, args []string) error {
 		return fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
 	case o.duration < 0 || o.duration > maxDuration:
 		return fmt.Errorf("-D %d: the duration is in seconds, 1..%d", o.duration, maxDuration)
-	case name == "write_lat" && o.size == 0:
-		return fmt.Errorf("-s 0: write_lat needs at least 1 byte: the last byte of each message carries the iteration")
 	case o.iters <= 0:
 		return fmt.Errorf("-n %d: the number of iterations must be at least 1", o.iters)
 	case o.txDepth <= 0:

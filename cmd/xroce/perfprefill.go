@@ -9,3 +9,7 @@ package main
 // tell "nothing arrived" and a shorter peer message by the zeros around them, and
 // atomics count from 0. clear writes even over memory that reads as zeros.
 func prefill(buf []byte) { clear(buf) }
+
+// bigBuffer is the buffer size from which setup says, on stderr, that it is
+// writing the buffer: 1 GiB takes seconds to fault in on the development VM.
+const bigBuffer = 1 << 30

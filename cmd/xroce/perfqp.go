@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"os"
 
 	"github.com/xroce/xroce/cmd/xroce/oob"
 	"github.com/xroce/xroce/roce"
@@ -22,6 +24,9 @@ func (c *conn) setup() error {
 	var err error
 	if c.buf, err = c.allocGuarded(q * 2 * c.half); err != nil {
 		return err
+	}
+	if len(c.buf) >= bigBuffer {
+		fmt.Fprintf(os.Stderr, "%s: writing the %.1f GiB test buffer once before the test, as perftest does (seconds on a VM)\n", name0(c.t.name), float64(len(c.buf))/(1<<30))
 	}
 	prefill(c.buf)
 	c.mr, err = prov.RegMR(c.buf, c.t.mrAccess())

@@ -104,8 +104,8 @@ func invert(b []byte) {
 }
 
 // checkVerifyAll refuses --verify-all where it does not apply: other tests than
-// write_bw, read_bw and send_bw, and -a, -b, -D, --run_infinitely, -s 0, or more
-// slots than maxSlotBytes.
+// write_bw, read_bw and send_bw, and -a, -b, -D, --run_infinitely, or more slots
+// than maxSlotBytes. check has refused -s 0 before it.
 func (o *perfOptions) checkVerifyAll(name string) error {
 	switch {
 	case !o.verifyAll:
@@ -118,8 +118,6 @@ func (o *perfOptions) checkVerifyAll(name string) error {
 		return fmt.Errorf("--verify-all does not go with -b: only one side sends; use --verify with -b")
 	case o.duration > 0 || o.runInf:
 		return fmt.Errorf("--verify-all runs -n messages, each with its own slot: it does not go with -D or --run_infinitely")
-	case o.size == 0:
-		return fmt.Errorf("-s 0: --verify-all checks each message's content: give -s 1 or more")
 	case o.iters > maxSlotBytes/o.size/o.qps:
 		p := new(big.Int).Mul(big.NewInt(int64(o.qps)), big.NewInt(int64(o.iters)))
 		p.Mul(p, big.NewInt(int64(o.size)))

@@ -110,7 +110,6 @@ func TestVerifyAllRefused(t *testing.T) {
 		{"write_bw", []string{"--verify-all", "--run_infinitely"}, "--verify-all runs -n messages, each with its own slot: it does not go with -D or --run_infinitely"},
 		{"atomic_bw", []string{"--verify-all"}, "--verify-all is for write_bw, read_bw and send_bw; atomic_bw has --verify"},
 		{"write_lat", []string{"--verify-all"}, "--verify-all is for write_bw, read_bw and send_bw; write_lat has --verify"},
-		{"send_bw", []string{"--verify-all", "-s", "0"}, "-s 0: --verify-all checks each message's content: give -s 1 or more"},
 		{"write_bw", []string{"--verify-all", "-s", "1048576", "-n", "1025"}, "--verify-all: -q 1 × -n 1025 × -s 1048576 = 1074790400 bytes of message slots, more than the 1073741824 (1 GiB) allowed: each message has a slot of its own in both sides' buffers; lower -n to 1024 or less at this -s and -q, or lower -s"},
 		{"read_bw", []string{"--verify-all", "-s", "4097", "-q", "3", "-n", "100000"}, "--verify-all: -q 3 × -n 100000 × -s 4097 = 1229100000 bytes of message slots, more than the 1073741824 (1 GiB) allowed: each message has a slot of its own in both sides' buffers; lower -n to 87360 or less at this -s and -q, or lower -s"},
 	} {

@@ -75,6 +75,9 @@ func pingpong(args []string, w io.Writer) error {
 		return err
 	}
 	defer e.stop()
+	if err := e.checkPathMTU(pm); err != nil {
+		return err
+	}
 	prov := e.prov
 	buf, err := prov.Alloc(2 * *size)
 	if err != nil {

@@ -69,6 +69,9 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 		return err
 	}
 	defer e.stop()
+	if err := e.checkPathMTU(a.mtu); err != nil {
+		return err
+	}
 	eng, ok := e.prov.(*engine)
 	if !ok {
 		return fmt.Errorf("--connection %v needs the engine", typ)
