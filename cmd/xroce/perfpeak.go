@@ -14,6 +14,7 @@ import (
 // it: min over i, j of (tcompleted[j] - tposted[i]) / (j - i + 1). j runs over the
 // completions the CQ moderation produces (every -Q-th work request, and the last),
 // so the figure is a sustained rate, not a burst of completions polled at once.
+// msgRate finds the same minimum without trying every pair.
 
 // peakStamps holds one bandwidth run's stamps, in nanoseconds since its start; a
 // completion stamp of 0 means none was taken there.
@@ -49,36 +50,66 @@ func (p *peakStamps) complete(k int, now time.Time) {
 }
 
 // msgRate returns perftest's peak in messages per second: one over the shortest
-// time per message; 0 before any completion. It takes O(n²/(postList·cqMod)) steps,
-// as perftest's loop does (noPeak spares runs of more than 20000 iterations).
+// time per message; 0 before any completion.
+//
+// perftest tries every pair (O(n²/(postList·cqMod)), seconds to minutes with many
+// QPs). Here the time per message from post i to completion j is the slope from
+// the point (i, posted[i]) to (j+1, completed[j]), so for each completion the
+// shortest is the tangent from its point to the upper convex hull of the posts
+// before it: the same minimum in O(n log n) (TestPeakMatchesPairs checks it
+// against every pair).
 func (p *peakStamps) msgRate() float64 {
 	n := p.nDone
-	best := math.Inf(1) // nanoseconds per message
-	for i := 0; i < n; i += p.postList {
-		pi := p.posted[i]
-		for j := (i+p.cqMod)/p.cqMod*p.cqMod - 1; j < n; j += p.cqMod {
-			best = p.shorter(best, pi, i, j)
+	var hull []point
+	next := 0 // the next post to add to the hull
+	best := math.Inf(1)
+	for j := p.cqMod - 1; j < n+p.cqMod-1; j += p.cqMod {
+		j := min(j, n-1) // the last work request, signaled off the -Q grid
+		for ; next <= j; next += p.postList {
+			hull = addUpper(hull, point{float64(next), float64(p.posted[next])})
 		}
-		if n%p.cqMod != 0 { // the last work request was signaled off the -Q grid
-			best = p.shorter(best, pi, i, n-1)
+		if c := p.completed[j]; c != 0 {
+			best = min(best, tangentSlope(hull, point{float64(j + 1), float64(c - 1)}))
 		}
 	}
-	if math.IsInf(best, 1) {
+	if math.IsInf(best, 1) || best <= 0 {
 		return 0
 	}
 	return 1e9 / best
 }
 
-// shorter returns the time per message from post i (at pi) to completion j when
-// that is shorter than best, else best; a completion not stamped does not count.
-func (p *peakStamps) shorter(best float64, pi int64, i, j int) float64 {
-	c := p.completed[j]
-	if c == 0 {
-		return best
+// point is a post (its index, its time) or a completion (its index + 1, its time),
+// time in nanoseconds.
+type point struct{ x, y float64 }
+
+// cross is the z of (a-o) × (b-o): positive when o, a, b turn left.
+func cross(o, a, b point) float64 { return (a.x-o.x)*(b.y-o.y) - (a.y-o.y)*(b.x-o.x) }
+
+// addUpper adds q, right of every point of the upper hull h, keeping h the upper
+// convex hull (its edges' slopes decreasing).
+func addUpper(h []point, q point) []point {
+	for len(h) >= 2 && cross(h[len(h)-2], h[len(h)-1], q) >= 0 {
+		h = h[:len(h)-1]
 	}
-	d, m := float64(c-1-pi), float64(j-i+1)
-	if d > 0 && d < best*m {
-		return d / m
+	return append(h, q)
+}
+
+// slope is the slope from a to b (a.x < b.x).
+func slope(a, b point) float64 { return (b.y - a.y) / (b.x - a.x) }
+
+// tangentSlope returns the smallest slope from a point of the upper hull h to b,
+// which lies right of all of them: moving along the hull lowers the slope to b
+// while the next hull point lies above the line from the current one to b, and
+// that holds up to the tangent point and not after it.
+func tangentSlope(h []point, b point) float64 {
+	lo, hi := 0, len(h)-1 // the tangent point is in h[lo..hi]
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if cross(h[mid], b, h[mid+1]) > 0 { // h[mid+1] above the line h[mid]→b
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
-	return best
+	return slope(h[lo], b)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -76,5 +77,69 @@ func TestPeakStampBounds(t *testing.T) {
 	}
 	if got, want := p.msgRate(), 1e9/45.0; got < want*(1-1e-9) || got > want*(1+1e-9) {
 		t.Errorf("msgRate = %v, want %v", got, want) // (100-10)/2
+	}
+}
+
+// pairsRate is perftest's own loop (print_report_bw): every post i on the post-list
+// grid against every stamped completion j ≥ i on the -Q grid, and the last.
+func pairsRate(p *peakStamps) float64 {
+	n, best := p.nDone, 0.0
+	try := func(i, j int) {
+		if c := p.completed[j]; c != 0 {
+			if t := float64(c-1-p.posted[i]) / float64(j-i+1); t > 0 && (best == 0 || t < best) {
+				best = t
+			}
+		}
+	}
+	for i := 0; i < n; i += p.postList {
+		for j := (i+p.cqMod)/p.cqMod*p.cqMod - 1; j < n; j += p.cqMod {
+			try(i, j)
+		}
+		if n%p.cqMod != 0 {
+			try(i, n-1)
+		}
+	}
+	if best == 0 {
+		return 0
+	}
+	return 1e9 / best
+}
+
+// TestPeakMatchesPairs: the hull's minimum is perftest's every-pair minimum, over
+// random runs: posts in bursts, completions that trail them by a varying delay,
+// post lists 1-4, CQ moderation 1-7, lengths that are no multiple of either, and
+// some completions never stamped.
+func TestPeakMatchesPairs(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	start := time.Unix(0, 0)
+	for run := range 400 {
+		n := 1 + r.IntN(300)
+		list := 1 + r.IntN(4)
+		cqMod := list * (1 + r.IntN(2))
+		if r.IntN(2) == 0 {
+			cqMod = 1 + r.IntN(7)
+		}
+		p := newPeakStamps(start, n, list, cqMod)
+		now := int64(0)
+		for p.nPosted < n {
+			now += int64(r.IntN(2000))
+			p.post(1+r.IntN(8), start.Add(time.Duration(now)))
+		}
+		done := 0
+		for done < n {
+			k := min(cqMod, n-done)
+			done += k
+			at := max(p.posted[done-1]+1, now) + int64(r.IntN(5000))
+			now = at
+			if r.IntN(10) == 0 {
+				p.nDone = done // a completion whose stamp was lost
+				continue
+			}
+			p.complete(k, start.Add(time.Duration(at)))
+		}
+		got, want := p.msgRate(), pairsRate(p)
+		if d := got - want; d > 1e-9*want || d < -1e-9*want {
+			t.Fatalf("run %d (n %d, -l %d, -Q %d): hull %.9g msg/s, every pair %.9g", run, n, list, cqMod, got, want)
+		}
 	}
 }
