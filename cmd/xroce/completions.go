@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/xroce/xroce/cmd/xroce/oob"
 	"github.com/xroce/xroce/transport"
 )
 
@@ -60,7 +61,8 @@ func (c *conn) counterWatch(name string) func() uint64 {
 // 0 and no error once stop passes (zero: no stop), and an error when the peer
 // closes the out-of-band exchange or sends its end of the test while this side
 // still waits (peerCheck), when the interface goes away, or after limit without
-// a completion or a frame from the peer.
+// a completion or a frame from the peer; after oob.QuietAfter without either it
+// says so (quiet).
 func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop time.Time) (int, error) {
 	if n := c.cq.Poll(wcs); n > 0 {
 		return n, nil
@@ -84,7 +86,7 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 	var rnrs uint64       // RNR NAKs since the wait's first slice, while nothing else came
 	var rnrFrom time.Time // when the peer began answering with RNR NAKs only
 	start := time.Now()
-	quiet := start // the start of the current period of limit
+	lastFrame, told := start, false // the last slice in which a frame came; Quiet said
 	for {
 		slice := waitSlice
 		if !stop.IsZero() {
@@ -138,11 +140,15 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 				return 0, err
 			}
 		}
-		if time.Since(quiet) < limit {
-			continue
-		}
-		quiet = time.Now()
 		if alive() > 0 {
+			lastFrame, told = time.Now(), false
+		}
+		silent := time.Since(lastFrame)
+		if silent >= oob.QuietAfter && !told {
+			told = true
+			c.quiet(silent, limit)
+		}
+		if silent < limit {
 			continue
 		}
 		if hint := c.ucDropHint(); hint != "" {

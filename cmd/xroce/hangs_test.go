@@ -2,9 +2,11 @@ package main
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/xroce/xroce/cmd/xroce/oob"
 	"github.com/xroce/xroce/test/testnet"
 )
 
@@ -63,6 +65,49 @@ func TestDurationBound(t *testing.T) {
 			}
 			if m := bwLine.FindAllStringSubmatch(r.cli, -1); len(m) < 2 || m[len(m)-1][1] != c.size {
 				t.Errorf("client: no table:\n%s", r.cli)
+			}
+		})
+	}
+}
+
+// TestStoppedPeerNamed: a client stopped (SIGSTOP) in the middle of its test
+// leaves the server waiting for it, for a minute in the exchange (write_bw, whose
+// server only waits for the end of the test) or half a minute for a completion
+// (send_bw). Within oob.QuietAfter and a second or two of checking, and long
+// before either ends, the server says on stderr that the peer went silent and
+// how long it will wait.
+func TestStoppedPeerNamed(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	for _, c := range []struct{ cmd, limit string }{{"write_bw", "until 1m0s without one"}, {"send_bw", "until 30s without one"}} {
+		t.Run(c.cmd, func(t *testing.T) {
+			args := []string{c.cmd, "-s", "65536", "-n", "100000000"}
+			server := startIn(t, n.NsB, 90*time.Second, append(args, "-d", n.IfB)...)
+			for i := 0; i < 500 && !listening(n.NsB, 18515); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			client := startIn(t, n.NsA, 90*time.Second, append(args, "-d", n.IfA, n.IPB.String())...)
+			for i := 0; i < 500 && !strings.Contains(client.out.String(), "#bytes"); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			time.Sleep(500 * time.Millisecond) // the test runs
+			if err := syscall.Kill(-client.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			const want = "no frame from the peer for 5s while this side waits for it: the peer may be stopped (SIGSTOP, a debugger), hung, or cut off; waiting "
+			for time.Since(stopped) < 12*time.Second && !strings.Contains(server.out.String(), want) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			took := time.Since(stopped)
+			out := server.out.String()
+			if !strings.Contains(out, "xroce "+c.cmd+": "+want+c.limit+", or Ctrl-C\n") {
+				t.Fatalf("no notice naming the silent peer %v after the client stopped; server:\n%s", took.Round(time.Millisecond), out)
+			}
+			if took < oob.QuietAfter-time.Second {
+				t.Errorf("notice %v after the client stopped, before %v of silence", took, oob.QuietAfter)
+			}
+			if err := server.wait(0); err != errRunning {
+				t.Errorf("server ended (%v) at the notice, want it waiting:\n%s", err, out)
 			}
 		})
 	}

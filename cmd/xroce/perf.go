@@ -198,6 +198,7 @@ func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 	s.Duplex, s.Duration = o.bidir, o.duration > 0
 	rcvd := c.counterWatch("rcvd_pkts")
 	s.Alive = func() bool { return rcvd() > 0 }
+	s.Quiet = c.quiet
 	c.strays = markStrays(e)
 	ours := c.ourMTU()
 	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)

@@ -161,6 +161,11 @@ type Session struct {
 	// does is given another timeout: the barrier at the end of a long test
 	// waits as long as the test runs, as perftest's blocking exchange does.
 	Alive func() bool
+	// Quiet, when set, is called once the peer has shown no sign of life (Alive)
+	// for QuietAfter while a step after Connect waits, with that silence and the
+	// step's timeout (0: none); again after each later silence that long.
+	Quiet func(silent, limit time.Duration)
+	begun bool // Connect returned: the test's frames are due
 	// DataConnect, on a Channel session (-R), connects the test QPs by the RDMA
 	// CM, as perftest's create_rdma_cm_connection does: the handshake runs it
 	// between the MTU and the key messages, with a key message of zeros
@@ -267,11 +272,12 @@ func (s *Session) xchg(out []byte, want int) ([]byte, error) {
 }
 
 // read reads len(in) bytes of one message from the peer, within the step's
-// timeout, which is renewed while the peer shows signs of life (Alive). Every
-// checkEvery it runs Check. A message that stops half-way for partialLimit means
+// timeout, counted from the peer's last sign of life (Alive, asked every
+// checkEvery, as is Check). A message that stops half-way for partialLimit means
 // the two sides are out of step.
 func (s *Session) read(in []byte) error {
 	end := s.stepEnd()
+	lv := s.watchLife()
 	var partialEnd time.Time
 	for got := 0; got < len(in); {
 		dl := time.Now().Add(checkEvery)
@@ -302,11 +308,10 @@ func (s *Session) read(in []byte) error {
 					return fmt.Errorf("oob: waiting for the peer's exchange: %w", err)
 				}
 			}
-			if end.IsZero() || now.Before(end) {
-				continue
-			}
-			if got == 0 && s.Alive != nil && s.Alive() {
+			if lv.tick(now) && got == 0 {
 				end = s.stepEnd()
+			}
+			if end.IsZero() || now.Before(end) {
 				continue
 			}
 			return s.ioErr("reading", err)
@@ -320,10 +325,11 @@ func (s *Session) read(in []byte) error {
 }
 
 // recv is read on a Channel: one message of exactly len(in) bytes, within the
-// step's timeout (renewed while the peer is Alive), running Check every
+// step's timeout counted from the peer's last sign of life, running Check every
 // checkEvery.
 func (s *Session) recv(in []byte) error {
 	end := s.stepEnd()
+	lv := s.watchLife()
 	for {
 		dl := time.Now().Add(checkEvery)
 		if !end.IsZero() && end.Before(dl) {
@@ -344,11 +350,11 @@ func (s *Session) recv(in []byte) error {
 				return fmt.Errorf("oob: waiting for the peer's exchange: %w", err)
 			}
 		}
-		if end.IsZero() || time.Now().Before(end) {
-			continue
-		}
-		if s.Alive != nil && s.Alive() {
+		now := time.Now()
+		if lv.tick(now) {
 			end = s.stepEnd()
+		}
+		if end.IsZero() || now.Before(end) {
 			continue
 		}
 		return s.ioErr("reading", err)
@@ -578,6 +584,7 @@ func (s *Session) Connect(local []Dest, mtu roce.MTU, toRTS func(remote []Dest, 
 			return nil, 0, err
 		}
 	}
+	s.begun = true
 	return remote, peerMTU, nil
 }
 
