@@ -29,7 +29,7 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 		if n := c.oversized(); n > 0 {
 			return fmt.Errorf("completion %v (%v): the QP went to the error state after %s", wc.Status, wc.Opcode, c.oversizeCause(n))
 		}
-		return fmt.Errorf("completion %v (%v): the QP went to the error state before this work request completed, after a request of the peer's that this side refused (a packet longer than this side's path MTU, a message longer than its receive buffer, an access outside its region) or an earlier failed completion: give both sides the same -m, -s and test, and see the peer's output for its first error", wc.Status, wc.Opcode)
+		return fmt.Errorf("completion %v (%v): the QP went to the error state before this work request completed, after a request of the peer's that this side refused (a packet that does not fit this side's path MTU: longer than it, or shorter in the middle of a message, as a peer with a smaller -m sends; a message longer than its receive buffer; an access outside its region) or an earlier failed completion: give both sides the same -m, -s and test, and see the peer's output for its first error", wc.Status, wc.Opcode)
 	case transport.WC_LOC_LEN_ERR:
 		if wc.Opcode == transport.WC_RECV {
 			return fmt.Errorf("completion %v (%v): the peer sent a message larger than our receive buffer: its -s is larger than ours, or it runs another test (give both sides the same -s and the same test)", wc.Status, wc.Opcode)

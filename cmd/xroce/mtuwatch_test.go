@@ -55,14 +55,22 @@ func TestMTULowered(t *testing.T) {
 
 // TestPingpongMTUMismatch: pingpong -m 4096 against -m 1024 (rc_pingpong exchanges
 // no MTU): the side at 1024 refuses the first 4096-byte packet and names the
-// cause, the other is told the request was invalid; with UC the receiver names
-// the dropped packets.
+// cause, the other is told the request was invalid; the other way round the side
+// at 4096 refuses a 1024-byte SEND FIRST; with UC the receiver names the dropped
+// packets.
 func TestPingpongMTUMismatch(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 9000})
 	srv, cli, srvErr, cliErr := pairRaw(t, n, []string{"pingpong", "-m", "1024", "-s", "8192", "-n", "10", "-d", n.IfB},
 		[]string{"pingpong", "-m", "4096", "-s", "8192", "-n", "10", "-d", n.IfA, n.IPB.String()})
 	wantErr(t, "server (-m 1024)", srv, srvErr, "the QP went to the error state after this side refused 1 packet longer than its path MTU (1024): the peer runs a larger -m; give both sides the same -m")
 	wantErr(t, "client (-m 4096)", cli, cliErr, "IBV_WC_REM_INV_REQ_ERR", "a path MTU mismatch")
+	// The other way round: the side at 4096 refuses the first 1024-byte SEND FIRST
+	// (a FIRST or MIDDLE packet carries exactly one path MTU, IBA §9.7.5.1.4), a
+	// packet shorter than its path MTU, and its hint names that case too.
+	srv, cli, srvErr, cliErr = pairRaw(t, n, []string{"pingpong", "-m", "4096", "-s", "8192", "-n", "10", "-d", n.IfB},
+		[]string{"pingpong", "-m", "1024", "-s", "8192", "-n", "10", "-d", n.IfA, n.IPB.String()})
+	wantErr(t, "server (-m 4096)", srv, srvErr, "IBV_WC_WR_FLUSH_ERR", "a packet that does not fit this side's path MTU: longer than it, or shorter in the middle of a message, as a peer with a smaller -m sends;", "give both sides the same -m")
+	wantErr(t, "client (-m 1024)", cli, cliErr, "IBV_WC_REM_INV_REQ_ERR", "a path MTU mismatch")
 	// UC drops the longer packets, and the receiver says so at once instead of
 	// waiting 30 s for a message that cannot come.
 	start := time.Now()
