@@ -126,6 +126,9 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 		if err != nil {
 			return PingpongDest{}, err
 		}
+		if peer == local {
+			return PingpongDest{}, fmt.Errorf("oob: %s sent back this side's own key message (QPN 0x%06x, PSN 0x%06x, GID %s): it echoes what it gets, and is no ibv_rc_pingpong server; check the address and port (-p)", c.RemoteAddr(), local.QPN, local.PSN, local.GID)
+		}
 		if err := write([]byte("done\x00")); err != nil {
 			return PingpongDest{}, err
 		}

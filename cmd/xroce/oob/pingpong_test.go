@@ -2,6 +2,7 @@ package oob
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -118,4 +119,26 @@ type writeCounter struct {
 func (w *writeCounter) Write(b []byte) (int, error) {
 	w.writes++
 	return w.Conn.Write(b)
+}
+
+// TestPingpongEchoRefused: a client whose "server" echoes back what it is sent
+// (an echo service on the port) would connect its QP to itself; it is refused
+// with the cause named, and no connect.
+func TestPingpongEchoRefused(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	go func() {
+		msg := make([]byte, pingpongMsgLen)
+		if _, err := io.ReadFull(b, msg); err == nil {
+			b.Write(msg)
+		}
+		io.Copy(io.Discard, b)
+	}()
+	local := PingpongDest{QPN: 0x11, PSN: 0x4333, GID: ourDest.GID}
+	connected := false
+	_, err := PingpongExchange(a, true, local, time.Second, func(PingpongDest) error { connected = true; return nil })
+	want := "oob: pipe sent back this side's own key message (QPN 0x000011, PSN 0x004333, GID " + ourDest.GID.String() + "): it echoes what it gets, and is no ibv_rc_pingpong server; check the address and port (-p)"
+	if err == nil || err.Error() != want || connected {
+		t.Fatalf("echo peer: %v (connected %v)\nwant %s", err, connected, want)
+	}
 }
