@@ -72,3 +72,33 @@ func MinMTU(a, b MTU) MTU {
 	}
 	return b
 }
+
+// maxExtHeaders is the most transport header bytes after the BTH that a packet
+// carrying a full path MTU of payload has: XRCETH (4), RETH (16) and ImmDt (4) in
+// an XRC RDMA WRITE ONLY with Immediate (IBTA Vol 1 §9.2 and §9.3; RC and UC have
+// at most 20: RETH and ImmDt).
+const maxExtHeaders = 4 + 16 + 4
+
+// LargestIPPacket returns the longest IP packet, in bytes, that a QP of path MTU m
+// sends over RoCEv2: the IPv4 (20) or IPv6 (40) header, UDP (8), BTH (12), the
+// largest extended headers (maxExtHeaders), m's bytes of payload and the ICRC (4).
+// A netdev carries the QP's frames when its MTU is at least that: 1092 for IPv4 at
+// MTU1024, where rdma_rxe's active MTU rule (MTUFromNetdev) asks 1104.
+func LargestIPPacket(m MTU, v6 bool) int {
+	ip := 20
+	if v6 {
+		ip = 40
+	}
+	return ip + 8 + 12 + maxExtHeaders + m.Bytes() + 4
+}
+
+// LargestFitting returns the largest path MTU whose packets (LargestIPPacket) a
+// netdev of MTU netdevMTU carries, or 0 if none does.
+func LargestFitting(netdevMTU int, v6 bool) MTU {
+	for m := MTU4096; m >= MTU256; m-- {
+		if LargestIPPacket(m, v6) <= netdevMTU {
+			return m
+		}
+	}
+	return 0
+}

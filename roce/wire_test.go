@@ -211,3 +211,29 @@ func TestHeaderBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestLargestIPPacket: the longest RoCEv2 IP packet of a path MTU, from its
+// headers: IPv4 20 / IPv6 40, UDP 8, BTH 12, XRCETH+RETH+ImmDt 24, the ICRC 4; and
+// the largest path MTU a netdev MTU carries by it (1100 carries 1024 over IPv4,
+// where rdma_rxe's active MTU is 512, and 512 over IPv6).
+func TestLargestIPPacket(t *testing.T) {
+	for _, c := range []struct {
+		m    roce.MTU
+		v6   bool
+		want int
+	}{{roce.MTU256, false, 324}, {roce.MTU1024, false, 1092}, {roce.MTU1024, true, 1112}, {roce.MTU4096, false, 4164}, {roce.MTU4096, true, 4184}} {
+		if got := roce.LargestIPPacket(c.m, c.v6); got != c.want {
+			t.Errorf("LargestIPPacket(%v, v6 %v) = %d, want %d", c.m, c.v6, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		netdev int
+		v6     bool
+		want   roce.MTU
+	}{{1100, false, roce.MTU1024}, {1100, true, roce.MTU512}, {1091, false, roce.MTU512}, {1092, false, roce.MTU1024},
+		{1500, false, roce.MTU1024}, {9000, true, roce.MTU4096}, {4163, false, roce.MTU2048}, {323, false, 0}, {324, false, roce.MTU256}, {343, true, 0}} {
+		if got := roce.LargestFitting(c.netdev, c.v6); got != c.want {
+			t.Errorf("LargestFitting(%d, v6 %v) = %v, want %v", c.netdev, c.v6, got, c.want)
+		}
+	}
+}

@@ -306,9 +306,8 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 			return fmt.Errorf("transport: QP 0x%x: path MTU %d is not supported on this link (at most %d): %s",
 				qp.qpn, attr.PathMTU.Bytes(), c.MaxPathMTU.Bytes(), c.MaxPathMTUReason)
 		}
-		if limit := roce.MTUFromNetdev(d.link.MTU()); attr.PathMTU > limit {
-			return fmt.Errorf("transport: QP 0x%x: path MTU %d exceeds what the link's MTU %d carries (%d); use %d or lower, or raise the link's MTU to %d or more",
-				qp.qpn, attr.PathMTU.Bytes(), d.link.MTU(), limit.Bytes(), limit.Bytes(), roce.NetdevMTU(attr.PathMTU))
+		if err := fitsLink(attr.PathMTU, a.AH.DGID, d.link.MTU()); err != nil {
+			return fmt.Errorf("transport: QP 0x%x: %w", qp.qpn, err)
 		}
 		a.PathMTU = attr.PathMTU
 	}

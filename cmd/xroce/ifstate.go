@@ -24,26 +24,22 @@ func interfaceState(name string) error {
 	return nil
 }
 
-// mtuState returns an error when the interface's MTU no longer carries frames of
-// path MTU pmtu (roce.MTUFromNetdev, rdma_rxe's rule): it was lowered after the QPs
-// were connected, so their frames exceed it (a NIC drops them, the peer's veth end
-// too when its MTU is the one lowered). pmtu 0 (not connected yet) or a missing
-// interface give nil.
-func mtuState(name string, pmtu roce.MTU) error {
+// mtuState returns an error when the interface's MTU no longer carries the longest
+// packets of path MTU pmtu (roce.LargestIPPacket, for IPv6 when v6): it was lowered
+// after the QPs were connected, so their frames exceed it (a NIC drops them, the
+// peer's veth end too when its MTU is the one lowered). pmtu 0 (not connected
+// yet) or a missing interface give nil.
+func mtuState(name string, pmtu roce.MTU, v6 bool) error {
 	ifi, err := net.InterfaceByName(name)
-	if err != nil || pmtu == 0 {
+	if err != nil || pmtu == 0 || roce.LargestIPPacket(pmtu, v6) <= ifi.MTU {
 		return nil
 	}
-	fits := roce.MTUFromNetdev(ifi.MTU)
-	if fits >= pmtu {
-		return nil
-	}
-	use := "nothing (an MTU under 336 carries no RoCE frame)"
-	if fits != 0 {
+	use := "no path MTU's packets"
+	if fits := roce.LargestFitting(ifi.MTU, v6); fits != 0 {
 		use = fmt.Sprintf("path MTU %d at most", fits.Bytes())
 	}
 	return fmt.Errorf("the interface %s's MTU is now %d, which carries %s, and this run's path MTU is %d: set it back (ip link set %s mtu %d or more), or run with a smaller -m",
-		name, ifi.MTU, use, pmtu.Bytes(), name, roce.NetdevMTU(pmtu))
+		name, ifi.MTU, use, pmtu.Bytes(), name, max(roce.LargestIPPacket(pmtu, v6), roce.NetdevMTU(pmtu)))
 }
 
 // linkCheck is interfaceState and mtuState for c's interface and path MTU (nil
@@ -56,7 +52,7 @@ func (c *conn) linkCheck() error {
 	if err := interfaceState(c.env.ifname); err != nil {
 		return err
 	}
-	return mtuState(c.env.ifname, c.mtu)
+	return mtuState(c.env.ifname, c.mtu, !c.env.gid.GID.IsIPv4Mapped())
 }
 
 // linkCheckDue runs linkCheck when linkCheckEvery has passed since it last did.

@@ -38,13 +38,30 @@ func (e *env) mtuLimit(want, active roce.MTU) string {
 	return fmt.Sprintf("the port's active_mtu is %d", active.Bytes())
 }
 
-// checkPathMTU refuses, before any exchange, a path MTU (pingpong's -m) above the
-// port's active_mtu, saying why the port carries no more and with the fix: both
-// sides then fail at once with the cause, where the side that connected second
-// used to see only its peer leave the exchange.
+// checkPathMTU refuses, before any exchange, a path MTU (pingpong's -m) whose
+// packets the link does not carry, saying why and with the fix: both sides then
+// fail at once with the cause, where the side that connected second used to see
+// only its peer leave the exchange. A path MTU above the port's active_mtu whose
+// packets fit is taken, as ibv_rc_pingpong on rdma_rxe takes it (rdma_rxe checks
+// max_mtu only: rxe_qp.c rxe_qp_chk_attr): -m 1024 on a 1100-byte interface.
 func (e *env) checkPathMTU(want roce.MTU) error {
-	if active := e.prov.MaxMTU(); active != 0 && want > active {
+	if active := e.prov.MaxMTU(); active != 0 && want > active && !e.carries(want) {
 		return fmt.Errorf("-m %d: %s; or give both sides -m %d", want.Bytes(), e.mtuLimit(want, active), active.Bytes())
 	}
 	return nil
+}
+
+// carries reports whether the tool's link carries the packets of path MTU m: the
+// link's own limit allows it, and the interface's MTU fits its longest packet
+// (roce.LargestIPPacket) for the GID's address family.
+func (e *env) carries(m roce.MTU) bool {
+	en, ok := e.prov.(*engine)
+	if !ok || e.ifname == "" {
+		return false
+	}
+	if limit := en.dev.Link().Caps().MaxPathMTU; limit != 0 && m > limit {
+		return false
+	}
+	ifi, err := net.InterfaceByName(e.ifname)
+	return err == nil && roce.LargestIPPacket(m, !e.gid.GID.IsIPv4Mapped()) <= ifi.MTU
 }

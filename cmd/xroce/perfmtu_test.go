@@ -53,3 +53,23 @@ func TestPingpongMTUAboveActive(t *testing.T) {
 		}
 	}
 }
+
+// TestPingpongAboveActiveFits: on a 1100-byte interface the port's active_mtu is
+// 512 (rdma_rxe's rule), but path MTU 1024's longest IPv4 packets (1092 bytes)
+// fit: pingpong -m 1024 runs and verifies its data, as ibv_rc_pingpong's default
+// -m 1024 does on rdma_rxe there (it checks max_mtu only).
+func TestPingpongAboveActiveFits(t *testing.T) {
+	n := testnet.New(t, testnet.Options{}) // IPv6 addresses need 1280 to be added
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "1100")
+	testnet.Sh(t, "ip", "-n", n.NsB, "link", "set", n.IfB, "mtu", "1100")
+	args := []string{"pingpong", "-m", "1024", "-s", "4096", "-n", "20", "-c"}
+	srv, cli, srvErr, cliErr := pairRaw(t, n, append(args, "-d", n.IfB), append(args, "-d", n.IfA, n.IPB.String()))
+	if srvErr != nil || cliErr != nil {
+		t.Fatalf("server: %v\n%s\nclient: %v\n%s", srvErr, srv, cliErr, cli)
+	}
+	for who, out := range map[string]string{"server": srv, "client": cli} {
+		if !strings.Contains(out, "163840 bytes in") || !strings.Contains(out, "20 iters in") {
+			t.Errorf("%s: no pingpong result:\n%s", who, out)
+		}
+	}
+}

@@ -84,14 +84,14 @@ func Create(o Options) (n *Net, remove func(), err error) {
 		n.NsBr, n.PortA, n.PortB = "xr"+id+"m", "pa"+id, "pb"+id
 		nss = append(nss, n.NsBr)
 	}
-	remove = func() {
+	del := func() {
 		for _, ns := range nss {
 			_ = exec.Command("ip", "netns", "del", ns).Run()
 		}
 	}
 	defer func() {
 		if err != nil {
-			remove()
+			del() // the failed return has set remove to nil
 		}
 	}()
 	var cmds [][]string
@@ -126,5 +126,5 @@ func Create(o Options) (n *Net, remove func(), err error) {
 			return nil, nil, fmt.Errorf("%s: %v\n%s", strings.Join(c, " "), err, out)
 		}
 	}
-	return n, remove, nil
+	return n, del, nil
 }
