@@ -92,6 +92,9 @@ func runDaemon(name string, args []string) error {
 	if w := noRoCEv2GID(o.dev, dev.GIDTable()); w != "" {
 		lg.Printf("warning: %s", w)
 	}
+	for _, w := range linkWarnings(o.dev) {
+		lg.Printf("warning: %s", w)
+	}
 	ctx, gone := context.WithCancelCause(context.Background())
 	defer gone(nil)
 	go watchInterface(ctx, o.dev, gone, lg.Printf, dev.MaxPathMTU)
@@ -123,7 +126,7 @@ func checkDevName(name string) error {
 // moved to another namespace, as rdma_rxe's device goes with its netdev
 // (rxe_net.c, NETDEV_UNREGISTER): its applications then see the control socket hang
 // up. It looks every ifaceWatch; an interface that is only down stays served, with
-// its port down, as rxe's does. A new interface of the same name is another one
+// its port down, as rxe's does, and each change of the port's state is logged. A new interface of the same name is another one
 // (another ifindex): the daemon must be started on it again. A change of the
 // interface's MTU is logged (logf) with the port's new active_mtu (active):
 // connected QPs keep their path MTU, as on rxe, and one above it sends frames the
@@ -136,6 +139,7 @@ func watchInterface(ctx context.Context, name string, gone context.CancelCauseFu
 	t := time.NewTicker(ifaceWatch)
 	defer t.Stop()
 	mtu, was := ifi.MTU, active()
+	state := interfaceState(name)
 	for {
 		select {
 		case <-ctx.Done():
@@ -146,6 +150,10 @@ func watchInterface(ctx context.Context, name string, gone context.CancelCauseFu
 		if err != nil || now.Name != name {
 			gone(fmt.Errorf("the interface %s is gone (deleted, renamed, or moved to another namespace): start the daemon again on it (xroce daemon -d %s) once it is back", name, name))
 			return
+		}
+		if is := interfaceState(name); (is == nil) != (state == nil) {
+			logf("%s", portChanged(name, is))
+			state = is
 		}
 		if now.MTU != mtu {
 			is := active()

@@ -446,3 +446,28 @@ func TestDaemonOversizeLog(t *testing.T) {
 		t.Errorf("daemon A's log, want %q:\n%s", want, log)
 	}
 }
+
+// TestDaemonLinkStateLog: a daemon started on an interface that is down and whose
+// MTU carries no RoCE frame serves (as rdma_rxe's device exists there) and warns
+// of both; the port's going up and down again is logged as it happens.
+func TestDaemonLinkStateLog(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "down")
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "300")
+	_, out, _ := spawnServing(t, n.NsA, n.IfA, t.TempDir())
+	wait := func(want string) {
+		t.Helper()
+		for i := 0; i < 100 && !strings.Contains(out.String(), want); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("daemon log, want %q:\n%s", want, out.String())
+		}
+	}
+	wait("warning: the interface " + n.IfA + " is down: bring it up (ip link set " + n.IfA + " up) (the port is PORT_DOWN until then)\n")
+	wait("warning: the interface " + n.IfA + "'s MTU 300 carries no RoCE frame (a path MTU of 256 needs 336): nothing can be sent until it is raised (ip link set " + n.IfA + " mtu 1500); the port reports active_mtu 256, as rdma_rxe does\n")
+	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "1500", "up")
+	wait("the interface " + n.IfA + " is up and has carrier: the port is PORT_ACTIVE\n")
+	testnet.Sh(t, "ip", "-n", n.NsB, "link", "set", n.IfB, "down")
+	wait("the interface " + n.IfA + " has no carrier: its link is down (a cable, the switch port, or the other end of a veth pair); nothing reaches the peer until it is up: the port is PORT_DOWN; connected QPs lose what they send until it is back (an RC QP fails when its retries run out)\n")
+}

@@ -2,10 +2,39 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"time"
 
+	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/transport"
 )
+
+// linkWarnings says what, on the interface the daemon starts on, keeps its
+// applications from reaching anyone: it is down or without carrier (the port is
+// PORT_DOWN, as rdma_rxe's on such a netdev), or its MTU carries no RoCE frame.
+// The daemon serves anyway, as rdma_rxe's device exists there; watchInterface logs
+// what changes later.
+func linkWarnings(name string) []string {
+	var w []string
+	if err := interfaceState(name); err != nil {
+		w = append(w, fmt.Sprintf("%v (the port is PORT_DOWN until then)", err))
+	}
+	if ifi, err := net.InterfaceByName(name); err == nil && ifi.MTU < roce.NetdevMTU(roce.MTU256) {
+		w = append(w, fmt.Sprintf("the interface %s's MTU %d carries no RoCE frame (a path MTU of 256 needs %d): nothing can be sent until it is raised (ip link set %s mtu 1500); the port reports active_mtu 256, as rdma_rxe does",
+			name, ifi.MTU, roce.NetdevMTU(roce.MTU256), name))
+	}
+	return w
+}
+
+// portChanged says that the served interface's state changed the port's: err is
+// interfaceState's now (nil: up and running).
+func portChanged(name string, err error) string {
+	if err == nil {
+		return fmt.Sprintf("the interface %s is up and has carrier: the port is PORT_ACTIVE", name)
+	}
+	return fmt.Sprintf("%v: the port is PORT_DOWN; connected QPs lose what they send until it is back (an RC QP fails when its retries run out)", err)
+}
 
 // watchOversize logs, at most once per oversizeLogEvery, that the device refused
 // packets longer than their QP's path MTU (rcvd_oversize moved): a peer connected
