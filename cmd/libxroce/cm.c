@@ -335,6 +335,12 @@ XROCE_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_a
 	if (!x || !dst_addr)
 		return fail(EINVAL);
 	c = x->xc ? id->verbs : src_addr ? cm_ctx_for(src_addr, 1) : cm_ctx_for(dst_addr, 0);
+	if (!c && src_addr) {
+		warnx("rdma_resolve_addr: no xroce device has the source address asked for (rping -I, ucmatose -b, "
+		      "src_addr): give one of the devices' addresses (`xroce daemon status` lists their interfaces), or "
+		      "start `xroce daemon` on the interface that has it");
+		return fail(EADDRNOTAVAIL);
+	}
 	if (!c) {
 		warnx("rdma_resolve_addr: no xroce device can reach this address (is `xroce daemon` running, with an "
 		      "address of the same IP version?)");

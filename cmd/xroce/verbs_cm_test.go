@@ -199,6 +199,13 @@ func TestVerbsRpingErrors(t *testing.T) {
 			t.Errorf("rping -c -a %s took %v", c.addr, d)
 		}
 	}
+	// A source address (-I) that no device has is named as such, not as a
+	// destination no device reaches.
+	_, out, done := app(t, p.n.NsB, p.dirB, "rping", "-c", "-I", "10.250.7.99", "-a", p.n.IPA.String(), "-C", "1")
+	err := wait(t, "rping client", done, out, 20*time.Second)
+	if want := "xroce: rdma_resolve_addr: no xroce device has the source address asked for (rping -I, ucmatose -b, src_addr): give one of the devices' addresses"; err == nil || !strings.Contains(out.String(), want) {
+		t.Errorf("rping -c -I 10.250.7.99: %v\n%s\nwant %q", err, out.String(), want)
+	}
 }
 
 // TestVerbsRpingCycles: connection after connection against one persistent rping
