@@ -99,6 +99,7 @@ func runDaemon(name string, args []string) error {
 	defer gone(nil)
 	go watchInterface(ctx, o.dev, gone, lg.Printf, dev.MaxPathMTU)
 	go watchOversize(ctx, dev.Counters(), lg.Printf)
+	go watchRNR(ctx, dev.Counters(), lg.Printf)
 	if err := srv.Serve(ctx); err != nil {
 		return err
 	}

@@ -471,3 +471,23 @@ func TestDaemonLinkStateLog(t *testing.T) {
 	testnet.Sh(t, "ip", "-n", n.NsB, "link", "set", n.IfB, "down")
 	wait("the interface " + n.IfA + " has no carrier: its link is down (a cable, the switch port, or the other end of a veth pair); nothing reaches the peer until it is up: the port is PORT_DOWN; connected QPs lose what they send until it is back (an RC QP fails when its retries run out)\n")
 }
+
+// TestDaemonRNRLog: ib_send_bw against an ib_write_bw server (which posts no
+// receives): the client's SENDs are answered with RNR NAKs and, with perftest's
+// rnr_retry 7, retried for ever without a word to either application, as on
+// rdma_rxe; the client's daemon names the cause in its log after rnrSpell.
+func TestDaemonRNRLog(t *testing.T) {
+	needTool(t, "/usr/bin/ib_send_bw", "perftest")
+	p := newVerbsPair(t)
+	_, sout, _ := server(t, p.n.NsA, p.dirA, "ib_write_bw", "-x", "1", "-F", "-p", "18661", "-s", "1024", "-n", "1000")
+	_, cout, cdone := app(t, p.n.NsB, p.dirB, "ib_send_bw", "-x", "1", "-F", "-p", "18661", "-s", "1024", "-n", "1000", p.n.IPA.String())
+	select {
+	case err := <-cdone:
+		t.Fatalf("ib_send_bw ended (%v) against ib_write_bw:\n%s\nserver:\n%s", err, cout.String(), sout.String())
+	case <-time.After(rnrSpell + 3*ifaceWatch + 2*time.Second):
+	}
+	log, _ := p.stopB()
+	if want := "a peer posts no receive for the SENDs of a QP here, which retries them while its rnr_retry allows (7, as perftest and ibv_rc_pingpong set it: for ever); does the peer run the same test (ib_send_bw against ib_write_bw, say) and the same -n?\n"; !strings.Contains(log, want) || !strings.Contains(log, "RNR NAKs for ") {
+		t.Errorf("client daemon's log, want %q:\n%s\nclient:\n%s", want, log, cout.String())
+	}
+}

@@ -65,3 +65,46 @@ func watchOversize(ctx context.Context, c *transport.Counters, logf func(string,
 
 // oversizeLogEvery bounds watchOversize's log lines.
 const oversizeLogEvery = 10 * time.Second
+
+// watchRNR logs, at most once per rnrLogEvery, that QPs of the device have been
+// answered with RNR NAKs (rcvd_rnr_err) at every look for rnrSpell: a peer posts
+// no receive for their SENDs, and with rnr_retry 7 (perftest's and
+// ibv_rc_pingpong's) the requester retries for ever, as rdma_rxe's does, so the
+// application waits without a word. A receiver that is only slower than its
+// sender makes short spells, which are not logged.
+func watchRNR(ctx context.Context, c *transport.Counters, logf func(string, ...any)) {
+	t := time.NewTicker(ifaceWatch)
+	defer t.Stop()
+	seen := c.Get(transport.CntRcvdRNRErr)
+	var since, logged time.Time // the start of the current spell (zero: none); the last line
+	var from uint64             // the counter at the spell's start
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, now := c.Get(transport.CntRcvdRNRErr), time.Now()
+		if n == seen {
+			since = time.Time{}
+			continue
+		}
+		if since.IsZero() {
+			since, from = now, seen
+		}
+		seen = n
+		if now.Sub(since) < rnrSpell || now.Sub(logged) < rnrLogEvery {
+			continue
+		}
+		logf("RNR NAKs for %v without a pause (rcvd_rnr_err +%d): a peer posts no receive for the SENDs of a QP here, which retries them while its rnr_retry allows (7, as perftest and ibv_rc_pingpong set it: for ever); does the peer run the same test (ib_send_bw against ib_write_bw, say) and the same -n?",
+			now.Sub(since).Round(time.Second), n-from)
+		logged = now
+	}
+}
+
+// rnrSpell is how long watchRNR lets RNR NAKs go on before it logs them;
+// rnrLogEvery bounds its lines.
+const (
+	rnrSpell    = 5 * time.Second
+	rnrLogEvery = 30 * time.Second
+)
