@@ -942,7 +942,10 @@ static int async_target(struct xctx *xc, const struct xroce_async_event *e, stru
 /* ibv_get_async_event blocks until the daemon reports an event of this
  * context's (IBV_EVENT_CQ_ERR for a CQ that overran, IBV_EVENT_QP_FATAL for a
  * QP the engine moved to ERR), as libibverbs's does, or fails with EAGAIN on an
- * async_fd the application made non-blocking, ENODEV when the daemon went away. */
+ * async_fd the application made non-blocking. When the daemon went away it
+ * returns IBV_EVENT_DEVICE_FATAL once and then fails with EIO, as for a kernel
+ * device that was removed (ib_uverbs queues DEVICE_FATAL on the async file when
+ * it disassociates a context; reads after that fail with EIO). */
 XROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
 {
 	struct xroce_async_event e;
@@ -953,9 +956,19 @@ XROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_asy
 		errno = EINVAL;
 		return -1;
 	}
+	if (xc->fatal) {
+		errno = EIO;
+		return -1;
+	}
 	for (;;) {
-		if ((n = read_channel(xc, context->async_fd, &e, sizeof(e), "event")) < 0)
-			return -1;
+		if ((n = read_channel(xc, context->async_fd, &e, sizeof(e), "event")) < 0) {
+			if (errno != ENODEV)
+				return -1;
+			xc->fatal = 1;
+			memset(event, 0, sizeof(*event));
+			event->event_type = IBV_EVENT_DEVICE_FATAL;
+			return 0;
+		}
 		memset(event, 0, sizeof(*event));
 		event->event_type = (enum ibv_event_type)e.type;
 		if (n == sizeof(e) && async_target(xc, &e, event))

@@ -71,6 +71,7 @@ struct xctx {
 	struct xqp *qps[QP_BUCKETS]; /* this context's QPs by qp_num, for polling */
 	struct xsrq *srqs;           /* this context's SRQs, to check event cookies */
 	int gone;                    /* the daemon hung up (said once) */
+	int fatal;                   /* IBV_EVENT_DEVICE_FATAL was returned */
 	struct verbs_context vctx; /* vctx.context is what the application holds */
 };
 

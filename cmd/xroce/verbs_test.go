@@ -537,3 +537,23 @@ func TestDaemonsShareRunDir(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsDeviceFatal: an application blocked in ibv_get_async_event when its
+// device's daemon stops gets IBV_EVENT_DEVICE_FATAL, then EIO, as from a kernel
+// device that was removed (ib_uverbs disassociating the context);
+// testdata/fatal.c.
+func TestVerbsDeviceFatal(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/fatal.c")
+	_, out, done := app(t, p.n.NsB, p.dirB, prog)
+	for i := 0; i < 200 && !strings.Contains(out.String(), "ready\n"); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // into ibv_get_async_event
+	log, _ := p.stopB()
+	err := wait(t, "fatal", done, out, 10*time.Second)
+	want := "ready\nevent local catastrophic error\nibv_get_async_event -1 Input/output error\n"
+	if got := stripWarnings(out.String()); err != nil || got != want {
+		t.Errorf("fatal: %v\n%s\nwant\n%s\ndaemon B:\n%s", err, out.String(), want, log)
+	}
+}
