@@ -1,6 +1,9 @@
 package rdmacm
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors, wrapped with the details by every call that returns them.
 var (
@@ -20,3 +23,13 @@ var (
 	// ErrDisconnected: the connection ended (a DREQ, or a REJ once established).
 	ErrDisconnected = errors.New("rdmacm: disconnected")
 )
+
+// portInUse is Listen's error for a port another listener of the device holds:
+// errors.Is(err, ErrPortInUse), with the port and the fix in one sentence.
+type portInUse struct{ port uint16 }
+
+func (e portInUse) Error() string {
+	return fmt.Sprintf("rdmacm: port %d is already bound on this device: another listener holds it; stop that one, or choose another port", e.port)
+}
+
+func (e portInUse) Is(target error) bool { return target == ErrPortInUse }

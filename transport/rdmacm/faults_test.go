@@ -210,8 +210,9 @@ func TestBadParams(t *testing.T) {
 	if _, err := a.svc.Listen(9, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.svc.Listen(9, 0); !errors.Is(err, rdmacm.ErrPortInUse) {
-		t.Errorf("second Listen: %v", err)
+	_, err := a.svc.Listen(9, 0)
+	if want := "rdmacm: port 9 is already bound on this device: another listener holds it; stop that one, or choose another port"; !errors.Is(err, rdmacm.ErrPortInUse) || err.Error() != want {
+		t.Errorf("second Listen: %v, want ErrPortInUse and %q", err, want)
 	}
 }
 

@@ -52,7 +52,7 @@ func (s *Service) ListenPS(ps cm.PortSpace, port uint16, backlog int) (*Listener
 	} else if s.reserved[id] {
 		delete(s.reserved, id) // Reserve's caller listens on it now
 	} else if s.ports[id] {
-		return nil, fmt.Errorf("rdmacm: port %d is already bound on this device: %w", port, ErrPortInUse)
+		return nil, portInUse{port}
 	}
 	if backlog <= 0 {
 		backlog = DefaultBacklog
