@@ -26,9 +26,7 @@ func fitsLink(m roce.MTU, dgid roce.GID, linkMTU int) error {
 	if v6 {
 		family = "IPv6"
 	}
-	// The MTU suggested also gives the port an active MTU of m (rdma_rxe's rule), which
-	// tools that compare the two (perftest) ask for.
-	fix := fmt.Sprintf("raise the link's MTU to %d or more", max(need, roce.NetdevMTU(m)))
+	fix := fmt.Sprintf("raise the link's MTU to %d or more", need)
 	if fit := roce.LargestFitting(linkMTU, v6); fit != 0 {
 		fix = fmt.Sprintf("use path MTU %d or lower, or %s", fit.Bytes(), fix)
 	}

@@ -144,7 +144,7 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 			lastFrame, told = time.Now(), false
 		}
 		silent := time.Since(lastFrame)
-		if silent >= oob.QuietAfter && !told {
+		if silent >= oob.QuietAfter && silent < limit && !told {
 			told = true
 			c.quiet(silent, limit)
 		}

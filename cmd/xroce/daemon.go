@@ -139,7 +139,7 @@ func watchInterface(ctx context.Context, name string, gone context.CancelCauseFu
 	}
 	t := time.NewTicker(ifaceWatch)
 	defer t.Stop()
-	mtu, was := ifi.MTU, active()
+	mtu := ifi.MTU
 	state := interfaceState(name)
 	for {
 		select {
@@ -157,24 +157,26 @@ func watchInterface(ctx context.Context, name string, gone context.CancelCauseFu
 			state = is
 		}
 		if now.MTU != mtu {
-			is := active()
-			logf("%s", mtuChanged(name, mtu, now.MTU, was, is))
-			mtu, was = now.MTU, is
+			logf("%s", mtuChanged(name, mtu, now.MTU, active()))
+			mtu = now.MTU
 		}
 	}
 }
 
 // mtuChanged says what an interface MTU change from old to mtu bytes, which moved
-// the port's active_mtu from was to is, means for the device's QPs.
-func mtuChanged(name string, old, mtu int, was, is roce.MTU) string {
-	if is == 0 {
-		return fmt.Sprintf("the interface %s's MTU changed from %d to %d, which carries no RoCE frame (a path MTU of 256 needs 336): nothing can be sent until it is raised again (ip link set %s mtu %d); the port reports active_mtu 256, as rdma_rxe does",
-			name, old, mtu, name, old)
+// the port's active_mtu to is, means for the device's QPs: those whose
+// longest packets (roce.LargestIPPacket) fitted the old MTU and no longer fit send
+// frames the interface drops.
+func mtuChanged(name string, old, mtu int, is roce.MTU) string {
+	if mtu < roce.LargestIPPacket(roce.MTU256, false) {
+		return fmt.Sprintf("the interface %s's MTU changed from %d to %d, which carries no RoCE frame (%s): nothing can be sent until it is raised again (ip link set %s mtu %d); the port reports active_mtu 256, as rdma_rxe does",
+			name, old, mtu, smallestFrames, name, old)
 	}
-	msg := fmt.Sprintf("the interface %s's MTU changed from %d to %d: the port's active_mtu is now %d", name, old, mtu, is.Bytes())
-	if is < was {
-		msg += fmt.Sprintf("; QPs connected with a larger path MTU (up to %d before) send frames it no longer carries: set it back (ip link set %s mtu %d) or connect them again with a path MTU of %d or lower",
-			was.Bytes(), name, old, is.Bytes())
+	msg := fmt.Sprintf("the interface %s's MTU changed from %d to %d: the port's active_mtu is now %d", name, old, mtu, max(is, roce.MTU256).Bytes()) // rdma_rxe reports 256 under 336 bytes
+	fit4, fit6 := roce.LargestFitting(mtu, false), roce.LargestFitting(mtu, true)
+	if fit4 < roce.LargestFitting(old, false) || fit6 < roce.LargestFitting(old, true) {
+		msg += fmt.Sprintf("; QPs of a path MTU above %d over IPv4 (%d over IPv6) send frames it no longer carries: set it back (ip link set %s mtu %d) or connect them again with a smaller path MTU",
+			fit4.Bytes(), fit6.Bytes(), name, old)
 	}
 	return msg
 }

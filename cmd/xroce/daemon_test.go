@@ -401,12 +401,12 @@ func TestDaemonMTULog(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 9000})
 	_, out, _ := spawnServing(t, n.NsA, n.IfA, t.TempDir())
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "1500")
-	down := "the interface " + n.IfA + "'s MTU changed from 9000 to 1500: the port's active_mtu is now 1024; QPs connected with a larger path MTU (up to 4096 before) send frames it no longer carries: set it back (ip link set " + n.IfA + " mtu 9000) or connect them again with a path MTU of 1024 or lower\n"
+	down := "the interface " + n.IfA + "'s MTU changed from 9000 to 1500: the port's active_mtu is now 1024; QPs of a path MTU above 1024 over IPv4 (1024 over IPv6) send frames it no longer carries: set it back (ip link set " + n.IfA + " mtu 9000) or connect them again with a smaller path MTU\n"
 	for i := 0; i < 100 && !strings.Contains(out.String(), down); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "300")
-	tiny := "the interface " + n.IfA + "'s MTU changed from 1500 to 300, which carries no RoCE frame (a path MTU of 256 needs 336): nothing can be sent until it is raised again (ip link set " + n.IfA + " mtu 1500); the port reports active_mtu 256, as rdma_rxe does\n"
+	tiny := "the interface " + n.IfA + "'s MTU changed from 1500 to 300, which carries no RoCE frame (a path MTU of 256 needs 324 over IPv4, 344 over IPv6): nothing can be sent until it is raised again (ip link set " + n.IfA + " mtu 1500); the port reports active_mtu 256, as rdma_rxe does\n"
 	for i := 0; i < 100 && !strings.Contains(out.String(), tiny); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -465,7 +465,7 @@ func TestDaemonLinkStateLog(t *testing.T) {
 		}
 	}
 	wait("warning: the interface " + n.IfA + " is down: bring it up (ip link set " + n.IfA + " up) (the port is PORT_DOWN until then)\n")
-	wait("warning: the interface " + n.IfA + "'s MTU 300 carries no RoCE frame (a path MTU of 256 needs 336): nothing can be sent until it is raised (ip link set " + n.IfA + " mtu 1500); the port reports active_mtu 256, as rdma_rxe does\n")
+	wait("warning: the interface " + n.IfA + "'s MTU 300 carries no RoCE frame (a path MTU of 256 needs 324 over IPv4, 344 over IPv6): nothing can be sent until it is raised (ip link set " + n.IfA + " mtu 1500); the port reports active_mtu 256, as rdma_rxe does\n")
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "1500", "up")
 	wait("the interface " + n.IfA + " is up and has carrier: the port is PORT_ACTIVE\n")
 	testnet.Sh(t, "ip", "-n", n.NsB, "link", "set", n.IfB, "down")

@@ -20,12 +20,15 @@ func linkWarnings(name string) []string {
 	if err := interfaceState(name); err != nil {
 		w = append(w, fmt.Sprintf("%v (the port is PORT_DOWN until then)", err))
 	}
-	if ifi, err := net.InterfaceByName(name); err == nil && ifi.MTU < roce.NetdevMTU(roce.MTU256) {
-		w = append(w, fmt.Sprintf("the interface %s's MTU %d carries no RoCE frame (a path MTU of 256 needs %d): nothing can be sent until it is raised (ip link set %s mtu 1500); the port reports active_mtu 256, as rdma_rxe does",
-			name, ifi.MTU, roce.NetdevMTU(roce.MTU256), name))
+	if ifi, err := net.InterfaceByName(name); err == nil && ifi.MTU < roce.LargestIPPacket(roce.MTU256, false) {
+		w = append(w, fmt.Sprintf("the interface %s's MTU %d carries no RoCE frame (%s): nothing can be sent until it is raised (ip link set %s mtu 1500); the port reports active_mtu 256, as rdma_rxe does",
+			name, ifi.MTU, smallestFrames, name))
 	}
 	return w
 }
+
+// smallestFrames says what the smallest path MTU's longest packets need.
+var smallestFrames = fmt.Sprintf("a path MTU of 256 needs %d over IPv4, %d over IPv6", roce.LargestIPPacket(roce.MTU256, false), roce.LargestIPPacket(roce.MTU256, true))
 
 // portChanged says that the served interface's state changed the port's: err is
 // interfaceState's now (nil: up and running).

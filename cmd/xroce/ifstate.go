@@ -39,7 +39,7 @@ func mtuState(name string, pmtu roce.MTU, v6 bool) error {
 		use = fmt.Sprintf("path MTU %d at most", fits.Bytes())
 	}
 	return fmt.Errorf("the interface %s's MTU is now %d, which carries %s, and this run's path MTU is %d: set it back (ip link set %s mtu %d or more), or run with a smaller -m",
-		name, ifi.MTU, use, pmtu.Bytes(), name, max(roce.LargestIPPacket(pmtu, v6), roce.NetdevMTU(pmtu)))
+		name, ifi.MTU, use, pmtu.Bytes(), name, roce.LargestIPPacket(pmtu, v6))
 }
 
 // linkCheck is interfaceState and mtuState for c's interface and path MTU (nil

@@ -22,12 +22,12 @@ func TestMTULowered(t *testing.T) {
 	}{
 		{"sender", func(n *testnet.Net) (string, string) { return n.NsA, n.IfA },
 			func(t *testing.T, n *testnet.Net, srv, cli *bgProc, srvErr, cliErr error) {
-				wantErr(t, "client", cli.out.String(), cliErr, "xroce write_bw: the interface "+n.IfA+"'s MTU is now 1500, which carries path MTU 1024 at most, and this run's path MTU is 4096: set it back (ip link set "+n.IfA+" mtu 4176 or more), or run with a smaller -m\n")
+				wantErr(t, "client", cli.out.String(), cliErr, "xroce write_bw: the interface "+n.IfA+"'s MTU is now 1500, which carries path MTU 1024 at most, and this run's path MTU is 4096: set it back (ip link set "+n.IfA+" mtu 4164 or more), or run with a smaller -m\n")
 				wantErr(t, "server", srv.out.String(), srvErr, "closed the exchange early")
 			}},
 		{"receiver", func(n *testnet.Net) (string, string) { return n.NsB, n.IfB },
 			func(t *testing.T, n *testnet.Net, srv, cli *bgProc, srvErr, cliErr error) {
-				wantErr(t, "server", srv.out.String(), srvErr, "the interface "+n.IfB+"'s MTU is now 1500, which carries path MTU 1024 at most, and this run's path MTU is 4096: set it back (ip link set "+n.IfB+" mtu 4176 or more), or run with a smaller -m\n")
+				wantErr(t, "server", srv.out.String(), srvErr, "the interface "+n.IfB+"'s MTU is now 1500, which carries path MTU 1024 at most, and this run's path MTU is 4096: set it back (ip link set "+n.IfB+" mtu 4164 or more), or run with a smaller -m\n")
 				wantErr(t, "client", cli.out.String(), cliErr, "xroce write_bw:")
 			}},
 	} {

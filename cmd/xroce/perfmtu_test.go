@@ -47,7 +47,7 @@ func TestPingpongMTUAboveActive(t *testing.T) {
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%s: the refusal took %v", who, d)
 		}
-		want := "xroce pingpong: -m 4096: the interface " + c.ifname + "'s MTU 1500 carries path MTU 1024 at most; raise it to 4176 or more for 4096 (ip link set " + c.ifname + " mtu 4176); or give both sides -m 1024\n"
+		want := "xroce pingpong: -m 4096: its longest IPv4 packets are 4164 bytes, and the interface " + c.ifname + "'s MTU is 1500: raise it to 4164 or more (ip link set " + c.ifname + " mtu 4164), or give both sides -m 1024\n"
 		if out := p.out.String(); exitCode(err) != 1 || !strings.Contains(out, want) {
 			t.Errorf("%s: %v\n%s\nwant exit status 1 and %q", who, err, out, want)
 		}
@@ -57,7 +57,8 @@ func TestPingpongMTUAboveActive(t *testing.T) {
 // TestPingpongAboveActiveFits: on a 1100-byte interface the port's active_mtu is
 // 512 (rdma_rxe's rule), but path MTU 1024's longest IPv4 packets (1092 bytes)
 // fit: pingpong -m 1024 runs and verifies its data, as ibv_rc_pingpong's default
-// -m 1024 does on rdma_rxe there (it checks max_mtu only).
+// -m 1024 does on rdma_rxe there (it checks max_mtu only); -m 2048 does not fit
+// and is refused with the fix.
 func TestPingpongAboveActiveFits(t *testing.T) {
 	n := testnet.New(t, testnet.Options{}) // IPv6 addresses need 1280 to be added
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "1100")
@@ -71,5 +72,13 @@ func TestPingpongAboveActiveFits(t *testing.T) {
 		if !strings.Contains(out, "163840 bytes in") || !strings.Contains(out, "20 iters in") {
 			t.Errorf("%s: no pingpong result:\n%s", who, out)
 		}
+	}
+	// -m 2048 does not fit (2116-byte packets): refused before the exchange, with
+	// the MTU that carries it and the largest -m that fits.
+	p := startIn(t, n.NsB, 60*time.Second, "pingpong", "-m", "2048", "-d", n.IfB)
+	err := p.wait(10 * time.Second)
+	want := "xroce pingpong: -m 2048: its longest IPv4 packets are 2116 bytes, and the interface " + n.IfB + "'s MTU is 1100: raise it to 2116 or more (ip link set " + n.IfB + " mtu 2116), or give both sides -m 1024\n"
+	if out := p.out.String(); exitCode(err) != 1 || !strings.Contains(out, want) {
+		t.Errorf("-m 2048 on 1100 bytes: %v\n%s\nwant exit status 1 and %q", err, out, want)
 	}
 }

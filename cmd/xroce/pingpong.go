@@ -136,5 +136,5 @@ func pingpong(args []string, w io.Writer) error {
 	if *chk {
 		chkArm(&a, buf[:*size], buf[*size:2**size], 0)
 	}
-	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events), strays: strays, mtu: pm}, qp, send, recv, a)
+	return pingpongLoop(w, &conn{t: test{name: "pingpong"}, cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events), strays: strays, mtu: pm}, qp, send, recv, a)
 }

@@ -152,7 +152,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 	if _, err := oob.PingpongExchange(nc, a.server != "", local, 60*time.Second, connect); err != nil {
 		return err
 	}
-	return pingpongLoop(w, &conn{cq: cq, env: e, gidFlag: "-g", spin: cqSpin(a.events), strays: strays, mtu: a.mtu}, qp, send, recv, a)
+	return pingpongLoop(w, &conn{t: test{name: "pingpong"}, cq: cq, env: e, gidFlag: "-g", spin: cqSpin(a.events), strays: strays, mtu: a.mtu}, qp, send, recv, a)
 }
 
 // ppSilence is how long pingpong waits for its peer once a message has gone or
