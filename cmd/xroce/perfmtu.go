@@ -27,7 +27,7 @@ func (c *conn) activeMTU() {
 // the MTU that would carry want), or the link's own limit.
 func (e *env) mtuLimit(want, active roce.MTU) string {
 	if ifi, err := net.InterfaceByName(e.ifname); err == nil && roce.MTUFromNetdev(ifi.MTU) < want {
-		return fmt.Sprintf("the interface %s's MTU %d carries path MTU %d at most; raise it to %d or more for %d (ip link set %s mtu %d)",
+		return fmt.Sprintf("the interface %s's MTU %d gives the port active_mtu %d (rdma_rxe's rule: the largest path MTU 80 bytes under it); raise it to %d or more for %d (ip link set %s mtu %d)",
 			ifi.Name, ifi.MTU, active.Bytes(), roce.NetdevMTU(want), want.Bytes(), ifi.Name, roce.NetdevMTU(want))
 	}
 	if en, ok := e.prov.(*engine); ok {
