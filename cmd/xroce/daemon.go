@@ -127,11 +127,11 @@ func checkDevName(name string) error {
 // moved to another namespace, as rdma_rxe's device goes with its netdev
 // (rxe_net.c, NETDEV_UNREGISTER): its applications then see the control socket hang
 // up. It looks every ifaceWatch; an interface that is only down stays served, with
-// its port down, as rxe's does, and each change of the port's state is logged. A new interface of the same name is another one
-// (another ifindex): the daemon must be started on it again. A change of the
-// interface's MTU is logged (logf) with the port's new active_mtu (active):
-// connected QPs keep their path MTU, as on rxe, and one above it sends frames the
-// interface no longer carries.
+// its port down, as rxe's does, and each change of the port's state is logged. A
+// new interface of the same name is another one (another ifindex): the daemon must
+// be started on it again. A change of the interface's MTU is logged (logf) with the
+// port's new active_mtu (active): connected QPs keep their path MTU, as on rxe, and
+// those whose packets no longer fit send frames the interface drops (mtuChanged).
 func watchInterface(ctx context.Context, name string, gone context.CancelCauseFunc, logf func(string, ...any), active func() roce.MTU) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
@@ -175,8 +175,12 @@ func mtuChanged(name string, old, mtu int, is roce.MTU) string {
 	msg := fmt.Sprintf("the interface %s's MTU changed from %d to %d: the port's active_mtu is now %d", name, old, mtu, max(is, roce.MTU256).Bytes()) // rdma_rxe reports 256 under 336 bytes
 	fit4, fit6 := roce.LargestFitting(mtu, false), roce.LargestFitting(mtu, true)
 	if fit4 < roce.LargestFitting(old, false) || fit6 < roce.LargestFitting(old, true) {
-		msg += fmt.Sprintf("; QPs of a path MTU above %d over IPv4 (%d over IPv6) send frames it no longer carries: set it back (ip link set %s mtu %d) or connect them again with a smaller path MTU",
-			fit4.Bytes(), fit6.Bytes(), name, old)
+		v6 := fmt.Sprintf("above %d over IPv6", fit6.Bytes())
+		if fit6 == 0 {
+			v6 = "any over IPv6"
+		}
+		msg += fmt.Sprintf("; QPs of a path MTU above %d over IPv4 (%s) send frames it no longer carries: set it back (ip link set %s mtu %d) or connect them again with a smaller path MTU",
+			fit4.Bytes(), v6, name, old)
 	}
 	return msg
 }

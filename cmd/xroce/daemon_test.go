@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/test/testnet"
 )
 
@@ -401,7 +402,7 @@ func TestDaemonMTULog(t *testing.T) {
 	n := testnet.New(t, testnet.Options{MTU: 9000})
 	_, out, _ := spawnServing(t, n.NsA, n.IfA, t.TempDir())
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "mtu", "1500")
-	down := "the interface " + n.IfA + "'s MTU changed from 9000 to 1500: the port's active_mtu is now 1024; QPs of a path MTU above 1024 over IPv4 (1024 over IPv6) send frames it no longer carries: set it back (ip link set " + n.IfA + " mtu 9000) or connect them again with a smaller path MTU\n"
+	down := "the interface " + n.IfA + "'s MTU changed from 9000 to 1500: the port's active_mtu is now 1024; QPs of a path MTU above 1024 over IPv4 (above 1024 over IPv6) send frames it no longer carries: set it back (ip link set " + n.IfA + " mtu 9000) or connect them again with a smaller path MTU\n"
 	for i := 0; i < 100 && !strings.Contains(out.String(), down); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -489,5 +490,25 @@ func TestDaemonRNRLog(t *testing.T) {
 	log, _ := p.stopB()
 	if want := "a peer posts no receive for the SENDs of a QP here, which retries them while its rnr_retry allows (7, as perftest and ibv_rc_pingpong set it: for ever); does the peer run the same test (ib_send_bw against ib_write_bw, say) and the same -n?\n"; !strings.Contains(log, want) || !strings.Contains(log, "RNR NAKs for ") {
 		t.Errorf("client daemon's log, want %q:\n%s\nclient:\n%s", want, log, cout.String())
+	}
+}
+
+// TestMTUChangedByFamily: an MTU change warns of the QPs whose longest packets no
+// longer fit, by address family: 4184 → 4164 still carries path MTU 4096 over
+// IPv4 (4164-byte packets) but not over IPv6 (4184); 9000 → 4184 loses nothing;
+// 1500 → 330 leaves no frame over IPv6 (256 needs 344) and 256 over IPv4.
+func TestMTUChangedByFamily(t *testing.T) {
+	for _, c := range []struct {
+		old, mtu int
+		want     string
+	}{
+		{4184, 4164, "the interface v's MTU changed from 4184 to 4164: the port's active_mtu is now 2048; QPs of a path MTU above 4096 over IPv4 (above 2048 over IPv6) send frames it no longer carries: set it back (ip link set v mtu 4184) or connect them again with a smaller path MTU"},
+		{9000, 4184, "the interface v's MTU changed from 9000 to 4184: the port's active_mtu is now 4096"},
+		{1500, 330, "the interface v's MTU changed from 1500 to 330: the port's active_mtu is now 256; QPs of a path MTU above 256 over IPv4 (any over IPv6) send frames it no longer carries: set it back (ip link set v mtu 1500) or connect them again with a smaller path MTU"},
+		{1500, 300, "the interface v's MTU changed from 1500 to 300, which carries no RoCE frame (a path MTU of 256 needs 324 over IPv4, 344 over IPv6): nothing can be sent until it is raised again (ip link set v mtu 1500); the port reports active_mtu 256, as rdma_rxe does"},
+	} {
+		if got := mtuChanged("v", c.old, c.mtu, roce.MTUFromNetdev(c.mtu)); got != c.want {
+			t.Errorf("%d → %d:\n got %s\nwant %s", c.old, c.mtu, got, c.want)
+		}
 	}
 }

@@ -45,20 +45,22 @@ func (e *env) mtuLimit(want, active roce.MTU) string {
 // packets fit is taken, as ibv_rc_pingpong on rdma_rxe takes it (rdma_rxe checks
 // max_mtu only: rxe_qp.c rxe_qp_chk_attr): -m 1024 on a 1100-byte interface.
 func (e *env) checkPathMTU(want roce.MTU) error {
-	active := e.prov.MaxMTU()
-	if want <= active && active != 0 || e.carries(want) {
-		return nil
-	}
 	en, ok := e.prov.(*engine)
 	ifi, err := net.InterfaceByName(e.ifname)
-	if !ok || err != nil {
-		return fmt.Errorf("-m %d: %s; or give both sides -m %d", want.Bytes(), e.mtuLimit(want, active), active.Bytes())
+	if !ok || err != nil { // no interface of ours to measure: the port's active_mtu decides
+		if active := e.prov.MaxMTU(); active != 0 && want > active {
+			return fmt.Errorf("-m %d: %s; or give both sides -m %d", want.Bytes(), e.mtuLimit(want, active), active.Bytes())
+		}
+		return nil
 	}
 	if limit := en.dev.Link().Caps(); limit.MaxPathMTU != 0 && want > limit.MaxPathMTU {
 		return fmt.Errorf("-m %d: this link carries path MTU %d at most: %s; give both sides -m %d or lower", want.Bytes(), limit.MaxPathMTU.Bytes(), limit.MaxPathMTUReason, limit.MaxPathMTU.Bytes())
 	}
 	v6 := !e.gid.GID.IsIPv4Mapped()
 	need := roce.LargestIPPacket(want, v6)
+	if need <= ifi.MTU {
+		return nil
+	}
 	fix := fmt.Sprintf("raise it to %d or more (ip link set %s mtu %d)", need, ifi.Name, need)
 	if fit := roce.LargestFitting(ifi.MTU, v6); fit != 0 {
 		fix += fmt.Sprintf(", or give both sides -m %d", fit.Bytes())
@@ -72,19 +74,4 @@ func family(v6 bool) string {
 		return "IPv6"
 	}
 	return "IPv4"
-}
-
-// carries reports whether the tool's link carries the packets of path MTU m: the
-// link's own limit allows it, and the interface's MTU fits its longest packet
-// (roce.LargestIPPacket) for the GID's address family.
-func (e *env) carries(m roce.MTU) bool {
-	en, ok := e.prov.(*engine)
-	if !ok || e.ifname == "" {
-		return false
-	}
-	if limit := en.dev.Link().Caps().MaxPathMTU; limit != 0 && m > limit {
-		return false
-	}
-	ifi, err := net.InterfaceByName(e.ifname)
-	return err == nil && roce.LargestIPPacket(m, !e.gid.GID.IsIPv4Mapped()) <= ifi.MTU
 }
