@@ -135,7 +135,10 @@ func run() int {
 	defer cancel()
 	var interrupted atomic.Bool
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal went) and SIGPIPE (stderr's reader went, as with
+	// "make bench | head") end the run as ^C does, so that the namespaces are removed:
+	// Go's default for them is to exit at once.
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 	go func() {
 		if _, ok := <-sigs; ok {

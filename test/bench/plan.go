@@ -94,7 +94,8 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 					n = ref
 				}
 				if link == "xdp" && op == "write" && (size == 64 || size == 64<<10) {
-					p = append(p, raw[map[int]string{64: "raw pps 64", 64 << 10: "raw pps 1024"}[size]])
+					k := map[int]string{64: "raw pps 64", 64 << 10: "raw pps 1024"}[size]
+					p = append(p, raw[k+" "+placed], raw[k])
 				}
 				p = append(p, xroceBW(link, op, size, sweepPMTU, scaleN(n, scale)))
 				if lib && link == "xdp" && op == "write" && (size == 64 || size == 64<<10) {
@@ -103,8 +104,8 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 			}
 		}
 		if link == "xdp" {
-			p = append(p, raw["raw pps 2048"], xroceBW(link, "write", 64<<10, 2048, scaleN(itersRef[64<<10], scale)),
-				raw["raw pps 4096"], xroceBW(link, "write", 64<<10, 4096, scaleN(itersRef[64<<10], scale)),
+			p = append(p, raw["raw pps 2048 "+placed], raw["raw pps 2048"], xroceBW(link, "write", 64<<10, 2048, scaleN(itersRef[64<<10], scale)),
+				raw["raw pps 4096 "+placed], raw["raw pps 4096"], xroceBW(link, "write", 64<<10, 4096, scaleN(itersRef[64<<10], scale)),
 				raw["raw rtt ppoll"], raw["raw rtt spin"])
 		}
 		p = append(p, xroceLat(link, "write_lat", scaleN(writeLatN, scale), false))
@@ -132,9 +133,11 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 }
 
 // rawPlan returns the raw AF_XDP measurements by key: one-way frame rates of the
-// 138-byte WRITE ONLY and of PMTU 1024, 2048 and 4096 WRITE MIDDLE frames, and the
-// ping-pong round trips (sleeping in ppoll, busy polling, and sleeping with each side
-// confined to one CPU).
+// 138-byte WRITE ONLY and of PMTU 1024, 2048 and 4096 WRITE MIDDLE frames, each to a
+// receiver that only counts them (the ceiling the targets compare with) and to one
+// that also copies every payload into a buffer, as a WRITE's responder places it
+// ("placed", for information), and the ping-pong round trips (sleeping in ppoll,
+// busy polling, and sleeping with each side confined to one CPU).
 func rawPlan(scale float64) map[string]measurement {
 	m := map[string]measurement{}
 	for _, r := range []struct {
@@ -148,9 +151,15 @@ func rawPlan(scale float64) map[string]measurement {
 		{"raw pps 2048", 2048, false, fmt.Sprintf("raw one way, PMTU 2048 (%d-byte RDMA WRITE MIDDLE frames)", rawFrameLen(2048, false))},
 		{"raw pps 4096", 4096, false, fmt.Sprintf("raw one way, PMTU 4096 (%d-byte RDMA WRITE MIDDLE frames, two chunks each)", rawFrameLen(4096, false))},
 	} {
-		m[r.key] = measurement{r.key, r.label, func(ctx context.Context, b *bench, pass int) (result, error) {
-			return b.rawPPS(ctx, r.payload, r.only, scaleDur(rawFor, scale))
-		}}
+		for _, place := range []bool{false, true} {
+			key, label := r.key, r.label
+			if place {
+				key, label = key+" "+placed, label+", receiver places the payloads"
+			}
+			m[key] = measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
+				return b.rawPPS(ctx, r.payload, r.only, place, scaleDur(rawFor, scale))
+			}}
+		}
 	}
 	for _, spin := range []bool{false, true} {
 		key, label := "raw rtt ppoll", fmt.Sprintf("raw ping-pong RTT, %d-byte frames, sleeping in ppoll", rawFrameLen(latSize, true))
@@ -253,8 +262,10 @@ func (b *bench) xroceOn(ctx context.Context, net *testnet.Net, key string, pass 
 	return b.runPairOn(ctx, net, srv, cli, printed(serverReady), pairLimit)
 }
 
-// oneCPU marks the measurements whose sides are confined to one CPU each.
+// oneCPU marks the measurements whose sides are confined to one CPU each; placed
+// the raw one-way rates whose receiver copies out every payload.
 const (
+	placed      = "placed"
 	oneCPU      = "1cpu"
 	oneCPULabel = "each side confined to one CPU (taskset -c 1 server, -c 0 client)"
 )
@@ -272,9 +283,9 @@ var sideNames = [2]string{"client", "server"}
 
 // rawPPS measures the raw one-way frame rate: raw-rx in B counts what raw-tx in A
 // sends for d.
-func (b *bench) rawPPS(ctx context.Context, payload int, only bool, d time.Duration) (result, error) {
+func (b *bench) rawPPS(ctx context.Context, payload int, only, place bool, d time.Duration) (result, error) {
 	flen := rawFrameLen(payload, only)
-	rx := side{args: []string{b.self, "raw-rx", "-d", b.net.IfB, "-len", fmt.Sprint(flen), "-idle", rawStopAfter.String()}}
+	rx := side{args: []string{b.self, "raw-rx", "-d", b.net.IfB, "-len", fmt.Sprint(flen), "-idle", rawStopAfter.String(), fmt.Sprintf("-place=%v", place)}}
 	tx := side{args: []string{b.self, "raw-tx", "-d", b.net.IfA, "-dst", b.net.IPB.String(), "-payload", fmt.Sprint(payload),
 		fmt.Sprintf("-only=%v", only), "-for", d.String()}}
 	out, err := b.runPair(ctx, rx, tx, printed(helperReady), pairLimit)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -117,10 +116,11 @@ func rawRx(args []string) error {
 	want := fs.Int("len", 0, "frame length to count (bytes)")
 	idle := fs.Duration("idle", 300*time.Millisecond, "stop this long after the last frame")
 	limit := fs.Duration("max", 30*time.Second, "stop after this long in any case")
-	touch := fs.Bool("touch", false, "read every byte of every frame counted, as a receiver that uses its data does (docs/bench.md, \"CQ moderation, a receiver that reads its data, PMTU 4096\")")
+	place := fs.Bool("place", false, "copy every counted frame's payload into a 64 KiB buffer, as a WRITE's responder places it in its MR (docs/bench.md, \"A receiver that places its data\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	mr, off := make([]byte, placeBuf), 0
 	l, err := xdp.Open(xdp.Config{Interface: *dev, Mode: bpf.ModeNative})
 	if err != nil {
 		return err
@@ -140,8 +140,8 @@ func rawRx(args []string) error {
 		for _, f := range frames[:k] {
 			if len(f) == *want {
 				got++
-				if *touch {
-					sink += readAll(f)
+				if *place {
+					off = placePayload(mr, off, f)
 				}
 			}
 		}
@@ -165,24 +165,27 @@ func rawRx(args []string) error {
 	if n <= firstBatch {
 		return fmt.Errorf("raw-rx: %d frames of %d bytes received", n, *want)
 	}
-	fmt.Printf("result frames=%d pps=%g sum=%d\n", n, float64(n-firstBatch)/last.Sub(first).Seconds(), sink&1)
+	fmt.Printf("result frames=%d pps=%g\n", n, float64(n-firstBatch)/last.Sub(first).Seconds())
 	return nil
 }
 
-// sink keeps readAll's sums alive.
-var sink uint64
+// placeBuf is the size in bytes of raw-rx -place's buffer: the MR of a 64 KiB
+// write_bw.
+const placeBuf = 64 << 10
 
-// readAll reads every byte of f, 8 at a time, and returns their sum.
-func readAll(f []byte) uint64 {
-	var s uint64
-	for len(f) >= 8 {
-		s += binary.LittleEndian.Uint64(f)
-		f = f[8:]
+// placePayload copies the payload of f, one of the raw helpers' frames (IPv4: the
+// bytes between the BTH, or the RETH of a WRITE ONLY, and the ICRC), into mr at off,
+// from the start again when it would not fit, and returns the next offset.
+func placePayload(mr []byte, off int, f []byte) int {
+	hdr := rawFrameLen(0, false) - roce.ICRCLen
+	if len(f) == rawFrameLen(latSize, true) {
+		hdr = rawFrameLen(0, true) - roce.ICRCLen
 	}
-	for _, b := range f {
-		s += uint64(b)
+	p := f[hdr : len(f)-roce.ICRCLen]
+	if off+len(p) > len(mr) {
+		off = 0
 	}
-	return s
+	return off + copy(mr[off:], p)
 }
 
 // rawPing sends one frame and waits for the peer's answer, -n times after -warm

@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // figRef names one figure of one measurement.
 type figRef struct{ key, fig string }
@@ -18,7 +21,7 @@ type ratio struct {
 }
 
 func ratios() []ratio {
-	return []ratio{
+	goodput := []ratio{
 		{name: "WRITE 64 KiB goodput / raw payload rate, PMTU 1024 (AF_XDP)",
 			num: figRef{"xdp write 65536", figGoodput}, den: figRef{"raw pps 1024", figPayload}, factor: 1,
 			target: 0.9, atLeast: true, profile: "xdp write 65536"},
@@ -28,12 +31,16 @@ func ratios() []ratio {
 		{name: "WRITE 64 KiB goodput / raw payload rate, PMTU 4096 (AF_XDP, multi-buffer)",
 			num: figRef{"xdp write 65536 pmtu4096", figGoodput}, den: figRef{"raw pps 4096", figPayload}, factor: 1,
 			target: 0.9, atLeast: true, profile: "xdp write 65536 pmtu4096"},
+	}
+	return slices.Concat(goodput, placedRatios(), []ratio{
 		{name: "WRITE 64 KiB goodput, PMTU 4096 / PMTU 1024 (AF_XDP)",
 			num: figRef{"xdp write 65536 pmtu4096", figGoodput}, den: figRef{"xdp write 65536", figGoodput}, factor: 1,
 			target: 1.3, atLeast: true},
 		{name: fmt.Sprintf("64 B WRITE msg rate / raw pps of the same %d-byte frames (AF_XDP)", rawFrameLen(latSize, true)),
 			num: figRef{"xdp write 64", figMsgRate}, den: figRef{"raw pps 64", figPPS}, factor: 1,
 			target: 0.8, atLeast: true, profile: "xdp write 64"},
+		{name: fmt.Sprintf("64 B WRITE msg rate / raw pps of the same %d-byte frames to a receiver that places the payloads (AF_XDP)", rawFrameLen(latSize, true)),
+			num: figRef{"xdp write 64", figMsgRate}, den: figRef{"raw pps 64 " + placed, figPPS}, factor: 1},
 		{name: "64 B WRITE msg rate / raw pps of PMTU 1024 frames (AF_XDP)",
 			num: figRef{"xdp write 64", figMsgRate}, den: figRef{"raw pps 1024", figPPS}, factor: 1},
 		{name: "write_lat p50 / raw one-way time (RTT p50 / 2, ppoll) (AF_XDP)",
@@ -69,7 +76,19 @@ func ratios() []ratio {
 			num: figRef{"xdp write 65536", figGoodput}, den: figRef{"tcp 65536", figGoodput}, factor: 1},
 		{name: "WRITE 64 KiB goodput (UDP link) / TCP stream with 64 KiB writes",
 			num: figRef{"udp write 65536", figGoodput}, den: figRef{"tcp 65536", figGoodput}, factor: 1},
+	})
+}
+
+// placedRatios compare WRITE 64 KiB goodput with the raw payload rate to a receiver
+// that copies every payload into a buffer, as xroce's responder does (docs/bench.md,
+// "A receiver that places its data"), for information.
+func placedRatios() []ratio {
+	var q []ratio
+	for _, pmtu := range []int{1024, 2048, 4096} {
+		q = append(q, ratio{name: fmt.Sprintf("WRITE 64 KiB goodput / raw payload rate to a receiver that places the payloads, PMTU %d (AF_XDP)", pmtu),
+			num: figRef{bwKey("xdp", "write", 64<<10, pmtu), figGoodput}, den: figRef{fmt.Sprintf("raw pps %d %s", pmtu, placed), figPayload}, factor: 1})
 	}
+	return q
 }
 
 // value computes the ratio from the medians; ok is false when a figure is missing.
