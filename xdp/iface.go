@@ -16,14 +16,18 @@ import (
 // iface is what both links know about their interface, through a netlink handle
 // bound to the interface's network namespace.
 type iface struct {
-	nl      *netlink.Handle
-	name    string
-	index   int
-	mac     [6]byte
-	mtu     int
-	queues  int
-	driver  string // ethtool -i's driver name, or "unknown"
-	trigger [2]int // UDP sockets (IPv4, IPv6) used to make the kernel resolve a neighbour
+	nl     *netlink.Handle
+	name   string
+	index  int
+	mac    [6]byte
+	mtu    int
+	queues int // receive queues in use: one AF_XDP socket each
+	// txQueues is how many transmit queues are in use. Copy-mode AF_XDP sends
+	// nothing from a socket whose queue is not among them (net/xdp/xsk.c,
+	// __xsk_generic_xmit), as on a veth made with fewer TX than RX queues.
+	txQueues int
+	driver   string // ethtool -i's driver name, or "unknown"
+	trigger  [2]int // UDP sockets (IPv4, IPv6) used to make the kernel resolve a neighbour
 }
 
 // ErrNoInterface is returned when the interface does not exist.
@@ -80,7 +84,7 @@ func openIface(name string) (*iface, error) {
 		nl.Close()
 		return nil, fmt.Errorf("xdp: interface %q has no Ethernet address", name)
 	}
-	i := &iface{nl: nl, name: name, index: a.Index, mtu: a.MTU, queues: 1, trigger: [2]int{-1, -1}}
+	i := &iface{nl: nl, name: name, index: a.Index, mtu: a.MTU, queues: 1, txQueues: 1, trigger: [2]int{-1, -1}}
 	copy(i.mac[:], a.HardwareAddr)
 	for k, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -91,7 +95,7 @@ func openIface(name string) (*iface, error) {
 		}
 	}
 	if i.trigger[0] >= 0 {
-		i.queues = rxQueues(i.trigger[0], name, 1)
+		i.queues, i.txQueues = queueCounts(i.trigger[0], name)
 	}
 	i.driver = driverName(max(i.trigger[0], i.trigger[1]), name)
 	return i, nil

@@ -29,7 +29,7 @@ func (l *Link) LendTx(n int, sport uint16) []byte {
 	l.mu.Lock()
 	var b []byte
 	if !l.closed {
-		b = l.queues[int(sport)%len(l.queues)].lend(n, k)
+		b = l.queues[int(sport)%l.txq].lend(n, k)
 	}
 	l.mu.Unlock() // not deferred: this runs for every frame sent
 	return b

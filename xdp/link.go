@@ -63,11 +63,14 @@ type Config struct {
 
 // Link is a transport.Link on AF_XDP sockets, one per receive queue of the
 // interface; each frame is sent from the socket of the queue its flow maps to
-// (txQueue).
+// (txQueue) among those the interface also has a transmit queue for.
 type Link struct {
 	ifc    *iface
 	prog   *bpf.Program
 	queues []*queue
+	// txq is how many of the queues, from the first, transmit: those the interface
+	// has transmit queues for (iface.txQueues).
+	txq    int
 	w      *waiter
 	rxNext int
 
@@ -150,6 +153,7 @@ func Open(cfg Config) (*Link, error) {
 		if err != nil {
 			return err
 		}
+		l.txq = min(max(l.ifc.txQueues, 1), len(l.queues))
 		for q, qu := range l.queues {
 			if err := l.prog.Register(q, qu.xsk.FD()); err != nil {
 				return fmt.Errorf("xdp: registering the socket of queue %d: %w", q, err)
@@ -267,7 +271,7 @@ func (l *Link) Send(frames [][]byte) (int, error) {
 			}
 			break
 		}
-		if !l.queues[txQueue(f, len(l.queues))].stage(f, k) {
+		if !l.queues[txQueue(f, l.txq)].stage(f, k) {
 			break
 		}
 		sent++
@@ -602,7 +606,11 @@ func (l *Link) Describe() string {
 	if err := l.prog.NativeRefused(); err != nil {
 		mode += " (native refused: " + strings.TrimPrefix(err.Error(), "bpf: ") + ")"
 	}
-	return fmt.Sprintf("xdp %s, %s, %s, %d %s", mode, copyMode, buffers, len(l.queues), queues)
+	s := fmt.Sprintf("xdp %s, %s, %s, %d %s", mode, copyMode, buffers, len(l.queues), queues)
+	if l.txq < len(l.queues) {
+		s += fmt.Sprintf(", %d transmitting (the interface has %d TX %s in use)", l.txq, l.txq, map[bool]string{true: "queue", false: "queues"}[l.txq == 1])
+	}
+	return s
 }
 
 // Mode returns the XDP mode the program attached in.

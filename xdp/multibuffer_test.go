@@ -13,6 +13,7 @@ import (
 
 	"github.com/xroce/xroce/bpf"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/testnet"
 	"github.com/xroce/xroce/transport"
 	"github.com/xroce/xroce/xdp"
 )
@@ -257,6 +258,31 @@ func TestQueuesMultiBuffer(t *testing.T) {
 func TestQueuesTransmit(t *testing.T) {
 	n := newTestNetQueues(t, 9000, false, 4)
 	la, lb := openXDP(t, n, bpf.ModeNative)
+	sendFlows(t, n, la, lb, []uint64{16, 16, 16, 16})
+}
+
+// TestQueuesFewerTx: A's veth end has four receive queues but one transmit queue
+// (numtxqueues 1 numrxqueues 4). Copy-mode AF_XDP sends nothing from the socket of
+// a queue the interface does not transmit on (net/xdp/xsk.c), so every flow leaves
+// from queue 0's socket, and all 64 frames arrive; the header line says so.
+func TestQueuesFewerTx(t *testing.T) {
+	tn := testnet.New(t, testnet.Options{MTU: 9000, Queues: 4, TxA: 1})
+	n := &testNet{tn.NsA, tn.NsB, tn.NsBr, tn.IfA, tn.IfB, tn.IPA, tn.IPB, tn.IP6A, tn.IP6B}
+	la, lb := openXDP(t, n, bpf.ModeNative)
+	if d, want := la.Describe(), "xdp native, copy, multi-buffer, 4 queues, 1 transmitting (the interface has 1 TX queue in use)"; d != want {
+		t.Errorf("Describe: %q, want %q", d, want)
+	}
+	if d, want := lb.Describe(), "xdp native, copy, multi-buffer, 4 queues"; d != want {
+		t.Errorf("B's Describe: %q, want %q", d, want)
+	}
+	sendFlows(t, n, la, lb, []uint64{64, 0, 0, 0})
+}
+
+// sendFlows sends 64 RoCE frames from la to lb, one from each of 64 UDP source ports
+// (0xC000 + i), short and chained alternately; it checks that la's queues sent
+// perQueue of them and that all arrive at lb byte for byte.
+func sendFlows(t *testing.T, n *testNet, la, lb *xdp.Link, perQueue []uint64) {
+	t.Helper()
 	const flows = 64
 	want := map[uint32][]byte{} // by PSN
 	var frames [][]byte
@@ -279,8 +305,8 @@ func TestQueuesTransmit(t *testing.T) {
 			la.Wait(time.Now().Add(time.Millisecond))
 		}
 	}
-	if per := la.QueueSent(); !slices.Equal(per, []uint64{16, 16, 16, 16}) {
-		t.Errorf("frames sent per queue %v, want 16 from each of the 4", per)
+	if per := la.QueueSent(); !slices.Equal(per, perQueue) {
+		t.Errorf("frames sent per queue %v, want %v", per, perQueue)
 	}
 	buf := make([][]byte, 64)
 	got := 0

@@ -13,12 +13,29 @@ type ethtoolChannels struct {
 	RxCount, TxCount, OtherCount, CombinedCount uint32
 }
 
-// rxQueues returns how many receive queues the interface has in use (ethtool -l:
-// RX plus combined channels), or fallback when the driver does not say. The netlink
-// IFLA_NUM_RX_QUEUES attribute counts allocated queues, not active ones (veth
-// allocates one per CPU but uses one unless `ethtool -L` says otherwise).
-func rxQueues(fd int, name string, fallback int) int {
-	ch := ethtoolChannels{Cmd: unix.ETHTOOL_GCHANNELS}
+// queueCounts returns how many receive and transmit queues the interface has in use
+// (ethtool -l: RX, or TX, plus combined channels; the kernel's real_num_rx_queues and
+// real_num_tx_queues on veth, include/linux/netdevice.h). A count the driver does not
+// give is 1 for receive and the receive count for transmit. The netlink
+// IFLA_NUM_RX_QUEUES and IFLA_NUM_TX_QUEUES attributes count allocated queues, not
+// active ones (veth allocates one per CPU but uses one unless `ethtool -L` says
+// otherwise).
+func queueCounts(fd int, name string) (rx, tx int) {
+	ch, ok := channels(fd, name)
+	rx, tx = int(ch.RxCount+ch.CombinedCount), int(ch.TxCount+ch.CombinedCount)
+	if !ok || rx == 0 {
+		rx = 1
+	}
+	if !ok || tx == 0 {
+		tx = rx
+	}
+	return rx, tx
+}
+
+// channels reads the interface's ethtool channels (ETHTOOL_GCHANNELS); ok is false
+// when the driver does not answer.
+func channels(fd int, name string) (ch ethtoolChannels, ok bool) {
+	ch = ethtoolChannels{Cmd: unix.ETHTOOL_GCHANNELS}
 	var ifr struct {
 		name [unix.IFNAMSIZ]byte
 		data uintptr
@@ -26,11 +43,6 @@ func rxQueues(fd int, name string, fallback int) int {
 	}
 	copy(ifr.name[:], name)
 	ifr.data = uintptr(unsafe.Pointer(&ch))
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr))); errno != 0 {
-		return fallback
-	}
-	if n := int(ch.RxCount + ch.CombinedCount); n > 0 {
-		return n
-	}
-	return fallback
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	return ch, errno == 0
 }

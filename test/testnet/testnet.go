@@ -21,6 +21,7 @@ type Options struct {
 	Bridge  bool // put a bridge namespace between A and B
 	Queues  int  // veth queues (no-bridge networks); 0 means 1
 	QueuesB int  // IfB's queues when they differ from IfA's (no-bridge networks); 0 means Queues
+	TxA     int  // IfA's transmit queues when they differ from its receive queues; 0 means Queues
 }
 
 // Net is a test network. IPA/IPB (10.79.0.1/24, .2) and IP6A/IP6B (fd00:79::1/64,
@@ -100,11 +101,14 @@ func Create(o Options) (n *Net, remove func(), err error) {
 	}
 	m := fmt.Sprint(o.MTU)
 	if !o.Bridge {
-		q, qb := fmt.Sprint(o.Queues), fmt.Sprint(o.Queues)
+		q, qb, txa := fmt.Sprint(o.Queues), fmt.Sprint(o.Queues), fmt.Sprint(o.Queues)
 		if o.QueuesB != 0 {
 			qb = fmt.Sprint(o.QueuesB)
 		}
-		cmds = append(cmds, []string{"ip", "link", "add", n.IfA, "netns", n.NsA, "mtu", m, "numtxqueues", q, "numrxqueues", q, "type", "veth",
+		if o.TxA != 0 {
+			txa = fmt.Sprint(o.TxA)
+		}
+		cmds = append(cmds, []string{"ip", "link", "add", n.IfA, "netns", n.NsA, "mtu", m, "numtxqueues", txa, "numrxqueues", q, "type", "veth",
 			"peer", "name", n.IfB, "netns", n.NsB, "mtu", m, "numtxqueues", qb, "numrxqueues", qb})
 	} else {
 		cmds = append(cmds, []string{"ip", "-n", n.NsBr, "link", "add", "br0", "mtu", m, "type", "bridge"})
