@@ -76,8 +76,10 @@ func TestToolMismatch(t *testing.T) {
 }
 
 // TestVerifyMessages: --verify on the side that only sends the data says where
-// it is checked; -s differing between two verifying sides is named as such, and a
-// sender without --verify as that.
+// it is checked; -s differing between two verifying sides is named as such, the
+// peer's -s longer or shorter, WRITE, SEND or READ (a fresh user's trial found the
+// longer WRITE and the shorter READ named only as "bytes differ"), and a sender
+// without --verify as that.
 func TestVerifyMessages(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	srv, cli := pair(t, n, []string{"write_bw", "-n", "100", "-d", n.IfB}, []string{"write_bw", "--verify", "-n", "100", "-d", n.IfA, n.IPB.String()})
@@ -90,15 +92,24 @@ func TestVerifyMessages(t *testing.T) {
 	}
 	for _, c := range []struct {
 		cmd, srvSize, cliSize string
+		client                bool // the client checks the data (READ)
 		want                  string
 	}{
-		{"write_bw", "65536", "4096", "verify: QP 0, 65536-byte messages: the peer's messages are 4096 bytes and this side's -s is 65536; give both sides the same -s"},
-		{"send_bw", "4096", "1000", "verify: QP 0, 4096-byte messages: the peer's messages are 1000 bytes and this side's -s is 4096; give both sides the same -s"},
+		{"write_bw", "65536", "4096", false, "verify: QP 0, 65536-byte messages: the peer's messages are 4096 bytes and this side's -s is 65536; give both sides the same -s"},
+		{"write_bw", "1000", "2000", false, "verify: QP 0, 1000-byte messages: the peer's messages are 2000 bytes and this side's -s is 1000; give both sides the same -s"},
+		{"send_bw", "4096", "1000", false, "verify: QP 0, 4096-byte messages: the peer's messages are 1000 bytes and this side's -s is 4096; give both sides the same -s"},
+		// A SEND longer than the receive buffer fails before any check, naming -s.
+		{"send_bw", "1000", "2000", false, "completion IBV_WC_LOC_LEN_ERR (IBV_WC_RECV): the peer sent a message larger than our receive buffer: its -s is larger than ours"},
+		{"read_bw", "1000", "2000", true, "verify: QP 0, 2000-byte messages: the peer's messages are 1000 bytes and this side's -s is 2000; give both sides the same -s"},
 	} {
 		srv, cli, srvErr, cliErr := pairRaw(t, n, []string{c.cmd, "--verify", "-n", "100", "-s", c.srvSize, "-d", n.IfB},
 			[]string{c.cmd, "--verify", "-n", "100", "-s", c.cliSize, "-d", n.IfA, n.IPB.String()})
-		if exitCode(srvErr) != 1 || !strings.Contains(srv, c.want) {
-			t.Errorf("%s -s %s against -s %s: want the server to fail with %q:\nserver: %v\n%s\nclient: %v\n%s", c.cmd, c.srvSize, c.cliSize, c.want, srvErr, srv, cliErr, cli)
+		out, err, side := srv, srvErr, "server"
+		if c.client {
+			out, err, side = cli, cliErr, "client"
+		}
+		if exitCode(err) != 1 || !strings.Contains(out, c.want) {
+			t.Errorf("%s -s %s against -s %s: want the %s to fail with %q:\nserver: %v\n%s\nclient: %v\n%s", c.cmd, c.srvSize, c.cliSize, side, c.want, srvErr, srv, cliErr, cli)
 		}
 	}
 	srv, _, srvErr, _ := pairRaw(t, n, []string{"write_bw", "--verify", "-n", "100", "-d", n.IfB}, []string{"write_bw", "-n", "100", "-d", n.IfA, n.IPB.String()})

@@ -21,6 +21,9 @@ func (c *conn) setup() error {
 	if c.o.verifyAll {
 		c.half = max(c.half, slotsHalf(c.o.iters, c.o.size)) // every message's slot
 	}
+	if err := c.checkMemory(q*2*c.half + 2*c.o.guard); err != nil {
+		return err
+	}
 	var err error
 	if c.buf, err = c.allocGuarded(q * 2 * c.half); err != nil {
 		return err

@@ -15,17 +15,22 @@ import (
 // (write_bw's server, whose -a sizes each have their place; atomic_bw's counters).
 // --verify-all checks every message instead (perfverifyall.go).
 
-// checkData compares what arrived with what was sent, and says why they differ:
-// nothing arrived or the sender sent no pattern (it lacks --verify), or the
-// peer's messages have another size (-s differs).
-func checkData(what string, got, want []byte) error {
+// checkData compares what arrived, the first len(want) bytes of room (the part of
+// the buffer the message lands in, to the end of its half), with what was sent, and
+// says why they differ: nothing arrived or the sender sent no pattern (it lacks
+// --verify), or the peer's messages have another size (-s differs: a longer one
+// fills room past len(want), a shorter one leaves zeros). seed is the pattern's
+// seed for a k-byte message: k for WRITE and SEND, k+1 for what a READ's server
+// offers (readSeed).
+func checkData(what string, room, want []byte, seed func(k int) uint64) error {
+	got := room[:len(want)]
 	if string(got) == string(want) {
 		return nil
 	}
 	if allZero(got) {
 		return fmt.Errorf("verify: %s: no data arrived, or the sender ran without --verify (it then sends its buffer as it is: zeros); give both sides --verify", what)
 	}
-	if k := patternLen(got); k > 0 && k != len(want) {
+	if k := patternLen(room, seed); k > 0 && k != len(want) {
 		return fmt.Errorf("verify: %s: the peer's messages are %d bytes and this side's -s is %d; give both sides the same -s", what, k, len(want))
 	}
 	i := 0
@@ -44,9 +49,19 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// patternLen returns k if got starts with a k-byte message's pattern (and holds
-// zeros after it), or 0.
-func patternLen(got []byte) int {
+// sizeSeed is the pattern seed of a k-byte WRITE or SEND message.
+func sizeSeed(k int) uint64 { return uint64(k) }
+
+// readSeedOf is the pattern seed of a READ server's k-byte buffer (readSeed).
+func readSeedOf(k int) uint64 { return uint64(k) + 1 }
+
+// landing returns the buffer from offset b to the end of the half it is in: where
+// a message placed at b may have landed, longer than this side's -s.
+func (c *conn) landing(b int) []byte { return c.buf[b : (b/c.half+1)*c.half] }
+
+// patternLen returns k if got starts with a k-byte message's pattern, seeded by
+// seed(k), and holds zeros after it, or 0.
+func patternLen(got []byte, seed func(k int) uint64) int {
 	last := len(got) - 1
 	for last >= 0 && got[last] == 0 {
 		last--
@@ -54,7 +69,7 @@ func patternLen(got []byte) int {
 	// The pattern's own last bytes may be zeros.
 	for k := last + 1; k <= min(last+16, len(got)); k++ {
 		p := make([]byte, k)
-		pattern(p, uint64(k))
+		pattern(p, seed(k))
 		if string(got[:k]) == string(p) {
 			return k
 		}
@@ -68,7 +83,7 @@ func (c *conn) checkLatWrite() error {
 	want := make([]byte, c.size)
 	pattern(want, uint64(c.size))
 	want[c.size-1] = byte(c.o.iters)
-	if err := checkData(fmt.Sprintf("%d-byte messages", c.size), c.buf[c.half:c.half+c.size], want); err != nil {
+	if err := checkData(fmt.Sprintf("%d-byte messages", c.size), c.buf[c.half:c.half+c.size], want, sizeSeed); err != nil {
 		return err
 	}
 	c.verified++
@@ -82,7 +97,7 @@ func (c *conn) verifySize(bw bool) error {
 	}
 	n := c.size
 	want := make([]byte, n)
-	off := 0
+	off, seed := 0, sizeSeed
 	switch {
 	case c.t.op == transport.WR_RDMA_WRITE && c.t.lat && !c.client:
 		return c.checkLatWrite()
@@ -91,13 +106,13 @@ func (c *conn) verifySize(bw bool) error {
 		off = c.half * boolInt(c.split())
 	case c.t.op == transport.WR_RDMA_READ && (c.client || c.o.bidir):
 		pattern(want, c.readSeed())
-		off = c.half * boolInt(c.t.lat)
+		off, seed = c.half*boolInt(c.t.lat), readSeedOf
 	default:
 		return nil // checked in runLat or after the run, or by the other side
 	}
 	for i := range c.qps {
 		b := c.base(i) + off
-		if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.buf[b:b+n], want); err != nil {
+		if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.landing(b), want, seed); err != nil {
 			return err
 		}
 	}
@@ -135,7 +150,7 @@ func (c *conn) verifyEnd() error {
 			pattern(want, uint64(n))
 			for i := range c.qps {
 				b := c.base(i) + c.half*boolInt(c.split()) + off
-				if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.buf[b:b+n], want); err != nil {
+				if err := checkData(fmt.Sprintf("QP %d, %d-byte messages", i, n), c.landing(b), want, sizeSeed); err != nil {
 					return err
 				}
 			}
