@@ -65,25 +65,36 @@ func (i *iface) currentMTU() int {
 	return int(ifr.Uint32())
 }
 
-func openIface(name string) (*iface, error) {
-	nl, err := routeHandle()
-	if err != nil {
-		return nil, fmt.Errorf("xdp: netlink: %w", err)
-	}
+// LookupLink returns the Ethernet interface name through the netlink handle nl
+// (netlink.Handle{} is the caller's namespace), or an error that names the cause and
+// the fix: no such interface (ErrNoInterface), or one without an Ethernet address
+// (lo, a tun device), which RoCE cannot run on.
+func LookupLink(nl *netlink.Handle, name string) (netlink.Link, error) {
 	l, err := nl.LinkByName(name)
 	if err != nil {
-		nl.Close()
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) {
 			return nil, noInterface(name)
 		}
 		return nil, fmt.Errorf("xdp: interface %q: %w", name, err)
 	}
-	a := l.Attrs()
-	if len(a.HardwareAddr) != 6 {
-		nl.Close()
-		return nil, fmt.Errorf("xdp: interface %q has no Ethernet address", name)
+	if len(l.Attrs().HardwareAddr) != 6 {
+		return nil, fmt.Errorf("xdp: interface %q has no Ethernet address, so no RoCE GIDs: RoCE runs over Ethernet; give -d an Ethernet interface (a NIC, a veth: `ip link` lists them)", name)
 	}
+	return l, nil
+}
+
+func openIface(name string) (*iface, error) {
+	nl, err := routeHandle()
+	if err != nil {
+		return nil, fmt.Errorf("xdp: netlink: %w", err)
+	}
+	l, err := LookupLink(nl, name)
+	if err != nil {
+		nl.Close()
+		return nil, err
+	}
+	a := l.Attrs()
 	i := &iface{nl: nl, name: name, index: a.Index, mtu: a.MTU, queues: 1, txQueues: 1, trigger: [2]int{-1, -1}}
 	copy(i.mac[:], a.HardwareAddr)
 	for k, fam := range []int{unix.AF_INET, unix.AF_INET6} {
@@ -153,17 +164,13 @@ func GIDTable(name string) (roce.GIDTable, error) {
 		return nil, fmt.Errorf("xdp: netlink: %w", err)
 	}
 	defer nl.Close()
-	l, err := nl.LinkByName(name)
+	l, err := LookupLink(nl, name)
 	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return nil, noInterface(name)
-		}
-		return nil, fmt.Errorf("xdp: interface %q: %w", name, err)
+		return nil, err
 	}
 	mac, err := roce.MACFromHardwareAddr(l.Attrs().HardwareAddr)
 	if err != nil {
-		return nil, fmt.Errorf("xdp: interface %q has no Ethernet address, so no RoCE GIDs", name)
+		return nil, err
 	}
 	addrs, err := linkAddrs(nl, l)
 	if err != nil {

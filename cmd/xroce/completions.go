@@ -18,7 +18,11 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 		if err := c.linkCheck(); err != nil {
 			return fmt.Errorf("completion %v (%v): the peer did not answer after every retry: %w", wc.Status, wc.Opcode, err)
 		}
-		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. If it ran until then, it exited or stopped (see its output); if it never answered, look for a wrong GID index (%s) on either side, a path MTU the peer cannot take (-m), a peer running another connection type (pingpong --connection, perftest -c), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode, c.gidOpt())
+		stopped := "it exited or stopped (see its output)"
+		if c.t.name == "pingpong" { // ibv_rc_pingpong's peer exits after its own -n
+			stopped = "it exited or stopped (see its output), or was given a smaller -n"
+		}
+		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. If it ran until then, %s; if it never answered, look for a wrong GID index (%s) on either side, a path MTU the peer cannot take (-m), a peer running another connection type (pingpong --connection, perftest -c), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode, stopped, c.gidOpt())
 	case transport.WC_RNR_RETRY_EXC_ERR:
 		return fmt.Errorf("completion %v (%v): the peer had no receive posted", wc.Status, wc.Opcode)
 	case transport.WC_REM_ACCESS_ERR:

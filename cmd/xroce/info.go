@@ -74,9 +74,9 @@ func devinfo(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	l, err := netlink.LinkByName(*dev)
+	l, err := xdp.LookupLink(&netlink.Handle{}, *dev)
 	if err != nil {
-		return fmt.Errorf("interface %q: %w", *dev, err)
+		return err
 	}
 	a := l.Attrs()
 	mac, err := roce.MACFromHardwareAddr(a.HardwareAddr)

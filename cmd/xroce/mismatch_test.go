@@ -249,12 +249,19 @@ func TestPingpongPeerGone(t *testing.T) {
 	took := time.Since(start)
 	// The server waited for the client's message (silence), or was sending its own
 	// when the client died (its retries run out).
-	want := regexp.MustCompile(`xroce pingpong: (the peer stopped answering after \d+ of 100000000 iterations \(nothing from it for 5s\): it exited or failed \(see its output\), or was given a smaller -n|completion IBV_WC_RETRY_EXC_ERR \(IBV_WC_SEND\): the peer did not answer after every retry\. If it ran until then, it exited or stopped \(see its output\);.*)\n$`)
+	want := regexp.MustCompile(`xroce pingpong: (the peer stopped answering after \d+ of 100000000 iterations \(nothing from it for 5s\): it exited or failed \(see its output\), or was given a smaller -n|completion IBV_WC_RETRY_EXC_ERR \(IBV_WC_SEND\): the peer did not answer after every retry\. If it ran until then, it exited or stopped \(see its output\), or was given a smaller -n;.*)\n$`)
 	if exitCode(err) != 1 || !want.MatchString(server.out.String()) || took > 8*time.Second {
 		t.Errorf("server after the client's kill: %v after %v:\n%s\nwant exit status 1 within 8s and %q", err, took.Round(time.Millisecond), server.out.String(), want)
 	}
 
-	r := timedPair(t, n, []string{"pingpong", "-s", "64", "-d", n.IfB}, []string{"pingpong", "--connection", "ud", "-s", "64", "-d", n.IfA, n.IPB.String()})
+	// A peer given a smaller -n exits when it is done; whichever way this side
+	// notices (its sends unanswered, or nothing to receive), it names -n.
+	r := timedPair(t, n, []string{"pingpong", "-s", "64", "-n", "10", "-d", n.IfB}, []string{"pingpong", "-s", "64", "-n", "20", "-d", n.IfA, n.IPB.String()})
+	if exitCode(r.srvErr) != 0 || exitCode(r.cliErr) != 1 || !strings.Contains(r.cli, "or was given a smaller -n") || r.cliTook > 8*time.Second {
+		t.Errorf("-n 20 against -n 10: server %v, client %v after %v:\n%s\nwant the server to pass and the client to fail within 8s naming a smaller -n", r.srvErr, r.cliErr, r.cliTook.Round(time.Millisecond), r.cli)
+	}
+
+	r = timedPair(t, n, []string{"pingpong", "-s", "64", "-d", n.IfB}, []string{"pingpong", "--connection", "ud", "-s", "64", "-d", n.IfA, n.IPB.String()})
 	const cliWant = "xroce pingpong: nothing came back from the peer for 5s after this side's first message: it exited or failed (see its output), or runs another connection type (--connection) or test\n"
 	if exitCode(r.cliErr) != 1 || !strings.HasSuffix(r.cli, cliWant) || r.cliTook > 8*time.Second {
 		t.Errorf("UD client against an RC server: %v after %v:\n%s\nwant exit status 1 within 8s and %q", r.cliErr, r.cliTook.Round(time.Millisecond), r.cli, cliWant)
