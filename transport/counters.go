@@ -37,6 +37,7 @@ const (
 	CntImpliedNak                    // implied_nak: READ/atomic response gaps that made the requester retry
 	CntQKeyViolation                 // qkey_viol_cntr: UD packets dropped for a Q_Key not the QP's (ibv_port_attr's name)
 	CntRcvdOversize                  // rcvd_oversize: packets with a payload longer than the path MTU: UD and UC ones dropped, RC ones answered with NAK Invalid Request
+	CntRcvdUndersize                 // rcvd_undersize: FIRST and MIDDLE packets with a payload shorter than the path MTU (IBTA §9.7.5.1.4; a peer with a smaller path MTU): RC ones answered with NAK Invalid Request, UC messages dropped
 	CntOutOfBuffer                   // out_of_buffer: UD and UC messages dropped for want of a receive WR (mlx5's name)
 	CntRespLocalLenErr               // resp_local_length_error: UD and UC receive WRs too small, completed IBV_WC_LOC_LEN_ERR (mlx5's name)
 	CntRcvdMsgDropped                // rcvd_msg_dropped: UC packets dropped with the rest of their message (after a gap, an opcode out of sequence, a bad length, a refused WRITE)
@@ -55,7 +56,7 @@ var CounterNames = [numCounters]string{
 	"send_err", "link_downed", "rdma_sends", "rdma_recvs", "local_ack_timeout_err", "roce_adp_retrans",
 	"roce_slow_restart", "link_busy",
 	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "ghost_ack", "stale_ack",
-	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
+	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "rcvd_undersize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
 	"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "roce_tail_probe",
 }
 

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -404,18 +405,8 @@ func (d *Device) flushTx() (bool, error) {
 	for d.txq.len() > 0 {
 		batch := d.txBatch()
 		n, err := d.link.Send(batch)
-		for i := 0; i < n; i++ {
-			m := d.txMeta.at(0)
-			if !m.lent { // a lent buffer is the link's again
-				d.bufs = append(d.bufs, batch[i][:cap(batch[i])])
-			}
-			d.txq.popFront()
-			if m.qp != nil {
-				m.qp.req.departed(m.qp, m)
-			}
-			d.txMeta.popFront()
-		}
-		d.counters.add(CntSentPkts, uint64(n))
+		d.depart(batch, n)
+		err = d.countSent(n, err)
 		if n > 0 {
 			sent = true
 			if !d.busySince.IsZero() {
@@ -440,6 +431,35 @@ func (d *Device) flushTx() (bool, error) {
 		}
 	}
 	return sent, nil
+}
+
+// depart takes the first n frames of batch, which the link accepted, off the
+// transmit queue and tells their requesters they left.
+func (d *Device) depart(batch [][]byte, n int) {
+	for i := 0; i < n; i++ {
+		m := d.txMeta.at(0)
+		if !m.lent { // a lent buffer is the link's again
+			d.bufs = append(d.bufs, batch[i][:cap(batch[i])])
+		}
+		d.txq.popFront()
+		if m.qp != nil {
+			m.qp.req.departed(m.qp, m)
+		}
+		d.txMeta.popFront()
+	}
+}
+
+// countSent counts the n frames the link accepted in sent_pkts, less those a
+// *NotSentError says it dropped, which go to send_err; it returns err unless it was
+// that (the engine goes on: the transport resends them).
+func (d *Device) countSent(n int, err error) error {
+	dropped := 0
+	if ns := (*NotSentError)(nil); errors.As(err, &ns) {
+		dropped, err = min(ns.Dropped, n), nil
+		d.counters.add(CntSendErr, uint64(dropped))
+	}
+	d.counters.add(CntSentPkts, uint64(n-dropped))
+	return err
 }
 
 // txBatch returns up to txBudget queued frames as a slice (reusing storage).

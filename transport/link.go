@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -15,8 +16,9 @@ type Link interface {
 	// Send queues frames for transmission and returns how many it accepted, in order,
 	// from the start of frames. The link copies what it accepts. Accepting fewer than
 	// len(frames) with a nil error means the link is busy (TX ring full, EAGAIN): the
-	// engine holds the rest and retries after an adaptive delay. An error means the
-	// link is unusable.
+	// engine holds the rest and retries after an adaptive delay. A *NotSentError
+	// means the frames it accepted may not all reach the wire, for a reason that may
+	// pass (the interface is down); any other error means the link is unusable.
 	Send(frames [][]byte) (int, error)
 	// Recv fills frames with up to len(frames) received frames without blocking and
 	// returns how many. The frames stay valid until the next call to Recv.
@@ -80,6 +82,23 @@ type LinkCaps struct {
 
 // ErrLinkClosed is returned by a closed link.
 var ErrLinkClosed = errors.New("transport: link closed")
+
+// NotSentError is a Link's Send error for frames it accepted but dropped, as a
+// network drops them, for a reason that may pass: the interface is down (ENETDOWN),
+// or the kernel has no route or neighbour for the destination (ENETUNREACH,
+// EHOSTUNREACH). The engine counts the dropped frames in send_err, as rdma_rxe
+// counts a failed ip_local_out (drivers/infiniband/sw/rxe/rxe_net.c, rxe_send), and
+// goes on: the transport's retries send them again.
+type NotSentError struct {
+	Dropped int   // frames dropped, of those Send accepted
+	Err     error // the cause, naming the interface or the destination
+}
+
+func (e *NotSentError) Error() string {
+	return fmt.Sprintf("%d frames dropped: %v", e.Dropped, e.Err)
+}
+
+func (e *NotSentError) Unwrap() error { return e.Err }
 
 // ErrNoRoute is what a Link's Resolve wraps when no route reaches the peer through
 // the link (the kernel's ENETUNREACH: rdma_cm reports such an address error with

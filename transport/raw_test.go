@@ -354,7 +354,9 @@ func TestResponderSequence(t *testing.T) {
 
 // TestResponderMalformed: lengths that break the PMTU rules get NAK invalid request;
 // a payload longer than the PMTU (the requester's path MTU is larger) also counts
-// rcvd_oversize, which the tools' error messages read.
+// rcvd_oversize, which the tools' error messages read, and a FIRST or MIDDLE one
+// shorter than it (the requester's path MTU is smaller) rcvd_undersize, which the
+// daemon logs.
 func TestResponderMalformed(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -362,12 +364,14 @@ func TestResponderMalformed(t *testing.T) {
 		n        int
 		reth     uint32
 		oversize uint64
+		under    uint64
 	}{
-		{"WRITE_FIRST shorter than PMTU", roce.RC_RDMA_WRITE_FIRST, 1000, 3000, 0},
-		{"WRITE_ONLY longer than PMTU", roce.RC_RDMA_WRITE_ONLY, 1028, 1028, 1},
-		{"WRITE_ONLY length differs from DMA length", roce.RC_RDMA_WRITE_ONLY, 100, 200, 0},
-		{"SEND_FIRST longer than PMTU", roce.RC_SEND_FIRST, 1028, 0, 1},
-		{"SEND_MIDDLE without FIRST", roce.RC_SEND_MIDDLE, 1024, 0, 0},
+		{"WRITE_FIRST shorter than PMTU", roce.RC_RDMA_WRITE_FIRST, 1000, 3000, 0, 1},
+		{"WRITE_ONLY longer than PMTU", roce.RC_RDMA_WRITE_ONLY, 1028, 1028, 1, 0},
+		{"WRITE_ONLY length differs from DMA length", roce.RC_RDMA_WRITE_ONLY, 100, 200, 0, 0},
+		{"SEND_FIRST longer than PMTU", roce.RC_SEND_FIRST, 1028, 0, 1, 0},
+		{"SEND_FIRST shorter than PMTU", roce.RC_SEND_FIRST, 512, 0, 0, 1},
+		{"SEND_MIDDLE without FIRST", roce.RC_SEND_MIDDLE, 1024, 0, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRaw(t, 1, 50, pairConfig{})
@@ -384,6 +388,9 @@ func TestResponderMalformed(t *testing.T) {
 			}
 			if got := r.e.dev.Counters().Get(transport.CntRcvdOversize); got != c.oversize {
 				t.Errorf("rcvd_oversize %d, want %d", got, c.oversize)
+			}
+			if got := r.e.dev.Counters().Get(transport.CntRcvdUndersize); got != c.under {
+				t.Errorf("rcvd_undersize %d, want %d", got, c.under)
 			}
 			checkBytes(t, "memory", r.e.buf, before)
 		})

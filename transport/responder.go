@@ -89,6 +89,9 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 	}
 	switch info.Position {
 	case roce.PosFirst, roce.PosMiddle:
+		if pl < qp.pmtu { // the requester's path MTU is smaller than ours
+			qp.count(CntRcvdUndersize)
+		}
 		if pl != qp.pmtu {
 			r.invalid(qp, psn)
 			return

@@ -349,6 +349,9 @@ func (qp *QueuePair) ucRequest(p *roce.Packet) {
 		qp.dropMessage(false)
 		return
 	case (pos == roce.PosFirst || pos == roce.PosMiddle) && pl != qp.pmtu, pos == roce.PosLast && pl == 0:
+		if pos != roce.PosLast { // shorter than the path MTU (longer went above)
+			qp.count(CntRcvdUndersize)
+		}
 		qp.dropMessage(true)
 		return
 	}

@@ -84,6 +84,21 @@ func LookupLink(nl *netlink.Handle, name string) (netlink.Link, error) {
 	return l, nil
 }
 
+// up reports whether the interface is administratively up (IFF_UP, SIOCGIFFLAGS on
+// the trigger socket), which copy-mode AF_XDP needs to transmit (net/xdp/xsk.c,
+// xsk_xmit: ENETDOWN otherwise); true when it cannot tell.
+func (i *iface) up() bool {
+	fd := max(i.trigger[0], i.trigger[1])
+	if fd < 0 {
+		return true
+	}
+	ifr, err := unix.NewIfreq(i.name)
+	if err != nil || unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr) != nil {
+		return true
+	}
+	return ifr.Uint16()&unix.IFF_UP != 0
+}
+
 func openIface(name string) (*iface, error) {
 	nl, err := routeHandle()
 	if err != nil {

@@ -85,6 +85,9 @@ type Link struct {
 
 	mu     sync.Mutex // Send, Recv and Close; Wait and Wake need no lock
 	closed bool
+	// down: the last kick found the interface down (ENETDOWN). Until it is up
+	// again Send drops what it is given, as a network does (transport.NotSentError).
+	down bool
 }
 
 // queue is one AF_XDP socket and its UMEM bookkeeping.
@@ -241,6 +244,13 @@ func (l *Link) Send(frames [][]byte) (int, error) {
 	if l.closed {
 		return 0, errClosed
 	}
+	if l.down {
+		if l.ifc.up() {
+			l.down = false // what waits on the TX rings leaves with the next kick
+		} else {
+			return len(frames), &transport.NotSentError{Dropped: len(frames), Err: fmt.Errorf("xdp: %s is down", l.ifc.name)}
+		}
+	}
 	maxChunks := 1
 	if l.multi {
 		maxChunks = maxTxChunks
@@ -363,6 +373,11 @@ func (l *Link) kick(q *queue) error {
 		case 0, unix.EAGAIN, unix.EBUSY, unix.EINTR:
 		case unix.ENOBUFS:
 			return nil // frames stay in the ring; the next send kicks again
+		case unix.ENETDOWN:
+			// The interface is down (ip link set … down): the frames stay in the
+			// ring and leave when it is up; until then Send drops new ones.
+			l.down = true
+			return nil
 		default:
 			return fmt.Errorf("xdp: AF_XDP kick (sendto) on %s: %w", l.ifc.name, errno)
 		}

@@ -115,6 +115,7 @@ func (l *UDPLink) Send(frames [][]byte) (int, error) {
 	if l.closed {
 		return 0, errClosed
 	}
+	var notSent *transport.NotSentError
 	for i, f := range frames {
 		if len(f) > len(l.scratch) {
 			return i, fmt.Errorf("%w: %d bytes", ErrFrameTooLong, len(f))
@@ -145,12 +146,34 @@ func (l *UDPLink) Send(frames [][]byte) (int, error) {
 		}
 		if _, err := unix.SendmsgN(fd, b[p.L4Off+8:p.ICRCOff+roce.ICRCLen], oob, to, unix.MSG_DONTWAIT); err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) {
-				return i, nil // busy: the engine resends after its adaptive delay
+				return i, notSentErr(notSent) // busy: the engine resends after its adaptive delay
 			}
-			return i, fmt.Errorf("xdp: UDP send to %v: %w", p.DstAddr(), err)
+			if !passing(err) {
+				return i, fmt.Errorf("xdp: UDP send to %v: %w", p.DstAddr(), err)
+			}
+			if notSent == nil {
+				notSent = &transport.NotSentError{Err: fmt.Errorf("xdp: UDP send to %v: %w", p.DstAddr(), err)}
+			}
+			notSent.Dropped++
 		}
 	}
-	return len(frames), nil
+	return len(frames), notSentErr(notSent)
+}
+
+// passing reports whether a sendmsg error drops the datagram for a reason that may
+// pass, as a network drops a packet: the interface down, no route, no neighbour
+// (ARP or ND failed), or the host refusing for now.
+func passing(err error) bool {
+	return errors.Is(err, unix.ENETDOWN) || errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.EHOSTUNREACH) ||
+		errors.Is(err, unix.EHOSTDOWN) || errors.Is(err, unix.ECONNREFUSED)
+}
+
+// notSentErr returns e as an error, nil when e is nil.
+func notSentErr(e *transport.NotSentError) error {
+	if e == nil {
+		return nil
+	}
+	return e
 }
 
 // cmsg4 and cmsg6 build the control messages that choose a datagram's source

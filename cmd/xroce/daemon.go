@@ -97,8 +97,13 @@ func runDaemon(name string, args []string) error {
 	}
 	ctx, gone := context.WithCancelCause(context.Background())
 	defer gone(nil)
+	go func() {
+		if err, ok := <-eng.died; ok {
+			gone(err)
+		}
+	}()
 	go watchInterface(ctx, o.dev, gone, lg.Printf, dev.MaxPathMTU)
-	go watchOversize(ctx, dev.Counters(), lg.Printf)
+	go watchPathMTU(ctx, dev.Counters(), lg.Printf)
 	go watchRNR(ctx, dev.Counters(), lg.Printf)
 	if err := srv.Serve(ctx); err != nil {
 		return err

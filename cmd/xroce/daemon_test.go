@@ -423,7 +423,9 @@ func TestDaemonMTULog(t *testing.T) {
 
 // TestDaemonOversizeLog: ibv_rc_pingpong -m 512 against -m 1024 (rc_pingpong
 // exchanges no MTU): the -m 512 side's daemon refuses the 1024-byte packets and
-// its log names the path MTU mismatch, which the applications cannot see.
+// its log names the path MTU mismatch, which the applications cannot see; the
+// other way round, the -m 1024 side's daemon refuses the 512-byte FIRST packets
+// (a fresh user's trial found that direction unlogged).
 func TestDaemonOversizeLog(t *testing.T) {
 	libxroce(t)
 	if _, err := os.Stat("/usr/bin/ibv_rc_pingpong"); err != nil {
@@ -441,10 +443,20 @@ func TestDaemonOversizeLog(t *testing.T) {
 	if cerr == nil || serr == nil {
 		t.Fatalf("mismatched path MTUs passed: client %v\n%s\nserver %v\n%s", cerr, cout.String(), serr, sout.String())
 	}
+	_, sout, sdone = server(t, n.NsA, dirA, append(pp, "-p", "18651", "-m", "1024")...)
+	_, cout, cdone = app(t, n.NsB, dirB, append(pp, "-p", "18651", "-m", "512", n.IPA.String())...)
+	cerr = wait(t, "client", cdone, cout, 30*time.Second)
+	serr = wait(t, "server", sdone, sout, 30*time.Second)
+	if cerr == nil || serr == nil {
+		t.Fatalf("mismatched path MTUs passed the other way: client %v\n%s\nserver %v\n%s", cerr, cout.String(), serr, sout.String())
+	}
 	time.Sleep(2 * ifaceWatch)
 	log, _ := stopA()
-	if want := "longer than their QP's path MTU refused (rcvd_oversize "; !strings.Contains(log, want) || !strings.Contains(log, "give both sides the same path MTU") {
-		t.Errorf("daemon A's log, want %q:\n%s", want, log)
+	for _, want := range []string{"longer than their QP's path MTU refused (rcvd_oversize ", "a peer sends with a larger path MTU",
+		"shorter than their QP's path MTU in the middle of a message refused (rcvd_undersize ", "a peer sends with a smaller path MTU"} {
+		if !strings.Contains(log, want) || !strings.Contains(log, "give both sides the same path MTU") {
+			t.Errorf("daemon A's log, want %q:\n%s", want, log)
+		}
 	}
 }
 

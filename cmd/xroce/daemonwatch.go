@@ -39,16 +39,24 @@ func portChanged(name string, err error) string {
 	return fmt.Sprintf("%v: the port is PORT_DOWN; connected QPs lose what they send until it is back (an RC QP fails when its retries run out)", err)
 }
 
-// watchOversize logs, at most once per oversizeLogEvery, that the device refused
-// packets longer than their QP's path MTU (rcvd_oversize moved): a peer connected
-// with a larger path MTU than the QP it sends to. The application sees only its
-// QP's error (RC: the peer's IBV_WC_REM_INV_REQ_ERR, its own flushed work
+// watchPathMTU logs, at most once per oversizeLogEvery each, that the device
+// refused packets longer than their QP's path MTU (rcvd_oversize moved) or FIRST
+// and MIDDLE packets shorter than it (rcvd_undersize): a peer connected with a
+// larger, or a smaller, path MTU than the QP it sends to. The application sees only
+// its QP's error (RC: the peer's IBV_WC_REM_INV_REQ_ERR, its own flushed work
 // requests; UD and UC: messages that never arrive), as on rdma_rxe, which logs
 // nothing; the daemon's log names the cause.
-func watchOversize(ctx context.Context, c *transport.Counters, logf func(string, ...any)) {
+func watchPathMTU(ctx context.Context, c *transport.Counters, logf func(string, ...any)) {
+	go watchCount(ctx, c, transport.CntRcvdOversize, logf, "longer than their QP's path MTU refused", "larger")
+	watchCount(ctx, c, transport.CntRcvdUndersize, logf, "shorter than their QP's path MTU in the middle of a message refused", "smaller")
+}
+
+// watchCount is watchPathMTU's watch of one counter: what the packets were, and
+// whether the peer's path MTU is larger or smaller.
+func watchCount(ctx context.Context, c *transport.Counters, cnt int, logf func(string, ...any), what, peer string) {
 	t := time.NewTicker(ifaceWatch)
 	defer t.Stop()
-	seen := c.Get(transport.CntRcvdOversize)
+	seen := c.Get(cnt)
 	var logged time.Time
 	for {
 		select {
@@ -56,17 +64,17 @@ func watchOversize(ctx context.Context, c *transport.Counters, logf func(string,
 			return
 		case <-t.C:
 		}
-		n := c.Get(transport.CntRcvdOversize)
+		n := c.Get(cnt)
 		if n == seen || time.Since(logged) < oversizeLogEvery {
 			continue
 		}
-		logf("%d packet%s longer than their QP's path MTU refused (rcvd_oversize %d): a peer sends with a larger path MTU than the QP it reaches; give both sides the same path MTU (perftest -m, ibv_rc_pingpong -m)",
-			n-seen, plural(int(n-seen)), n)
+		logf("%d packet%s %s (%s %d): a peer sends with a %s path MTU than the QP it reaches; give both sides the same path MTU (perftest -m, ibv_rc_pingpong -m)",
+			n-seen, plural(int(n-seen)), what, transport.CounterNames[cnt], n, peer)
 		seen, logged = n, time.Now()
 	}
 }
 
-// oversizeLogEvery bounds watchOversize's log lines.
+// oversizeLogEvery bounds watchCount's log lines, per counter.
 const oversizeLogEvery = 10 * time.Second
 
 // watchRNR logs, at most once per rnrLogEvery, that QPs of the device have been

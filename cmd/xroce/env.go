@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,8 +38,18 @@ type env struct {
 	prov   provider
 	gid    roce.GIDEntry
 	stop   func()
-	ifname string // the engine's network interface; empty with --provider verbs
-	link   string // how the engine's link runs (describeLink); empty with --provider verbs
+	ifname string                // the engine's network interface; empty with --provider verbs
+	link   string                // how the engine's link runs (describeLink); empty with --provider verbs
+	dead   atomic.Pointer[error] // why the engine stopped by itself (engineErr)
+}
+
+// engineErr returns why the engine's loop stopped by itself (its link failed), or
+// nil: a tool waiting for completions that will not come says so (linkCheck).
+func (e *env) engineErr() error {
+	if p := e.dead.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // openEnv opens the provider -- for the engine: the link and the device, and starts
@@ -70,8 +81,13 @@ func openEnv(o linkOptions) (*env, error) {
 		eng.stop()
 		return nil, err
 	}
-	stop := eng.stop
-	return &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(stop), ifname: o.dev, link: eng.desc}, nil
+	e := &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(eng.stop), ifname: o.dev, link: eng.desc}
+	go func() {
+		if err, ok := <-eng.died; ok {
+			e.dead.Store(&err)
+		}
+	}()
+	return e, nil
 }
 
 // runningEngine is a transport.Device on its link with its loop running.
@@ -80,6 +96,9 @@ type runningEngine struct {
 	dev  *transport.Device
 	desc string // how the link runs (describeLink)
 	stop func() // stops the loop and closes the link (and --pcap's recording)
+	// died delivers why the loop stopped by itself (the link failed), then closes;
+	// it closes without a value when stop stopped it.
+	died <-chan error
 }
 
 // startEngine opens the link as o says, opens a device on it and runs its loop.
@@ -107,9 +126,13 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
+	died := make(chan error, 1)
 	go func() {
 		defer wg.Done()
-		_ = dev.Run(ctx)
+		defer close(died)
+		if err := dev.Run(ctx); err != nil && ctx.Err() == nil {
+			died <- fmt.Errorf("the engine stopped: %w", err)
+		}
 	}()
 	stop := func() {
 		cancel()
@@ -119,7 +142,7 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 			pcapErr(tap.Err())
 		}
 	}
-	return &runningEngine{link: link, dev: dev, desc: desc, stop: stop}, nil
+	return &runningEngine{link: link, dev: dev, desc: desc, stop: stop, died: died}, nil
 }
 
 // openLink opens the engine's link on o.dev as --link, --xdp-mode and --pcap say.

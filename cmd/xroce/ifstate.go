@@ -52,7 +52,10 @@ func (c *conn) linkCheck() error {
 	if err := interfaceState(c.env.ifname); err != nil {
 		return err
 	}
-	return mtuState(c.env.ifname, c.mtu, !c.env.gid.GID.IsIPv4Mapped())
+	if err := mtuState(c.env.ifname, c.mtu, !c.env.gid.GID.IsIPv4Mapped()); err != nil {
+		return err
+	}
+	return c.env.engineErr()
 }
 
 // linkCheckDue runs linkCheck when linkCheckEvery has passed since it last did.
