@@ -206,7 +206,18 @@ func TestVerbsRpingErrors(t *testing.T) {
 	if want := "xroce: rdma_resolve_addr: no xroce device has the source address asked for (rping -I, ucmatose -b, src_addr): give one of the devices' addresses"; err == nil || !strings.Contains(out.String(), want) {
 		t.Errorf("rping -c -I 10.250.7.99: %v\n%s\nwant %q", err, out.String(), want)
 	}
+	// The daemon that refused the first case's request says why (the kernel's CM
+	// on an rdma_rxe host says nothing).
+	time.Sleep(2 * refusedLook)
+	log, _ := p.stopA()
+	if want := "1 RDMA CM connection request refused: nothing listens on the port asked for here"; !strings.Contains(log, want) {
+		t.Errorf("daemon A's log, want %q:\n%s", want, log)
+	}
 }
+
+// refusedLook is the daemon's look at refused connection requests
+// (daemon.refusedLook).
+const refusedLook = time.Second
 
 // TestVerbsRpingCycles: connection after connection against one persistent rping
 // server (-P), each client `rping -c -C 1` (librxe once stopped answering the CM

@@ -18,9 +18,9 @@ import (
 // verbsPair is two namespaces joined by a veth, an xroce daemon in each (run
 // directories dirA and dirB), for unmodified verbs applications on both sides.
 type verbsPair struct {
-	n          *testnet.Net
-	dirA, dirB string
-	stopB      func() (string, error)
+	n            *testnet.Net
+	dirA, dirB   string
+	stopA, stopB func() (string, error) // stop the daemon, returning its log
 }
 
 func newVerbsPair(t *testing.T) *verbsPair {
@@ -33,7 +33,7 @@ func newVerbsPair(t *testing.T) *verbsPair {
 		t.Skip("no ibv_rc_pingpong: apt-get install ibverbs-utils (.ci/run installs it)")
 	}
 	p := &verbsPair{n: testnet.New(t, testnet.Options{MTU: 1500}), dirA: t.TempDir(), dirB: t.TempDir()}
-	startDaemon(t, p.n.NsA, p.n.IfA, p.dirA)
+	_, p.stopA = startDaemon(t, p.n.NsA, p.n.IfA, p.dirA)
 	_, p.stopB = startDaemon(t, p.n.NsB, p.n.IfB, p.dirB)
 	return p
 }

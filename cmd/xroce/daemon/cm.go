@@ -73,6 +73,7 @@ func cmFor(dev *transport.Device, logf func(string, ...any)) (*cmDevice, error) 
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopICMP = cancel
 	watchICMP(ctx, svc, logf)
+	go watchRefused(ctx, svc, logf)
 	return c, nil
 }
 

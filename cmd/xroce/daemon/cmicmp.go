@@ -16,6 +16,12 @@ import (
 // (they go about 4.3 s apart), not one that raced a peer's start.
 const unreachableFor = 3 * time.Second
 
+// runGap is the silence after which an ICMP error about a destination begins a new
+// run of them (a new connection attempt): more than the 4.3 s between two REQs.
+// Counting from an earlier attempt's errors ended the next attempt at its first
+// error, 20 s "of errors" later (a fresh user's trial).
+const runGap = 6 * time.Second
+
 // icmpWatch ends, through the ICMP errors the kernel receives for our RoCEv2
 // datagrams, the connection attempts that would otherwise wait through every CM
 // retry (about 100 s): a peer host that runs no RoCE endpoint (port unreachable),
@@ -24,17 +30,24 @@ const unreachableFor = 3 * time.Second
 // then fails by itself with retry-exceeded, and the log says why. rdma_rxe's
 // rdma_cm does neither. Without CAP_NET_RAW nothing is watched.
 type icmpWatch struct {
-	svc  *rdmacm.Service
+	end  func(dst netip.Addr, err error) int // ends the attempts to dst (rdmacm.Service.Unreachable)
 	logf func(string, ...any)
+	now  func() time.Time
 
 	mu    sync.Mutex
 	first map[netip.Addr]time.Time // first error of the current run, by destination
+	last  map[netip.Addr]time.Time // last error, by destination
 	said  map[netip.Addr]bool      // time exceeded logged
+}
+
+func newICMPWatch(end func(netip.Addr, error) int, logf func(string, ...any)) *icmpWatch {
+	return &icmpWatch{end: end, logf: logf, now: time.Now,
+		first: map[netip.Addr]time.Time{}, last: map[netip.Addr]time.Time{}, said: map[netip.Addr]bool{}}
 }
 
 // watchICMP starts watching for svc until ctx ends.
 func watchICMP(ctx context.Context, svc *rdmacm.Service, logf func(string, ...any)) {
-	w := &icmpWatch{svc: svc, logf: logf, first: map[netip.Addr]time.Time{}, said: map[netip.Addr]bool{}}
+	w := newICMPWatch(svc.Unreachable, logf)
 	for _, v6 := range []bool{false, true} {
 		if err := icmp.Watch(ctx, v6, w.report); err != nil {
 			logf("not watching ICMP errors (%v): a connection to a host without a RoCE endpoint waits through every CM retry", err)
@@ -45,7 +58,7 @@ func watchICMP(ctx context.Context, svc *rdmacm.Service, logf func(string, ...an
 
 // report takes one ICMP error about a RoCEv2 datagram.
 func (w *icmpWatch) report(r icmp.Report) {
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	if r.Kind == icmp.TimeExceeded {
 		once := !w.said[r.Dst]
@@ -57,9 +70,10 @@ func (w *icmpWatch) report(r icmp.Report) {
 		return
 	}
 	t0, seen := w.first[r.Dst]
-	if !seen || now.Sub(t0) > 30*time.Second { // a new run of errors
+	if !seen || now.Sub(w.last[r.Dst]) > runGap { // a new run of errors
 		w.first[r.Dst], t0 = now, now
 	}
+	w.last[r.Dst] = now
 	w.mu.Unlock()
 	if now.Sub(t0) < unreachableFor {
 		return
@@ -70,7 +84,7 @@ func (w *icmpWatch) report(r icmp.Report) {
 	}
 	err := &icmpError{fmt.Sprintf("%v answered our connection requests to %v (UDP port 4791) with ICMP %v for %v: %s",
 		r.From, r.Dst, r.Kind, now.Sub(t0).Round(100*time.Millisecond), hint)}
-	if n := w.svc.Unreachable(r.Dst, err); n > 0 {
+	if n := w.end(r.Dst, err); n > 0 {
 		w.logf("rdma_connect to %v: %v", r.Dst, err)
 	}
 }
