@@ -159,7 +159,7 @@ func attachError(ifindex int, m Mode, err error) error {
 	case errors.Is(err, unix.ENOSPC) && m == ModeNative && kind == "veth":
 		// drivers/net/veth.c veth_xdp_set: "XDP expects number of rx queues not
 		// less than peer tx queues" (an extack message the bpf link call drops).
-		return fmt.Errorf("bpf: %s: %w: native XDP on a veth needs at least as many receive queues on it (%d) as its peer has transmit queues: create the pair with equal queue counts (ip link add ... numrxqueues N numtxqueues N type veth peer ... numrxqueues N numtxqueues N), or use --xdp-mode generic: %v",
+		return fmt.Errorf("bpf: %s: %w: native XDP on a veth needs at least as many receive queues on it as its peer has transmit queues, and it has %d (the peer's count is in the peer's namespace: ip -d link show there): create the pair with equal queue counts (ip link add ... numrxqueues N numtxqueues N type veth peer ... numrxqueues N numtxqueues N), or use --xdp-mode generic: %v",
 			name, ErrQueues, rxQueues, err)
 	case errors.Is(err, unix.ERANGE) || errors.Is(err, unix.EINVAL) && mtu > 1500:
 		return fmt.Errorf("bpf: %s: %w: MTU %d in %v mode (native XDP on veth without multi-buffer support stops at 3506); lower the MTU or use --xdp-mode generic: %v",

@@ -90,7 +90,7 @@ func TestNativeXDPQueues(t *testing.T) {
 	n := testnet.New(t, testnet.Options{Queues: 4, QueuesB: 1})
 	p := startIn(t, n.NsB, 20*time.Second, "write_bw", "--xdp-mode", "native", "-d", n.IfB)
 	err := p.wait(5 * time.Second)
-	want := "xroce write_bw: bpf: " + n.IfB + ": the interface's queues do not allow native XDP: native XDP on a veth needs at least as many receive queues on it (1) as its peer has transmit queues: create the pair with equal queue counts"
+	want := "xroce write_bw: bpf: " + n.IfB + ": the interface's queues do not allow native XDP: native XDP on a veth needs at least as many receive queues on it as its peer has transmit queues, and it has 1 (the peer's count is in the peer's namespace: ip -d link show there): create the pair with equal queue counts"
 	if exitCode(err) != 1 || !strings.HasPrefix(p.out.String(), want) || !strings.Contains(p.out.String(), "or use --xdp-mode generic: ") {
 		t.Errorf("--xdp-mode native: %v\n%s\nwant exit status 1 and %q", err, p.out.String(), want)
 	}

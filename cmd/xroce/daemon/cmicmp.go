@@ -13,14 +13,16 @@ import (
 
 // unreachableFor is how long ICMP errors about the CM's requests to a destination
 // must keep coming before the connection attempts to it end: two REQs refused
-// (they go about 4.3 s apart), not one that raced a peer's start.
+// (they go about 6.4 s apart: the CM Response Timeout, 4.3 s, and twice the packet
+// life time, 1.07 s each; ibcm.DefaultPacketLifeTime), not one that raced a peer's
+// start.
 const unreachableFor = 3 * time.Second
 
 // runGap is the silence after which an ICMP error about a destination begins a new
-// run of them (a new connection attempt): more than the 4.3 s between two REQs.
+// run of them (a new connection attempt): more than the 6.4 s between two REQs.
 // Counting from an earlier attempt's errors ended the next attempt at its first
 // error, 20 s "of errors" later (a fresh user's trial).
-const runGap = 6 * time.Second
+const runGap = 10 * time.Second
 
 // icmpWatch ends, through the ICMP errors the kernel receives for our RoCEv2
 // datagrams, the connection attempts that would otherwise wait through every CM

@@ -10,7 +10,7 @@ import (
 )
 
 // TestICMPRuns: ICMP port unreachable about one destination ends its connection
-// attempts once the errors have come for unreachableFor (two REQs refused, 4.3 s
+// attempts once the errors have come for unreachableFor (two REQs refused, 6.4 s
 // apart), not at the first; an attempt 20 s after an earlier one begins a new run
 // (it used to be ended at its first error, "for 20.2s"), and its message counts
 // from its own first error.
@@ -32,13 +32,13 @@ func TestICMPRuns(t *testing.T) {
 	if n := report(0); n != 0 {
 		t.Fatalf("ended at the first error: %v", ended)
 	}
-	if n := report(4300 * time.Millisecond); n != 1 || !strings.Contains(ended[0], "with ICMP port unreachable for 4.3s") {
-		t.Fatalf("after two REQs refused 4.3 s apart: %v", ended)
+	if n := report(6400 * time.Millisecond); n != 1 || !strings.Contains(ended[0], "with ICMP port unreachable for 6.4s") {
+		t.Fatalf("after two REQs refused 6.4 s apart: %v", ended)
 	}
-	if n := report(24300 * time.Millisecond); n != 1 {
+	if n := report(26400 * time.Millisecond); n != 1 {
 		t.Fatalf("a new attempt 20 s later ended at its first error: %v", ended)
 	}
-	if n := report(28600 * time.Millisecond); n != 2 || !strings.Contains(ended[1], "for 4.3s") {
+	if n := report(32800 * time.Millisecond); n != 2 || !strings.Contains(ended[1], "for 6.4s") {
 		t.Fatalf("the new attempt's second refused REQ: %v", ended)
 	}
 }
