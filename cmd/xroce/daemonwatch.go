@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/xroce/xroce/cmd/xroce/daemon"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/transport"
 )
@@ -54,24 +55,10 @@ func watchPathMTU(ctx context.Context, c *transport.Counters, logf func(string, 
 // watchCount is watchPathMTU's watch of one counter: what the packets were, and
 // whether the peer's path MTU is larger or smaller.
 func watchCount(ctx context.Context, c *transport.Counters, cnt int, logf func(string, ...any), what, peer string) {
-	t := time.NewTicker(ifaceWatch)
-	defer t.Stop()
-	seen := c.Get(cnt)
-	var logged time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n := c.Get(cnt)
-		if n == seen || time.Since(logged) < oversizeLogEvery {
-			continue
-		}
+	daemon.WatchGrowth(ctx, ifaceWatch, oversizeLogEvery, func() uint64 { return c.Get(cnt) }, func(grew, n uint64) {
 		logf("%d packet%s %s (%s %d): a peer sends with a %s path MTU than the QP it reaches; give both sides the same path MTU (perftest -m, ibv_rc_pingpong -m)",
-			n-seen, plural(int(n-seen)), what, transport.CounterNames[cnt], n, peer)
-		seen, logged = n, time.Now()
-	}
+			grew, plural(int(grew)), what, transport.CounterNames[cnt], n, peer)
+	})
 }
 
 // oversizeLogEvery bounds watchCount's log lines, per counter.

@@ -21,9 +21,19 @@ const (
 // the peer's application sees RDMA_CM_EVENT_REJECTED (status 8) or UNREACHABLE,
 // and this log says why, until ctx ends.
 func watchRefused(ctx context.Context, svc *rdmacm.Service, logf func(string, ...any)) {
-	t := time.NewTicker(refusedLook)
+	WatchGrowth(ctx, refusedLook, refusedLogEvery, func() uint64 { return svc.Stats().Unlistened }, func(n, _ uint64) {
+		logf("%d RDMA CM connection request%s refused: nothing listens on the port asked for here (the server not started, started without the RDMA CM such as perftest without -R, or listening only after the request came)",
+			n, map[bool]string{true: "", false: "s"}[n == 1])
+	})
+}
+
+// WatchGrowth looks at get every look until ctx ends, and calls log with how much it
+// grew since the last call (or since the start) and its value, at most once per
+// every.
+func WatchGrowth(ctx context.Context, look, every time.Duration, get func() uint64, log func(grew, total uint64)) {
+	t := time.NewTicker(look)
 	defer t.Stop()
-	seen := svc.Stats().Unlistened
+	seen := get()
 	var logged time.Time
 	for {
 		select {
@@ -31,12 +41,11 @@ func watchRefused(ctx context.Context, svc *rdmacm.Service, logf func(string, ..
 			return
 		case <-t.C:
 		}
-		n := svc.Stats().Unlistened
-		if n == seen || time.Since(logged) < refusedLogEvery {
+		n := get()
+		if n == seen || time.Since(logged) < every {
 			continue
 		}
-		logf("%d RDMA CM connection request%s refused: nothing listens on the port asked for here (the server not started, started without the RDMA CM such as perftest without -R, or listening only after the request came)",
-			n-seen, map[bool]string{true: "", false: "s"}[n-seen == 1])
+		log(n-seen, n)
 		seen, logged = n, time.Now()
 	}
 }
