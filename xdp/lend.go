@@ -74,9 +74,13 @@ func (q *queue) takeRun(k int) (uint64, bool) {
 func (l *Link) ReturnTx(buf []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return
+	if !l.closed {
+		l.returnTx(buf)
 	}
+}
+
+// returnTx frees the chunks of buf if LendTx lent them; under l.mu.
+func (l *Link) returnTx(buf []byte) {
 	if q, addr, ok := l.lentChunk(buf); ok {
 		q.free(addr, cap(buf)/FrameSize)
 	}

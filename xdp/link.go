@@ -248,6 +248,9 @@ func (l *Link) Send(frames [][]byte) (int, error) {
 		if l.ifc.up() {
 			l.down = false // what waits on the TX rings leaves with the next kick
 		} else {
+			for _, f := range frames { // the engine lets go of lent memory it hands over
+				l.returnTx(f)
+			}
 			return len(frames), &transport.NotSentError{Dropped: len(frames), Err: fmt.Errorf("xdp: %s is down", l.ifc.name)}
 		}
 	}

@@ -12,13 +12,15 @@ import (
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/test/testnet"
 	"github.com/xroce/xroce/transport"
+	"github.com/xroce/xroce/xdp"
 )
 
 // TestSendWhileDown: on an interface set down, copy-mode AF_XDP's sendto answers
 // ENETDOWN. The frame already on the TX ring stays there; what Send is given next
 // is dropped with a *transport.NotSentError naming the interface (the engine counts
-// it in send_err and goes on); once the interface is up the ring's frame leaves
-// with the next one, and the dropped ones never do. Before, the ENETDOWN was an
+// it in send_err and goes on), and the TX chunks a dropped frame was lent are free
+// again; once the interface is up the ring's frame leaves with the next one, and the
+// dropped ones never do. Before, the ENETDOWN was an
 // error that stopped the engine for good (a daemon then received nothing after its
 // interface came back: a fresh user's trial).
 func TestSendWhileDown(t *testing.T) {
@@ -32,7 +34,9 @@ func TestSendWhileDown(t *testing.T) {
 	if k, err := la.Send(f[:1]); k != 1 || err != nil {
 		t.Fatalf("first Send while down: %d, %v; want 1, nil (the frame waits on the ring)", k, err)
 	}
-	k, err := la.Send(f[1:3])
+	lent := la.LendTx(len(f[2]), 0xC001) // the engine encodes in lent chunks
+	copy(lent, f[2])
+	k, err := la.Send([][]byte{f[1], lent})
 	var ns *transport.NotSentError
 	if k != 2 || !errors.As(err, &ns) || ns.Dropped != 2 || err.Error() != "2 frames dropped: xdp: "+n.ifA+" is down" {
 		t.Fatalf("Send while down: %d, %v; want 2 and 2 frames dropped", k, err)
@@ -46,6 +50,22 @@ func TestSendWhileDown(t *testing.T) {
 	if len(got) != 2 || !bytes.Equal(got[0], f[0]) || !bytes.Equal(got[1], f[3]) {
 		t.Fatalf("received %d frames (%v); want the first and the last sent, in order", len(got), lens(got))
 	}
+	if n := lendAll(la); n != xdp.TxFrames {
+		t.Errorf("%d TX chunks to lend after the interface came back, want all %d (TxFrames)", n, xdp.TxFrames)
+	}
+}
+
+// lendAll lends l's single-chunk TX memory until none is left and returns how much
+// it lent, all of it given back.
+func lendAll(l *xdp.Link) int {
+	var loans [][]byte
+	for b := l.LendTx(64, 0xC001); b != nil; b = l.LendTx(64, 0xC001) {
+		loans = append(loans, b)
+	}
+	for _, b := range loans {
+		l.ReturnTx(b)
+	}
+	return len(loans)
 }
 
 // TestEngineSurvivesLinkDown: a WRITE posted while the requester's interface is down

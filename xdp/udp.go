@@ -162,10 +162,9 @@ func (l *UDPLink) Send(frames [][]byte) (int, error) {
 
 // passing reports whether a sendmsg error drops the datagram for a reason that may
 // pass, as a network drops a packet: the interface down, no route, no neighbour
-// (ARP or ND failed), or the host refusing for now.
+// (ARP or ND failed).
 func passing(err error) bool {
-	return errors.Is(err, unix.ENETDOWN) || errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.EHOSTUNREACH) ||
-		errors.Is(err, unix.EHOSTDOWN) || errors.Is(err, unix.ECONNREFUSED)
+	return errors.Is(err, unix.ENETDOWN) || errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.EHOSTUNREACH)
 }
 
 // notSentErr returns e as an error, nil when e is nil.

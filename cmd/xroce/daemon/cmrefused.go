@@ -22,30 +22,6 @@ const (
 // and this log says why, until ctx ends.
 func watchRefused(ctx context.Context, svc *rdmacm.Service, logf func(string, ...any)) {
 	WatchGrowth(ctx, refusedLook, refusedLogEvery, func() uint64 { return svc.Stats().Unlistened }, func(n, _ uint64) {
-		logf("%d RDMA CM connection request%s refused: nothing listens on the port asked for here (the server not started, started without the RDMA CM such as perftest without -R, or listening only after the request came)",
-			n, map[bool]string{true: "", false: "s"}[n == 1])
+		logf("RDMA CM connection requests refused: %d, for a port nothing listens on here (the server not started, started without the RDMA CM such as perftest without -R, or listening only after the request came)", n)
 	})
-}
-
-// WatchGrowth looks at get every look until ctx ends, and calls log with how much it
-// grew since the last call (or since the start) and its value, at most once per
-// every.
-func WatchGrowth(ctx context.Context, look, every time.Duration, get func() uint64, log func(grew, total uint64)) {
-	t := time.NewTicker(look)
-	defer t.Stop()
-	seen := get()
-	var logged time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n := get()
-		if n == seen || time.Since(logged) < every {
-			continue
-		}
-		log(n-seen, n)
-		seen, logged = n, time.Now()
-	}
 }
