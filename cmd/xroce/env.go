@@ -52,6 +52,13 @@ func (e *env) engineErr() error {
 	return nil
 }
 
+// watchEngine keeps the error died delivers (a runningEngine's) for engineErr.
+func (e *env) watchEngine(died <-chan error) {
+	if err, ok := <-died; ok {
+		e.dead.Store(&err)
+	}
+}
+
 // openEnv opens the provider -- for the engine: the link and the device, and starts
 // the engine.
 func openEnv(o linkOptions) (*env, error) {
@@ -82,11 +89,7 @@ func openEnv(o linkOptions) (*env, error) {
 		return nil, err
 	}
 	e := &env{prov: &engine{link: link, dev: dev, pd: dev.AllocPD()}, gid: gid, stop: atExit(eng.stop), ifname: o.dev, link: eng.desc}
-	go func() {
-		if err, ok := <-eng.died; ok {
-			e.dead.Store(&err)
-		}
-	}()
+	go e.watchEngine(eng.died)
 	return e, nil
 }
 
@@ -108,7 +111,6 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	desc := describeLink(link)
 	bp := o.busyPoll
 	if bp <= 0 {
 		bp = -1 // --busy-poll 0: never
@@ -118,7 +120,20 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 		link.Close()
 		return nil, err
 	}
-	dev, err := transport.Open(link, transport.Options{BusyPoll: bp, CC: cc, DCQCN: dcqcn})
+	return runEngine(link, transport.Options{BusyPoll: bp, CC: cc, DCQCN: dcqcn}, func() {
+		if tap != nil && tap.Err() != nil {
+			pcapErr(tap.Err())
+		}
+	})
+}
+
+// runEngine opens a device on link with opts and runs its loop until the
+// runningEngine's stop, which also closes link and then calls closed. A loop that
+// stops by itself (Device.Run's error: the link failed) is delivered on died. It
+// closes link when the device does not open.
+func runEngine(link transport.Link, opts transport.Options, closed func()) (*runningEngine, error) {
+	desc := describeLink(link)
+	dev, err := transport.Open(link, opts)
 	if err != nil {
 		link.Close()
 		return nil, err
@@ -138,9 +153,7 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 		cancel()
 		wg.Wait()
 		link.Close()
-		if tap != nil && tap.Err() != nil {
-			pcapErr(tap.Err())
-		}
+		closed()
 	}
 	return &runningEngine{link: link, dev: dev, desc: desc, stop: stop, died: died}, nil
 }
