@@ -63,36 +63,42 @@ func runDaemon(name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	dev := eng.dev
-	src, err := daemon.NewEngineSource(*devName, o.dev, dev)
+	return serveDevice(eng, deviceConfig{name: *devName, named: named, ifname: o.dev, dir: dir, anyUser: *anyUser, log: lg})
+}
+
+// deviceConfig is what serveDevice serves an engine as.
+type deviceConfig struct {
+	name    string // the RDMA device name (--name, or the first free xroceN)
+	named   bool   // name was given: a taken name is an error, not a reason to take the next
+	ifname  string // the network interface (-d)
+	dir     string // the run directory of the control socket (daemon.RunDir)
+	anyUser bool   // --any-user
+	log     *log.Logger
+}
+
+// serveDevice serves eng as the RDMA device c.name on a control socket in c.dir
+// until SIGINT or SIGTERM (nil), the interface goes away, or the engine stops by
+// itself (the error names the cause). It stops eng in every case.
+func serveDevice(eng *runningEngine, c deviceConfig) error {
+	srv, err := listenDevice(eng, &c)
 	if err != nil {
 		eng.stop()
 		return err
 	}
-	srv, err := daemon.Listen(src, daemon.Options{Dir: dir, AnyUser: *anyUser, Log: lg})
-	for try := 0; err != nil && !named && errors.Is(err, daemon.ErrNameTaken) && try < 3; try++ {
-		// Two daemons started at once chose the same free name: take the next.
-		src.DevName = daemon.FreeName(dir)
-		*devName = src.DevName
-		srv, err = daemon.Listen(src, daemon.Options{Dir: dir, AnyUser: *anyUser, Log: lg})
-	}
-	if err != nil {
-		eng.stop()
-		return err
-	}
+	lg, dev := c.log, eng.dev
 	// SIGINT and SIGTERM: remove the socket, stop the engine, close the link (the
 	// XDP program goes with it), flush --pcap; handleSignals then exits.
 	stop := atExit(func() {
 		srv.Close()
 		eng.stop()
-		lg.Printf("%s stopped", *devName)
+		lg.Printf("%s stopped", c.name)
 	})
 	defer stop()
-	lg.Printf("serving %s on %s (%s, %s) at %s", *devName, o.dev, eng.desc, fmt.Sprintf("%d GID%s", len(dev.GIDTable()), plural(len(dev.GIDTable()))), srv.Path())
-	if w := noRoCEv2GID(o.dev, dev.GIDTable()); w != "" {
+	lg.Printf("serving %s on %s (%s, %s) at %s", c.name, c.ifname, eng.desc, fmt.Sprintf("%d GID%s", len(dev.GIDTable()), plural(len(dev.GIDTable()))), srv.Path())
+	if w := noRoCEv2GID(c.ifname, dev.GIDTable()); w != "" {
 		lg.Printf("warning: %s", w)
 	}
-	for _, w := range linkWarnings(o.dev) {
+	for _, w := range linkWarnings(c.ifname) {
 		lg.Printf("warning: %s", w)
 	}
 	ctx, gone := context.WithCancelCause(context.Background())
@@ -102,16 +108,35 @@ func runDaemon(name string, args []string) error {
 			gone(err)
 		}
 	}()
-	go watchInterface(ctx, o.dev, gone, lg.Printf, dev.MaxPathMTU)
+	go watchInterface(ctx, c.ifname, gone, lg.Printf, dev.MaxPathMTU)
 	go watchPathMTU(ctx, dev.Counters(), lg.Printf)
 	go watchRNR(ctx, dev.Counters(), lg.Printf)
 	if err := srv.Serve(ctx); err != nil {
 		return err
 	}
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
-		return fmt.Errorf("%s stopped: %w", *devName, cause)
+		return fmt.Errorf("%s stopped: %w", c.name, cause)
 	}
 	return nil
+}
+
+// listenDevice opens the control socket of eng's device c.name. When the name
+// was not given and another daemon took it meanwhile (two started at once chose
+// the same free name), it takes the next free one, up to three times, and sets
+// c.name to it.
+func listenDevice(eng *runningEngine, c *deviceConfig) (*daemon.Server, error) {
+	src, err := daemon.NewEngineSource(c.name, c.ifname, eng.dev)
+	if err != nil {
+		return nil, err
+	}
+	opts := daemon.Options{Dir: c.dir, AnyUser: c.anyUser, Log: c.log}
+	srv, err := daemon.Listen(src, opts)
+	for try := 0; err != nil && !c.named && errors.Is(err, daemon.ErrNameTaken) && try < 3; try++ {
+		src.DevName = daemon.FreeName(c.dir)
+		c.name = src.DevName
+		srv, err = daemon.Listen(src, opts)
+	}
+	return srv, err
 }
 
 // checkDevName refuses a device name that could not be an RDMA device's (at most

@@ -1,7 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,4 +85,62 @@ func TestEngineStopped(t *testing.T) {
 	if err, ok := <-eng.died; ok {
 		t.Fatalf("died after stop: %v", err)
 	}
+}
+
+// TestDaemonEngineDied: a daemon whose engine stops by itself exits naming the
+// cause, and its control socket is gone.
+func TestDaemonEngineDied(t *testing.T) {
+	a, _ := transport.NewPipe(transport.PipeConfig{}, transport.PipeConfig{})
+	link := &brokenLink{Link: a}
+	eng, err := runEngine(link, transport.Options{}, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	dir := t.TempDir()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveDevice(eng, deviceConfig{name: "xrdied", named: true, ifname: "lo", dir: dir, log: log.New(lockedWriter{&mu, &logged}, "", 0)})
+	}()
+	sock := filepath.Join(dir, "xrdied.sock")
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no control socket %s", sock)
+		}
+	}
+	link.broken.Store(true)
+	link.Wake()
+	select {
+	case err := <-done:
+		const want = "xrdied stopped: the engine stopped: recvmsg: the socket broke"
+		if err == nil || err.Error() != want {
+			t.Fatalf("serveDevice = %v, want %q", err, want)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the daemon still serves 3 s after its engine stopped")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "xrdied stopped") {
+		t.Errorf("log:\n%s\nwant the device's stop", logged.String())
+	}
+}
+
+// lockedWriter serialises writes to w: the daemon logs from several goroutines.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
