@@ -2,6 +2,7 @@ package roce_test
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/xroce/xroce/roce"
@@ -95,4 +96,67 @@ func mustGID(t *testing.T, s string) roce.GID {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestGIDTableFollow: address changes keep every other entry's index, leave empty
+// slots for addresses removed and fill the first empty slot with a new one, as
+// rdma_rxe's table does (ib_cache.c).
+func TestGIDTableFollow(t *testing.T) {
+	a := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, x := range s {
+			out = append(out, netip.MustParseAddr(x))
+		}
+		return out
+	}
+	steps := []struct {
+		addrs          []netip.Addr
+		table          string
+		added, removed string
+	}{
+		{a("10.77.0.11", "10.77.0.12", "fd00:77::b"),
+			"0 fe80::5054:ff:fe77:b v2|1 ::ffff:10.77.0.11 v2|2 fd00:77::b v2|3 ::ffff:10.77.0.12 v2|", "3 ::ffff:10.77.0.12 v2|", ""},
+		{a("10.77.0.12", "fd00:77::b"),
+			"0 fe80::5054:ff:fe77:b v2|1 empty|2 fd00:77::b v2|3 ::ffff:10.77.0.12 v2|", "", "1 ::ffff:10.77.0.11 v2|"},
+		{a("10.77.0.12", "fd00:77::b"),
+			"0 fe80::5054:ff:fe77:b v2|1 empty|2 fd00:77::b v2|3 ::ffff:10.77.0.12 v2|", "", ""},
+		{a("10.77.0.13", "10.77.0.12", "fd00:77::b", "fd00:77::c"),
+			"0 fe80::5054:ff:fe77:b v2|1 ::ffff:10.77.0.13 v2|2 fd00:77::b v2|3 ::ffff:10.77.0.12 v2|4 fd00:77::c v2|", "1 ::ffff:10.77.0.13 v2|4 fd00:77::c v2|", ""},
+		{a("10.77.0.13"),
+			"0 fe80::5054:ff:fe77:b v2|1 ::ffff:10.77.0.13 v2|", "", "2 fd00:77::b v2|3 ::ffff:10.77.0.12 v2|4 fd00:77::c v2|"},
+		{nil, "0 fe80::5054:ff:fe77:b v2|", "", "1 ::ffff:10.77.0.13 v2|"},
+	}
+	render := func(t roce.GIDTable) string {
+		s := strings.ReplaceAll(strings.ReplaceAll(t.String(), "\t", " "), "\n", "|")
+		return strings.ReplaceAll(s, "RoCE ", "")
+	}
+	tbl := roce.BuildGIDTable(rxeServerMAC, a("10.77.0.11", "fd00:77::b"))
+	for i, st := range steps {
+		before := render(tbl)
+		next, added, removed := tbl.Follow(rxeServerMAC, st.addrs)
+		if render(tbl) != before {
+			t.Fatalf("step %d: Follow changed the table it was called on", i)
+		}
+		if got := render(next); got != st.table {
+			t.Errorf("step %d: table %q, want %q", i, got, st.table)
+		}
+		if got := render(added); got != st.added {
+			t.Errorf("step %d: added %q, want %q", i, got, st.added)
+		}
+		if got := render(removed); got != st.removed {
+			t.Errorf("step %d: removed %q, want %q", i, got, st.removed)
+		}
+		tbl = next
+		if i == 1 {
+			if _, err := tbl.Entry(1); err == nil || err.Error() != "roce: GID index 1 is empty: its address was removed from the interface" {
+				t.Errorf("Entry(1) of an empty slot: %v", err)
+			}
+			if _, ok := tbl.Find(roce.GID{}); ok {
+				t.Error("Find found the zero GID in an empty slot")
+			}
+			if _, ok := tbl.Find(mustGID(t, "::ffff:10.77.0.11")); ok {
+				t.Error("Find found a removed address")
+			}
+		}
+	}
 }

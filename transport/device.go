@@ -18,7 +18,7 @@ type Device struct {
 	// lender is link as a TxLender, or nil: frames are then built in bufs.
 	lender TxLender
 	clock  Clock
-	gids   roce.GIDTable
+	gids   atomic.Pointer[roce.GIDTable] // replaced whole by FollowAddrs, never changed in place
 
 	mu      sync.Mutex // guards the engine state below; held by Progress for a whole pass
 	qps     map[uint32]*QueuePair
@@ -114,7 +114,7 @@ func Open(link Link, opts Options) (*Device, error) {
 	if link == nil {
 		return nil, fmt.Errorf("transport: Open needs a link")
 	}
-	d := &Device{link: link, clock: opts.Clock, gids: opts.GIDs, qps: map[uint32]*QueuePair{}, nextQPN: 17,
+	d := &Device{link: link, clock: opts.Clock, qps: map[uint32]*QueuePair{}, nextQPN: 17,
 		counters: newCounters(), busyDelay: 20 * time.Microsecond, busyPoll: opts.BusyPoll,
 		evNotify: make(chan struct{}, 1), cc: opts.CC, dcqcn: opts.DCQCN.withDefaults()}
 	if d.busyPoll == 0 {
@@ -123,9 +123,11 @@ func Open(link Link, opts Options) (*Device, error) {
 	if d.clock == nil {
 		d.clock = systemClock{}
 	}
-	if d.gids == nil {
-		d.gids = roce.BuildGIDTable(link.HardwareAddr(), link.Addrs())
+	gids := opts.GIDs
+	if gids == nil {
+		gids = roce.BuildGIDTable(link.HardwareAddr(), link.Addrs())
 	}
+	d.gids.Store(&gids)
 	d.lender, _ = link.(TxLender)
 	d.mac = link.HardwareAddr()
 	d.rxBatch = make([][]byte, rxBatchSize)
@@ -136,8 +138,23 @@ func Open(link Link, opts Options) (*Device, error) {
 	return d, nil
 }
 
-// GIDTable returns the device's GID table.
-func (d *Device) GIDTable() roce.GIDTable { return d.gids }
+// GIDTable returns the device's GID table. The caller must not change it; a later
+// FollowAddrs does not change it either (it replaces the device's table).
+func (d *Device) GIDTable() roce.GIDTable { return *d.gids.Load() }
+
+// FollowAddrs brings the GID table up to the link's addresses now (roce.GIDTable
+// Follow: entries keep their indexes, a removed address leaves an empty slot, a
+// new one takes the first empty slot), as ib_core's roce_gid_mgmt.c does for
+// rdma_rxe on every address notifier; it returns the entries added and removed.
+// Connected QPs keep the addresses they resolved at modify_qp, as they keep their
+// GID attribute in the kernel. Calls must not overlap.
+func (d *Device) FollowAddrs() (added, removed []roce.GIDEntry) {
+	t, added, removed := d.GIDTable().Follow(d.link.HardwareAddr(), d.link.Addrs())
+	if len(added)+len(removed) > 0 {
+		d.gids.Store(&t)
+	}
+	return added, removed
+}
 
 // Link returns the device's link.
 func (d *Device) Link() Link { return d.link }

@@ -394,7 +394,8 @@ func (qp *QueuePair) resolvePath(a *QPAttr) (qpPath, error) {
 // who names the object in errors. It takes no engine lock; the neighbour lookup may
 // wait.
 func (d *Device) resolveAH(ah *AddressHandle, who string) (qpPath, error) {
-	sgid, err := d.gids.Entry(ah.SGIDIndex)
+	gids := d.GIDTable()
+	sgid, err := gids.Entry(ah.SGIDIndex)
 	if err != nil {
 		return qpPath{}, fmt.Errorf("transport: %s: %w", who, err)
 	}
@@ -403,7 +404,7 @@ func (d *Device) resolveAH(ah *AddressHandle, who string) (qpPath, error) {
 		return qpPath{}, fmt.Errorf("transport: %s: SGID index %d is %s but the DGID %s is %s; pick a GID index of the same kind as the peer's (IPv4-mapped for an IPv4 peer)",
 			who, ah.SGIDIndex, gidKind(src), ah.DGID, gidKind(dst))
 	}
-	if _, own := d.gids.Find(ah.DGID); own && d.mac != [6]byte{} {
+	if _, own := gids.Find(ah.DGID); own && d.mac != [6]byte{} {
 		// The device itself: its frames loop back inside the engine (loopback.go).
 		return qpPath{src: src, dst: dst, mac: d.mac}, nil
 	}

@@ -902,8 +902,9 @@ static ssize_t read_channel(struct xctx *xc, int fd, void *buf, size_t len, cons
 	return n;
 }
 
-/* async_target finds the QP or CQ of this context an event's cookie names and
- * stores it in event; 0 when the object is gone (the event is skipped). */
+/* async_target finds the QP, CQ or SRQ of this context an event's cookie names,
+ * or the port a port event's cookie numbers, and stores it in event; 0 when the
+ * object is gone (the event is skipped). */
 static int async_target(struct xctx *xc, const struct xroce_async_event *e, struct ibv_async_event *event)
 {
 	struct xcq *c;
@@ -911,6 +912,20 @@ static int async_target(struct xctx *xc, const struct xroce_async_event *e, stru
 	struct xsrq *s;
 	int i, found = 0;
 
+	switch (e->type) {
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		/* a port's event: the cookie is the port number */
+		event->element.port_num = (int)e->cookie;
+		return 1;
+	default:
+		break;
+	}
 	pthread_mutex_lock(&xc->objs);
 	if (e->type == IBV_EVENT_CQ_ERR) {
 		for (c = xc->cqs; c && (uintptr_t)c != e->cookie; c = c->next)
@@ -941,7 +956,8 @@ static int async_target(struct xctx *xc, const struct xroce_async_event *e, stru
 
 /* ibv_get_async_event blocks until the daemon reports an event of this
  * context's (IBV_EVENT_CQ_ERR for a CQ that overran, IBV_EVENT_QP_FATAL for a
- * QP the engine moved to ERR), as libibverbs's does, or fails with EAGAIN on an
+ * QP the engine moved to ERR, the port's IBV_EVENT_PORT_ACTIVE, _PORT_ERR and
+ * _GID_CHANGE), as libibverbs's does, or fails with EAGAIN on an
  * async_fd the application made non-blocking. When the daemon went away it
  * returns IBV_EVENT_DEVICE_FATAL once and then fails with EIO, as for a kernel
  * device that was removed (ib_uverbs queues DEVICE_FATAL on the async file when

@@ -108,7 +108,7 @@ func serveDevice(eng *runningEngine, c deviceConfig) error {
 			gone(err)
 		}
 	}()
-	go watchInterface(ctx, c.ifname, gone, lg.Printf, dev.MaxPathMTU)
+	go watchInterface(ctx, portWatch{name: c.ifname, gone: gone, logf: lg.Printf, active: dev.MaxPathMTU, event: srv.PortEvent, follow: dev.FollowAddrs})
 	go watchPathMTU(ctx, dev.Counters(), lg.Printf)
 	go watchRNR(ctx, dev.Counters(), lg.Printf)
 	if err := srv.Serve(ctx); err != nil {
@@ -157,12 +157,17 @@ func checkDevName(name string) error {
 // moved to another namespace, as rdma_rxe's device goes with its netdev
 // (rxe_net.c, NETDEV_UNREGISTER): its applications then see the control socket hang
 // up. It looks every ifaceWatch; an interface that is only down stays served, with
-// its port down, as rxe's does, and each change of the port's state is logged. A
-// new interface of the same name is another one (another ifindex): the daemon must
+// its port down, as rxe's does, and each change of the port's state is logged and
+// raised as IBV_EVENT_PORT_ERR or IBV_EVENT_PORT_ACTIVE to every application. The
+// GID table follows the interface's addresses (followGIDs). A new interface of the same name is another one (another ifindex): the daemon must
 // be started on it again. A change of the interface's MTU is logged (logf) with the
 // port's new active_mtu (active): connected QPs keep their path MTU, as on rxe, and
 // those whose packets no longer fit send frames the interface drops (mtuChanged).
-func watchInterface(ctx context.Context, name string, gone context.CancelCauseFunc, logf func(string, ...any), active func() roce.MTU) {
+//
+// rdma_rxe reacts to the kernel's notifiers at once; this looks every ifaceWatch,
+// so a change shows up to that much later.
+func watchInterface(ctx context.Context, w portWatch) {
+	name := w.name
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return // the link's open named it; nothing to watch
@@ -179,18 +184,56 @@ func watchInterface(ctx context.Context, name string, gone context.CancelCauseFu
 		}
 		now, err := net.InterfaceByIndex(ifi.Index)
 		if err != nil || now.Name != name {
-			gone(fmt.Errorf("the interface %s is gone (deleted, renamed, or moved to another namespace): start the daemon again on it (xroce daemon -d %s) once it is back", name, name))
+			w.gone(fmt.Errorf("the interface %s is gone (deleted, renamed, or moved to another namespace): start the daemon again on it (xroce daemon -d %s) once it is back", name, name))
 			return
 		}
 		if is := interfaceState(name); (is == nil) != (state == nil) {
-			logf("%s", portChanged(name, is))
+			w.logf("%s", portChanged(name, is))
+			w.event(portEvent(is))
 			state = is
 		}
 		if now.MTU != mtu {
-			logf("%s", mtuChanged(name, mtu, now.MTU, active()))
+			w.logf("%s", mtuChanged(name, mtu, now.MTU, w.active()))
 			mtu = now.MTU
 		}
+		w.followGIDs()
 	}
+}
+
+// portWatch is what watchInterface watches and whom it tells.
+type portWatch struct {
+	name   string // the interface
+	gone   context.CancelCauseFunc
+	logf   func(string, ...any)
+	active func() roce.MTU // the port's active_mtu (transport.Device.MaxPathMTU)
+	event  func(uint32)    // a port event for every application (daemon.Server.PortEvent)
+	// follow brings the GID table up to the interface's addresses and returns the
+	// entries added and removed (transport.Device.FollowAddrs).
+	follow func() (added, removed []roce.GIDEntry)
+}
+
+// followGIDs makes the GID table follow the interface's addresses, logs each
+// entry that came or went and raises IBV_EVENT_GID_CHANGE for it, as rdma_rxe's
+// table follows them (roce_gid_mgmt.c) with an event per entry (ib_cache.c).
+func (w portWatch) followGIDs() {
+	added, removed := w.follow()
+	for _, e := range removed {
+		w.logf("GID index %d (%v) removed: its address left %s; QPs connected from it keep it, new ones cannot use index %d", e.Index, e.GID, w.name, e.Index)
+		w.event(daemon.EventGIDChange)
+	}
+	for _, e := range added {
+		w.logf("GID index %d (%v) added: a new address of %s", e.Index, e.GID, w.name)
+		w.event(daemon.EventGIDChange)
+	}
+}
+
+// portEvent is the event of a port whose interface's state is now err
+// (interfaceState: nil when up with carrier).
+func portEvent(err error) uint32 {
+	if err == nil {
+		return daemon.EventPortActive
+	}
+	return daemon.EventPortErr
 }
 
 // mtuChanged says what an interface MTU change from old to mtu bytes, which moved

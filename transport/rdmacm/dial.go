@@ -88,7 +88,7 @@ func (s *Service) localEnd(ps cm.PortSpace, src, dst netip.Addr) (int, netip.Add
 	if s.closed {
 		return 0, netip.AddrPort{}, ErrClosed
 	}
-	sgid, laddr, err := sgidFor(s.g.gids, src, dst)
+	sgid, laddr, err := sgidFor(s.g.dev.GIDTable(), src, dst)
 	if err != nil {
 		return 0, netip.AddrPort{}, err
 	}
@@ -165,7 +165,7 @@ func (c *Conn) onREP(now time.Time, rep *cm.REP) {
 // the link's error (transport.ErrNoRoute where no route leads to dst).
 func (s *Service) ResolveAddr(src, dst netip.Addr) (netip.Addr, error) {
 	s.mu.Lock()
-	sgid, laddr, err := sgidFor(s.g.gids, src, dst)
+	sgid, laddr, err := sgidFor(s.g.dev.GIDTable(), src, dst)
 	pd := s.g.pd
 	s.mu.Unlock()
 	if err != nil {

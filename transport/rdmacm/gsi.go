@@ -30,13 +30,13 @@ type gsi struct {
 	buf  []byte
 	free []int // send slots not in flight
 	ahs  map[netip.Addr]*transport.AH
-	gids roce.GIDTable
+	dev  *transport.Device // its GID table is read at each use: it follows address changes (FollowAddrs)
 	wcs  []transport.WorkCompletion
 }
 
 // openGSI creates QP1 on dev, in RTS with every receive slot posted.
 func openGSI(dev *transport.Device) (*gsi, error) {
-	g := &gsi{pd: dev.AllocPD(), cq: dev.CreateCQ(recvSlots + sendSlots), ahs: map[netip.Addr]*transport.AH{}, gids: dev.GIDTable(),
+	g := &gsi{pd: dev.AllocPD(), cq: dev.CreateCQ(recvSlots + sendSlots), ahs: map[netip.Addr]*transport.AH{}, dev: dev,
 		buf: make([]byte, recvSlots*recvSlot+sendSlots*cm.MADLen), wcs: make([]transport.WorkCompletion, 32)}
 	var err error
 	if g.mr, err = g.pd.RegMR(g.buf, transport.AccessLocalWrite); err != nil {
@@ -96,7 +96,7 @@ func (g *gsi) ahFor(to netip.Addr) (*transport.AH, error) {
 	if ah := g.ahs[to]; ah != nil {
 		return ah, nil
 	}
-	sgid, _, err := sgidFor(g.gids, netip.Addr{}, to)
+	sgid, _, err := sgidFor(g.dev.GIDTable(), netip.Addr{}, to)
 	if err != nil {
 		return nil, err
 	}

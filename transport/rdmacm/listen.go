@@ -155,7 +155,7 @@ func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
 	l := s.listeners[req.ServiceID]
 	reason := cm.RejectReason(0)
 	h, herr := req.IPCM()
-	sgid, _, aerr := sgidFor(s.g.gids, h.DestinationIP, h.DestinationIP)
+	sgid, _, aerr := sgidFor(s.g.dev.GIDTable(), h.DestinationIP, h.DestinationIP)
 	switch {
 	case l == nil:
 		reason = cm.RejInvalidServiceID

@@ -111,7 +111,7 @@ func (s *Service) onSIDRREQ(id *ibcm.Conn, req *cm.SIDRREQ) {
 		Param: Param{PrivateData: append([]byte(nil), req.PrivateData[cm.IPCMHeaderLen:]...)}}
 	r.c = newConn(s, id, nil, r.Local, r.Remote)
 	r.c.ps, r.c.peer = cm.PortSpaceUDP, r.Param
-	if sgid, _, err := sgidFor(s.g.gids, h.DestinationIP, h.DestinationIP); err == nil {
+	if sgid, _, err := sgidFor(s.g.dev.GIDTable(), h.DestinationIP, h.DestinationIP); err == nil {
 		r.c.sgid = sgid
 	}
 	s.deliver(l, r)

@@ -311,7 +311,8 @@ type EventMsg struct {
 
 // AsyncEventMsg is what the daemon writes on a session's asynchronous event
 // channel (OpAsyncChannel): Type is enum ibv_event_type (IBV_EVENT_CQ_ERR,
-// IBV_EVENT_QP_FATAL), Cookie the CQ's or QP's cookie from its create request.
+// IBV_EVENT_QP_FATAL, ...), Cookie the CQ's, QP's or SRQ's cookie from its create
+// request, or the port number (1) for a port event (Server.PortEvent).
 type AsyncEventMsg struct {
 	Type     uint32
 	Reserved uint32

@@ -411,7 +411,7 @@ func (s *Server) handleDevice(h Header, p []byte) []byte {
 			return errReply(h.Op, h.Seq, unix.EINVAL, fmt.Sprintf("port %d GID index %d: port 1 has indexes 0..%d", req.Port, req.Index, GIDTableLen-1))
 		}
 		r := GIDReply{Index: req.Index}
-		if t := s.src.GIDTable(); int(req.Index) < len(t) {
+		if t := s.src.GIDTable(); int(req.Index) < len(t) && !t[req.Index].Empty() {
 			e := t[req.Index]
 			r.Raw, r.Valid, r.Ifindex = e.GID, 1, uint32(s.src.Ifindex())
 			r.Type = GIDTypeRoCEv2
