@@ -408,3 +408,48 @@ func TestVerbsRpingNoEndpoint(t *testing.T) {
 	}
 	t.Logf("ended after %v", took.Round(100*time.Millisecond))
 }
+
+// TestVerbsRpingTwoAddrs: two rping servers listen on one port of one device, each
+// on its own address (the second added after the daemon started: the GID table
+// follows it), and each client reaches its own server, as on rdma_cm; a third
+// server asking for every address on that port is refused at rdma_bind_addr with
+// EADDRNOTAVAIL, as cma_check_port refuses it.
+func TestVerbsRpingTwoAddrs(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	const a2, b2 = "10.98.0.1", "10.98.0.2"
+	testnet.Sh(t, "ip", "-n", p.n.NsA, "addr", "add", a2+"/24", "dev", p.n.IfA)
+	testnet.Sh(t, "ip", "-n", p.n.NsB, "addr", "add", b2+"/24", "dev", p.n.IfB)
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(runVerbs(t, p.dirA, "ibv_devinfo", "-v"), "::ffff:"+a2+", RoCE v2"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's GID table did not take %s within 5 s", a2)
+		}
+	}
+	s1out, s1done := cmServer(t, p, "rping", "-s", "-a", p.n.IPA.String(), "-p", "7174", "-v", "-C", "3", "-S", "64")
+	_, s2out, s2done := app(t, p.n.NsA, p.dirA, "rping", "-s", "-a", a2, "-p", "7174", "-v", "-C", "3", "-S", "64")
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(status(t, p.dirA), "clients: 2\n"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second server did not open its device within 15 s:\n%s", s2out.String())
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // from opening the device to rdma_listen
+	_, s3out, s3done := app(t, p.n.NsA, p.dirA, "rping", "-s", "-p", "7174", "-C", "1")
+	if err := wait(t, "rping server of every address", s3done, s3out, 10*time.Second); err == nil || !strings.Contains(s3out.String(), "rdma_bind_addr: Cannot assign requested address") {
+		t.Errorf("a server of every address on the taken port: %v\n%s", err, s3out.String())
+	}
+	for _, c := range []struct {
+		dst  string
+		out  *testnet.Output
+		done <-chan error
+	}{{p.n.IPA.String(), s1out, s1done}, {a2, s2out, s2done}} {
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", c.dst, "-p", "7174", "-v", "-V", "-C", "3", "-S", "64")
+		cerr := wait(t, "rping client to "+c.dst, cdone, cout, 30*time.Second)
+		serr := wait(t, "rping server on "+c.dst, c.done, c.out, 10*time.Second)
+		if cerr != nil || serr != nil {
+			t.Fatalf("client to %s: %v\n%s\nserver: %v\n%s", c.dst, cerr, cout.String(), serr, c.out.String())
+		}
+		if d := rpingData(2, 64); !strings.Contains(c.out.String(), "server ping data: "+d+"\n") {
+			t.Errorf("the server on %s lacks ping 2:\n%s", c.dst, c.out.String())
+		}
+	}
+}

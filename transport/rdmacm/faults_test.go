@@ -211,8 +211,8 @@ func TestBadParams(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := a.svc.Listen(9, 0)
-	if want := "rdmacm: port 9 is already bound on this device: another listener holds it; stop that one, or choose another port"; !errors.Is(err, rdmacm.ErrPortInUse) || err.Error() != want {
-		t.Errorf("second Listen: %v, want ErrPortInUse and %q", err, want)
+	if want := "rdmacm: port 9 is already listened on for every address of this device (rdma_cm refuses a second such listener too): stop that one, or choose another port"; !errors.Is(err, rdmacm.ErrPortShared) || err.Error() != want {
+		t.Errorf("second Listen: %v, want ErrPortShared and %q", err, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/xroce/xroce/roce/cm"
@@ -12,11 +13,13 @@ import (
 )
 
 // Listener takes the REQs for one port (rdma_bind_addr and rdma_listen on
-// RDMA_PS_TCP, any local address), or the SIDR_REQs for one port of RDMA_PS_UDP.
+// RDMA_PS_TCP), or the SIDR_REQs for one port of RDMA_PS_UDP: those for every local
+// address, or for one (ListenAddr).
 type Listener struct {
 	s      *Service
 	ps     cm.PortSpace
 	port   uint16
+	addr   netip.Addr // the local address it takes requests for; the zero Addr: every one
 	reqs   chan *Request
 	closed chan struct{}
 }
@@ -34,9 +37,25 @@ func (s *Service) Listen(port uint16, backlog int) (*Listener, error) {
 // ListenPS is Listen in port space ps: cm.PortSpaceTCP (REQs, RC connections) or
 // cm.PortSpaceUDP (SIDR_REQs: a UD QP's QPN and Q_Key asked for, Request.AcceptUD).
 func (s *Service) ListenPS(ps cm.PortSpace, port uint16, backlog int) (*Listener, error) {
+	return s.ListenAddr(ps, netip.Addr{}, port, backlog)
+}
+
+// ListenAddr is ListenPS for the requests to one local address of the device
+// (rdma_bind_addr to that address, then rdma_listen), or to every one when addr is
+// the zero Addr or unspecified. Listeners of different addresses share a port, and
+// a request goes to the one of its destination address, else to the one of every
+// address; as rdma_cm's cma_check_port, a second listener of the same address is
+// ErrPortInUse (EADDRINUSE), and a listener of every address beside another one
+// on the port, or of one address beside a listener of every address, is
+// ErrPortShared (EADDRNOTAVAIL).
+func (s *Service) ListenAddr(ps cm.PortSpace, addr netip.Addr, port uint16, backlog int) (*Listener, error) {
 	if ps != cm.PortSpaceTCP && ps != cm.PortSpaceUDP {
 		return nil, fmt.Errorf("rdmacm: port space 0x%04x: RDMA_PS_TCP and RDMA_PS_UDP are served: %w", uint16(ps), ErrParam)
 	}
+	if addr.IsUnspecified() {
+		addr = netip.Addr{}
+	}
+	addr = addr.Unmap()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -51,17 +70,67 @@ func (s *Service) ListenPS(ps cm.PortSpace, port uint16, backlog int) (*Listener
 		port, id = p, cm.IPServiceID(ps, p)
 	} else if s.reserved[id] {
 		delete(s.reserved, id) // Reserve's caller listens on it now
-	} else if s.ports[id] {
-		return nil, portInUse{port}
+	} else if err := s.portFree(id, addr, port); err != nil {
+		return nil, err
 	}
 	if backlog <= 0 {
 		backlog = DefaultBacklog
 	}
 	s.ports[id] = true
-	l := &Listener{s: s, ps: ps, port: port, reqs: make(chan *Request, backlog), closed: make(chan struct{})}
-	s.listeners[id] = l
-	s.mgr.Listen(id)
+	l := &Listener{s: s, ps: ps, port: port, addr: addr, reqs: make(chan *Request, backlog), closed: make(chan struct{})}
+	if len(s.listeners[id]) == 0 {
+		s.mgr.Listen(id)
+	}
+	s.listeners[id] = append(s.listeners[id], l)
 	return l, nil
+}
+
+// CanListen returns the error ListenAddr would give for a listener of addr on
+// port now (nil: none), for rdma_bind_addr, which refuses a taken port before the
+// rdma_listen that takes it (cma_use_port).
+func (s *Service) CanListen(ps cm.PortSpace, addr netip.Addr, port uint16) error {
+	if addr.IsUnspecified() {
+		addr = netip.Addr{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if port == 0 || s.reserved[cm.IPServiceID(ps, port)] {
+		return nil
+	}
+	return s.portFree(cm.IPServiceID(ps, port), addr.Unmap(), port)
+}
+
+// portFree says whether a listener of addr (the zero Addr: every address) may
+// take the port of Service ID id, as cma_check_port decides; s.mu is held.
+func (s *Service) portFree(id uint64, addr netip.Addr, port uint16) error {
+	ls := s.listeners[id]
+	if len(ls) == 0 && s.ports[id] { // an active connection's port, or a reservation
+		return portInUse{port}
+	}
+	for _, l := range ls {
+		switch {
+		case !addr.IsValid() || !l.addr.IsValid():
+			return portShared{port, addr, l.addr}
+		case l.addr == addr:
+			return portInUse{port}
+		}
+	}
+	return nil
+}
+
+// listenerFor returns the listener of Service ID id that takes a request to the
+// local address dst: the one of dst, else the one of every address; s.mu is held.
+func (s *Service) listenerFor(id uint64, dst netip.Addr) *Listener {
+	var any *Listener
+	for _, l := range s.listeners[id] {
+		switch {
+		case l.addr.IsValid() && l.addr == dst.Unmap():
+			return l
+		case !l.addr.IsValid():
+			any = l
+		}
+	}
+	return any
 }
 
 // Reserve binds a free ephemeral port for a later Listen (rdma_bind_addr with port
@@ -90,6 +159,10 @@ func (s *Service) Release(ps cm.PortSpace, port uint16) {
 // Port returns the port the Listener takes REQs for.
 func (l *Listener) Port() uint16 { return l.port }
 
+// Addr returns the local address the Listener takes REQs for; the zero Addr:
+// every one.
+func (l *Listener) Addr() netip.Addr { return l.addr }
+
 // Accept returns the next connection request (RDMA_CM_EVENT_CONNECT_REQUEST), or
 // an error when ctx ends or the Listener closes (ErrClosed).
 func (l *Listener) Accept(ctx context.Context) (*Request, error) {
@@ -116,12 +189,18 @@ func (l *Listener) Close() error {
 // closeLocked closes l; s.mu is held.
 func (l *Listener) closeLocked(now time.Time) {
 	id := cm.IPServiceID(l.ps, l.port)
-	if l.s.listeners[id] != l {
+	ls := l.s.listeners[id]
+	i := slices.Index(ls, l)
+	if i < 0 {
 		return
 	}
-	delete(l.s.listeners, id)
-	delete(l.s.ports, id)
-	l.s.mgr.Unlisten(id)
+	if ls = slices.Delete(ls, i, i+1); len(ls) > 0 {
+		l.s.listeners[id] = ls
+	} else {
+		delete(l.s.listeners, id)
+		delete(l.s.ports, id)
+		l.s.mgr.Unlisten(id)
+	}
 	close(l.closed)
 	for {
 		select {
@@ -152,9 +231,9 @@ type Request struct {
 // onREQ makes a Request of a REQ for a listened port, or rejects it; s.mu is held.
 func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
 	_, port, _ := cm.ParseIPServiceID(req.ServiceID)
-	l := s.listeners[req.ServiceID]
-	reason := cm.RejectReason(0)
 	h, herr := req.IPCM()
+	l := s.listenerFor(req.ServiceID, h.DestinationIP)
+	reason := cm.RejectReason(0)
 	sgid, _, aerr := sgidFor(s.g.dev.GIDTable(), h.DestinationIP, h.DestinationIP)
 	switch {
 	case l == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,7 +46,7 @@ type Service struct {
 	mu        sync.Mutex
 	g         *gsi
 	mgr       *ibcm.Manager
-	listeners map[uint64]*Listener // by Service ID
+	listeners map[uint64][]*Listener // by Service ID: one of every address, or one each of several addresses
 	conns     map[*ibcm.Conn]*Conn
 	ports     map[uint64]bool // ports bound, as Service IDs (port space and port): listeners, active connections, reservations
 	reserved  map[uint64]bool // ports Reserve bound for a Listen to come
@@ -75,7 +76,7 @@ func Start(dev *transport.Device, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{dev: dev, opts: opts, g: g, listeners: map[uint64]*Listener{}, conns: map[*ibcm.Conn]*Conn{},
+	s := &Service{dev: dev, opts: opts, g: g, listeners: map[uint64][]*Listener{}, conns: map[*ibcm.Conn]*Conn{},
 		ports: map[uint64]bool{}, reserved: map[uint64]bool{}, done: make(chan struct{})}
 	s.mgr = ibcm.New(ibcm.Config{LocalCAGUID: caGUID(dev.GIDTable()), HiTID: rand.Uint32(),
 		FirstCommID: rand.Uint32(), PacketLifeTime: opts.PacketLifeTime})
@@ -104,8 +105,10 @@ func (s *Service) Close() error {
 	}
 	s.closed = true
 	now := time.Now()
-	for _, l := range s.listeners {
-		l.closeLocked(now)
+	for _, ls := range s.listeners {
+		for _, l := range slices.Clone(ls) {
+			l.closeLocked(now)
+		}
 	}
 	for _, c := range s.conns {
 		c.closeLocked(now, ErrClosed)

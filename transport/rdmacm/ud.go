@@ -101,8 +101,8 @@ func (c *Conn) onSIDRREP(rep *cm.SIDRREP) {
 // onSIDRREQ makes a Request of a SIDR_REQ for a listened port; s.mu is held.
 func (s *Service) onSIDRREQ(id *ibcm.Conn, req *cm.SIDRREQ) {
 	_, port, _ := cm.ParseIPServiceID(req.ServiceID)
-	l := s.listeners[req.ServiceID]
 	h, err := cm.DecodeIPCMHeader(req.PrivateData[:])
+	l := s.listenerFor(req.ServiceID, h.DestinationIP)
 	if l == nil || err != nil {
 		_ = s.mgr.SIDRReply(id, cm.SIDRREP{Status: cm.SIDRRejected})
 		return

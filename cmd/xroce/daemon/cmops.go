@@ -145,6 +145,9 @@ func (s *session) cmBind(c *cmDevice, r *CMBindReq) (*CMAddr, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.svc.CanListen(id.ps, a.Addr(), a.Port()); err != nil {
+		return nil, portErr(err)
+	}
 	if a.Port() == 0 { // the port is chosen now: applications read it before rdma_listen
 		port, err := c.svc.Reserve(id.ps)
 		if err != nil {
@@ -228,6 +231,19 @@ func resolveIn(ctx context.Context, svc *rdmacm.Service, src, dst netip.Addr) (n
 	}
 }
 
+// portErr is the errno of a port rdma_cm would refuse (cma_check_port):
+// EADDRINUSE for one listened on at the same address, EADDRNOTAVAIL where a
+// listener of every address would share it.
+func portErr(err error) error {
+	switch {
+	case errors.Is(err, rdmacm.ErrPortInUse):
+		return fail(unix.EADDRINUSE, "%v", err)
+	case errors.Is(err, rdmacm.ErrPortShared):
+		return fail(unix.EADDRNOTAVAIL, "%v", err)
+	}
+	return err
+}
+
 func (s *session) cmListen(c *cmDevice, r *CMListenReq) (*CMAddr, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -238,11 +254,9 @@ func (s *session) cmListen(c *cmDevice, r *CMListenReq) (*CMAddr, error) {
 	if id.listener != nil || id.conn != nil {
 		return nil, fail(unix.EINVAL, "rdma_listen on an id that listens or connects already")
 	}
-	l, err := c.svc.ListenPS(id.ps, id.bound.Port(), int(r.Backlog))
-	if errors.Is(err, rdmacm.ErrPortInUse) {
-		return nil, fail(unix.EADDRINUSE, "%v", err)
-	} else if err != nil {
-		return nil, err
+	l, err := c.svc.ListenAddr(id.ps, id.bound.Addr(), id.bound.Port(), int(r.Backlog))
+	if err != nil {
+		return nil, portErr(err)
 	}
 	id.listener, id.reserved = l, 0
 	id.bound = netip.AddrPortFrom(id.bound.Addr(), l.Port())
