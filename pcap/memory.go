@@ -67,9 +67,14 @@ func (s *span) settle() {
 }
 
 // regions works out the memory regions: the given ones, and for every rkey the
-// requests use without a given region, the range they touch.
+// requests use without a given region, the range they touch -- unless a region
+// was given with its length (the endpoint's memory is then known, and another
+// rkey is one it would refuse: an rkey violation replays as one).
 func regions(c *Conn, evs []*packet, as netip.Addr) ([]*span, []string, error) {
-	type rng struct{ lo, hi uint64 }
+	type rng struct {
+		lo, hi uint64
+		n      int // requests
+	}
 	used := map[uint32]*rng{}
 	var order []uint32
 	for _, q := range evs {
@@ -92,17 +97,20 @@ func regions(c *Conn, evs []*packet, as netip.Addr) ([]*span, []string, error) {
 		}
 		r := used[rkey]
 		if r == nil {
-			r = &rng{va, va + n}
+			r = &rng{lo: va, hi: va + n}
 			used[rkey] = r
 			order = append(order, rkey)
 		}
 		r.lo, r.hi = min(r.lo, va), max(r.hi, va+n)
+		r.n++
 	}
 	var spans []*span
 	var notes []string
 	given := map[uint32]bool{}
+	exact := false // a region was given with its length: the endpoint's memory is known
 	for _, g := range c.Regions {
 		given[g.RKey] = true
+		exact = exact || g.Len > 0
 		r := used[g.RKey]
 		switch {
 		case g.Len > 0:
@@ -115,6 +123,12 @@ func regions(c *Conn, evs []*packet, as netip.Addr) ([]*span, []string, error) {
 		}
 	}
 	for _, k := range order {
+		if !given[k] && exact {
+			// As the endpoint: an rkey of none of its regions is refused (NAK
+			// remote access error), which a capture of such a request shows.
+			notes = append(notes, fmt.Sprintf("rkey 0x%08x is not a given region's: the engine refuses its requests, as the endpoint would", k))
+			continue
+		}
 		if !given[k] {
 			r := used[k]
 			spans = append(spans, &span{rkey: k, lo: r.lo, hi: r.hi})
@@ -123,6 +137,13 @@ func regions(c *Conn, evs []*packet, as netip.Addr) ([]*span, []string, error) {
 			}
 		}
 	}
+	spans, clash := oneKeyPerIndex(spans, given, func(k uint32) int {
+		if r := used[k]; r != nil {
+			return r.n
+		}
+		return 0
+	})
+	notes = append(notes, clash...)
 	total := uint64(0)
 	for _, s := range spans {
 		n := s.hi - s.lo
@@ -133,6 +154,33 @@ func regions(c *Conn, evs []*packet, as netip.Addr) ([]*span, []string, error) {
 		s.buf = make([]byte, n)
 	}
 	return spans, notes, nil
+}
+
+// oneKeyPerIndex keeps one span of the rkeys that share a key index (the upper 24
+// bits, the engine's region table index; the lower 8 are the key's variant, as in
+// rdma_rxe's and mlx5's keys): one memory region cannot answer to two of them, so
+// the endpoint refused all but one -- the given one, else the one with the most
+// requests (count), else the first. A capture with a corrupted rkey shows such a
+// pair. The notes name the rkeys dropped.
+func oneKeyPerIndex(spans []*span, given map[uint32]bool, count func(uint32) int) ([]*span, []string) {
+	keep := map[uint32]*span{} // by index
+	for _, s := range spans {
+		k := keep[s.rkey>>8]
+		if k == nil || (given[s.rkey] && !given[k.rkey]) || (given[s.rkey] == given[k.rkey] && count(s.rkey) > count(k.rkey)) {
+			keep[s.rkey>>8] = s
+		}
+	}
+	var out []*span
+	var notes []string
+	for _, s := range spans {
+		k := keep[s.rkey>>8]
+		if k == s {
+			out = append(out, s)
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("rkey 0x%08x and rkey 0x%08x share a key index, which one region cannot answer to: the engine refuses the requests of 0x%08x (%d), as the endpoint would have", s.rkey, k.rkey, s.rkey, count(s.rkey)))
+	}
+	return out, notes
 }
 
 func findSpan(spans []*span, rkey uint32, va, n uint64) *span {

@@ -2,6 +2,7 @@ package pcap_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -210,13 +211,30 @@ func TestReplayTapRoundTrip(t *testing.T) {
 	if r.Differences() != 0 || len(r.Conns) != 1 || r.Conns[0].Compared < 100 {
 		t.Fatalf("\n%s", out)
 	}
-	for i := range frames {
-		frames[i].Dir = pcap.DirUnknown
-	}
-	r, err = pcap.Replay(frames, pcap.ReplayConfig{As: srvAddr})
-	must(t, err)
-	if r.Differences() == 0 {
-		t.Errorf("replayed one frame at a time, the coalesced ACKs still matched: the test does not exercise the batches")
+	// Without the directions (classic pcap), or as the peer recorded them (its
+	// requests are its tx frames), which requests came together is unknown: the
+	// first coalesced ACK differs, and its note says why and what to replay.
+	for _, c := range []struct {
+		dir  func(pcap.Direction) pcap.Direction
+		note string
+	}{
+		{func(pcap.Direction) pcap.Direction { return pcap.DirUnknown }, "this capture does not say which requests arrived together (classic pcap, or another recorder than xroce's --pcap)"},
+		{func(d pcap.Direction) pcap.Direction { return 3 - d }, "this capture is the peer's recording (the requests are its tx frames)"},
+	} {
+		fs := append([]pcap.Frame(nil), frames...)
+		for i := range fs {
+			fs[i].Dir = c.dir(fs[i].Dir)
+		}
+		r, err = pcap.Replay(fs, pcap.ReplayConfig{As: srvAddr})
+		must(t, err)
+		if r.Differences() == 0 {
+			t.Fatalf("replayed one frame at a time, the coalesced ACKs still matched: the test does not exercise the batches")
+		}
+		d := r.Conns[0].Diffs[0]
+		if !strings.HasPrefix(d.Note, "the endpoint acknowledged several requests with one ACK (coalesced over a receive batch); "+c.note) ||
+			!strings.HasSuffix(d.Note, "replay the endpoint's own recording, made with --pcap FILE.pcapng") {
+			t.Errorf("first difference's note: %q\n%s", d.Note, report(t, r))
+		}
 	}
 }
 
@@ -359,6 +377,62 @@ func FuzzReplay(f *testing.F) {
 		fr[n].Data = d
 		if r, err := pcap.Replay(fr, pcap.ReplayConfig{As: rxeServer}); err == nil {
 			_ = r.Write(&bytes.Buffer{})
+		}
+	})
+}
+
+// TestReplayRKeyViolation: xroce conform's write-rkey-violation capture (an RDMA
+// WRITE ONLY with rkey 0x80000101 to a responder whose region is rkey 0x101,
+// answered NAK remote access error) replays without a difference once the
+// region is given with its length: the engine refuses the other rkey as the
+// responder did, instead of inventing a region for it.
+func TestReplayRKeyViolation(t *testing.T) {
+	frames, err := pcap.ReadFile("testdata/write-rkey-violation.pcapng")
+	must(t, err)
+	as := netip.MustParseAddr("10.77.0.2")
+	conns := pcap.InferConns(frames, as)
+	if len(conns) != 1 {
+		t.Fatalf("inferred %+v", conns)
+	}
+	conns[0].Regions = []pcap.Region{{RKey: 0x101, VA: 0xf304c5fc000, Len: 4096}}
+	r, err := pcap.Replay(frames, pcap.ReplayConfig{As: as, Conns: conns})
+	must(t, err)
+	out := report(t, r)
+	if r.Differences() != 0 || !strings.Contains(out, "rkey 0x80000101 is not a given region's: the engine refuses its requests, as the endpoint would") {
+		t.Errorf("\n%s", out)
+	}
+}
+
+// TestReplayRKeyIndexClash: one WRITE of ib_write_bw's capture with its rkey's
+// lowest bit flipped (and its ICRC recomputed) names a key that shares its index
+// with the region's. The replay keeps the region of the rkey the other requests
+// use, refuses the altered one as the endpoint would (NAK remote access error),
+// and reports that as the difference, instead of failing to set up.
+func TestReplayRKeyIndexClash(t *testing.T) {
+	captures.Run(t, func(t *testing.T, s captures.Source) {
+		fs := factsOf(t, s)
+		frames := readCapture(t, s, "ib_write_bw.pcap")
+		writes := 0
+		for i := range frames {
+			var p roce.Packet
+			if p.Decode(frames[i].Data) != nil || p.BTH.Opcode != roce.RC_RDMA_WRITE_ONLY {
+				continue
+			}
+			if writes++; writes == 2 {
+				reencode(t, frames, i+1, func(p *roce.Packet, data []byte) {
+					binary.BigEndian.PutUint32(data[p.BTHOff+roce.BTHLen+8:], p.RETH.RKey^1)
+				})
+				break
+			}
+		}
+		conns := pcap.InferConns(frames, rxeServer)
+		r, err := pcap.Replay(frames, pcap.ReplayConfig{As: rxeServer, Conns: conns[:1]})
+		must(t, err)
+		out := report(t, r)
+		c := r.Conns[0]
+		note := fmt.Sprintf("rkey 0x%08x and rkey 0x%08x share a key index", fs.writeRKey^1, fs.writeRKey)
+		if c.Err != nil || r.Differences() != 1 || !strings.Contains(out, note) || !strings.Contains(c.Diffs[0].Sent, "NAK remote access error") {
+			t.Errorf("\n%s", out)
 		}
 	})
 }

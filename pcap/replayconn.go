@@ -80,6 +80,7 @@ type connReplay struct {
 	// Feeding.
 	batch     [][]byte  // requests to send together
 	last      *packet   // the last request fed
+	recorder  Direction // how the requests fed were recorded: DirRX by the endpoint, DirTX by the peer, else DirUnknown
 	out       [][]byte  // the far end's receive scratch
 	t0, start time.Time // the first request's capture time, and the clock's time then
 
@@ -255,7 +256,7 @@ func (r *connReplay) feed(evs []*packet) {
 			r.rep.BadICRC++
 		}
 		r.batch = append(r.batch, q.f.Data)
-		r.last = q
+		r.last, r.recorder = q, q.f.Dir
 		r.rep.Fed++
 	}
 	r.flush()
@@ -336,11 +337,32 @@ func (r *connReplay) compare() {
 			d := Diff{Response: r.rep.Compared, Frame: w.f.Index, After: g.after, Sent: Describe(&g.p), Captured: Describe(&w.p), Fields: fields}
 			if w.bad {
 				d.Note = "the captured response's ICRC is bad"
+			} else if r.recorder != DirRX && coalesced(&g.p, &w.p) {
+				d.Note = r.unbatched()
 			}
 			r.addDiff(d, structural)
 		}
 		r.got, r.want = r.got[1:], r.want[1:]
 	}
+}
+
+// coalesced says whether the captured ACK w covers more than the engine's ACK g:
+// the endpoint acknowledged several requests with one.
+func coalesced(g, w *roce.Packet) bool {
+	ack := func(p *roce.Packet) bool {
+		return p.BTH.Opcode == roce.RC_ACKNOWLEDGE && p.AETH.Syndrome.Kind() == roce.KindACK
+	}
+	return ack(g) && ack(w) && roce.PSNDiff(w.BTH.PSN, g.BTH.PSN) > 0
+}
+
+// unbatched explains an ACK the endpoint coalesced over a receive batch and the
+// engine did not: the capture does not say which requests arrived together.
+func (r *connReplay) unbatched() string {
+	who := "this capture does not say which requests arrived together (classic pcap, or another recorder than xroce's --pcap)"
+	if r.recorder == DirTX {
+		who = "this capture is the peer's recording (the requests are its tx frames), which cannot say which of them arrived together at the endpoint"
+	}
+	return "the endpoint acknowledged several requests with one ACK (coalesced over a receive batch); " + who + ", so replay feeds them one at a time: replay the endpoint's own recording, made with --pcap FILE.pcapng"
 }
 
 // addDiff records d. A structural difference parts the engine and the capture, and

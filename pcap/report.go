@@ -135,11 +135,16 @@ func (r *Report) Write(w io.Writer) error {
 		}
 	}
 	n := r.Differences()
-	compared := 0
+	compared, failed := 0, 0
 	for _, c := range r.Conns {
 		compared += c.Compared
+		if c.Err != nil {
+			failed++
+		}
 	}
 	switch {
+	case failed > 0:
+		fmt.Fprintf(&b, "replay: failed: %d connection%s could not be set up (the error above); %d difference%s in the others\n", failed, plural(failed), n-failed, plural(n-failed))
 	case n == 0 && compared == 0:
 		b.WriteString("replay: nothing compared\n")
 	case n == 0:

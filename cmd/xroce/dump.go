@@ -73,10 +73,19 @@ func dump(args []string, w io.Writer) error {
 	// What was read is printed even when the capture ends early.
 	st := writeDump(w, frames, f, *abs)
 	summary := fmt.Sprintf("%d frame%s; %d RoCE: %d ICRC ok, %d ICRC BAD, %d malformed", len(frames), plural(len(frames)), st.roce, st.ok, st.bad, st.malformed)
+	if st.cut > 0 {
+		summary += fmt.Sprintf(", %d cut short (ICRC not checked)", st.cut)
+	}
 	if f.active() {
 		summary += fmt.Sprintf("; %d shown", st.shown)
 	}
 	fmt.Fprintln(w, summary)
+	if st.cut > 0 {
+		fmt.Fprintf(w, "note: the capture's snap length cut %d RoCE frame%s short: the headers are shown; the rest of the payload and the ICRC were not recorded\n", st.cut, plural(st.cut))
+	}
+	if st.cutHdrs > 0 {
+		fmt.Fprintf(w, "note: the capture's snap length cut %d frame%s inside the IP or UDP header, so whether they are RoCE cannot be told: record with a snap length of at least %d bytes (--pcap-snaplen) to keep every RoCE header\n", st.cutHdrs, plural(st.cutHdrs), minHeaderSnap)
+	}
 	if errors.Is(rerr, pcap.ErrTorn) {
 		// A recording cut short (xroce --pcap killed with SIGKILL): every frame
 		// before the torn record is whole, and was shown.
@@ -133,7 +142,11 @@ func parseOpcodes(s string) ([]roce.Opcode, error) {
 	return out, nil
 }
 
-type dumpStats struct{ roce, ok, bad, malformed, shown int }
+type dumpStats struct {
+	roce, ok, bad, malformed, shown int
+	cut                             int // RoCE frames whose headers the capture holds but not all their bytes: ICRC not checked
+	cutHdrs                         int // frames cut inside their headers, before the UDP port tells whether they are RoCE
+}
 
 // writeDump prints the RoCE frames of a capture that pass the filter.
 func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpStats {
@@ -147,11 +160,18 @@ func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpSta
 	for i := range frames {
 		fr := &frames[i]
 		err := p.Decode(fr.Data)
+		cut := err == roce.ErrTruncated && decodeCut(&p, fr)
+		if cut {
+			err = nil
+		}
 		if err == roce.ErrNotRoCE {
 			continue
 		}
 		src, dst, isRoCE := udpEndpoints(fr.Data)
 		if err != nil && err != roce.ErrBadICRC && !isRoCE {
+			if len(fr.Data) < fr.Len && len(fr.Data) < udpEnd(fr.Data) {
+				st.cutHdrs++
+			}
 			continue // not UDP to port 4791: not RoCE at all
 		}
 		st.roce++
@@ -170,7 +190,10 @@ func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpSta
 			src = netip.AddrPortFrom(p.SrcAddr(), p.UDP.SrcPort)
 			dst = netip.AddrPortFrom(p.DstAddr(), p.UDP.DstPort)
 			fmt.Fprintf(&b, " %s → %s%s %s ICRC ", src, dst, trafficClass(&p), pcap.Describe(&p))
-			if err == nil {
+			if cut {
+				st.cut++
+				fmt.Fprintf(&b, "not checked (the capture holds %d of its %d bytes)", len(fr.Data), fr.Len)
+			} else if err == nil {
 				st.ok++
 				b.WriteString("ok")
 			} else {
@@ -196,6 +219,45 @@ func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpSta
 		io.WriteString(w, b.String())
 	}
 	return st
+}
+
+// decodeCut decodes into p a frame of which the capture holds only the first bytes
+// (a snap length shorter than the frame, fr.Len bytes on the wire): its headers,
+// read with the missing bytes taken as zeros, when the capture holds all of them
+// up to the payload. false when the frame is whole, or cut inside its headers.
+func decodeCut(p *roce.Packet, fr *pcap.Frame) bool {
+	if len(fr.Data) >= fr.Len || fr.Len > maxFrame {
+		return false
+	}
+	whole := make([]byte, fr.Len)
+	copy(whole, fr.Data)
+	err := p.Decode(whole)
+	return (err == nil || err == roce.ErrBadICRC) && p.PayloadOff <= len(fr.Data)
+}
+
+// maxFrame bounds the wire length decodeCut believes: an IP packet of 64 KiB
+// with Ethernet and a VLAN tag.
+const maxFrame = 65535 + 18
+
+// minHeaderSnap is the snap length that keeps every RoCE header of a frame:
+// Ethernet with a VLAN tag, IPv6, UDP, the BTH and the longest extension headers
+// (the AtomicETH, 28 bytes, of an atomic request).
+const minHeaderSnap = 18 + 40 + 8 + roce.BTHLen + roce.AtomicETHLen
+
+// udpEnd is where the UDP header of frame f ends (Ethernet, one optional VLAN
+// tag, IPv4 with its IHL or IPv6), or len(f)+1 when f is too short to tell.
+func udpEnd(f []byte) int {
+	off := 14
+	if len(f) >= 14 && binary.BigEndian.Uint16(f[12:14]) == roce.EtherTypeVLAN {
+		off = 18
+	}
+	if len(f) <= off {
+		return len(f) + 1
+	}
+	if f[off]>>4 == 6 {
+		return off + 40 + 8
+	}
+	return off + int(f[off]&0x0F)*4 + 8
 }
 
 // trafficClass describes a frame's IPv4 TOS or IPv6 traffic class when it is not

@@ -143,9 +143,10 @@ func writePcap(t *testing.T, path string, frames []pcap.Frame) {
 	}
 }
 
-// TestDumpMalformed: a snapped RoCE frame and a garbage UDP/4791 datagram are
-// reported as malformed, non-RoCE frames are skipped, and a capture that ends
-// mid-record prints what it holds and fails.
+// TestDumpMalformed: a RoCE frame snapped after its headers is shown with its
+// ICRC not checked, one snapped inside them is counted in a note, a garbage
+// UDP/4791 datagram is reported as malformed, non-RoCE frames are skipped, and a
+// capture that ends mid-record prints what it holds and fails.
 func TestDumpMalformed(t *testing.T) {
 	captures.Run(t, dumpMalformed)
 }
@@ -156,6 +157,8 @@ func dumpMalformed(t *testing.T, s captures.Source) {
 	good := frames[11] // frame 12, in both sources rdma_rxe's first SEND_ONLY; frame 13 is its ACK
 	snapped := good
 	snapped.Data = good.Data[:60]
+	cutHdrs := good
+	cutHdrs.Data = good.Data[:40]
 	garbage := good
 	garbage.Data = append([]byte(nil), good.Data[:42]...)
 	garbage.Data = append(garbage.Data, 0x77, 0x40, 0xFF, 0xFF, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
@@ -164,7 +167,7 @@ func dumpMalformed(t *testing.T, s captures.Source) {
 	garbage.Len = len(garbage.Data)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.pcap")
-	writePcap(t, path, []pcap.Frame{frames[0], good, snapped, garbage, frames[12]})
+	writePcap(t, path, []pcap.Frame{frames[0], good, snapped, cutHdrs, garbage, frames[12]})
 	out, err := runDumpArgs(t, path)
 	must(t, err)
 	golden(t, "dump/"+s.Name+"/malformed.txt", out)
@@ -175,7 +178,10 @@ func dumpMalformed(t *testing.T, s captures.Source) {
 	// A capture whose last record is cut short (its recorder killed while it
 	// wrote) shows the frames before it, says so, and is no error.
 	out, err = runDumpArgs(t, path)
-	if err != nil || !strings.HasSuffix(out, "4 frames; 3 RoCE: 1 ICRC ok, 0 ICRC BAD, 2 malformed\nnote: pcap: "+path+": frame 5: unexpected EOF: the capture ends in the middle of a record (its recorder was stopped while writing); the 4 whole frames before it are shown\n") {
+	if err != nil || !strings.HasSuffix(out, "5 frames; 3 RoCE: 1 ICRC ok, 0 ICRC BAD, 1 malformed, 1 cut short (ICRC not checked)\n"+
+		"note: the capture's snap length cut 1 RoCE frame short: the headers are shown; the rest of the payload and the ICRC were not recorded\n"+
+		"note: the capture's snap length cut 1 frame inside the IP or UDP header, so whether they are RoCE cannot be told: record with a snap length of at least 106 bytes (--pcap-snaplen) to keep every RoCE header\n"+
+		"note: pcap: "+path+": frame 6: unexpected EOF: the capture ends in the middle of a record (its recorder was stopped while writing); the 5 whole frames before it are shown\n") {
 		t.Errorf("truncated capture: %v\n%q", err, out)
 	}
 	must(t, os.WriteFile(path, []byte("not a capture at all"), 0o644))

@@ -109,8 +109,12 @@ func replay(args []string, w io.Writer) error {
 		// A recording cut short: replay the whole frames before the torn record,
 		// up to the emulated endpoint's last answer (the answers to the requests
 		// after it are lost with the torn record).
+		whole := len(frames)
 		var cut int
 		frames, cut = trimTorn(frames, as)
+		if !answers(frames, as) {
+			return fmt.Errorf("%v; its %d whole frames hold %d requests to %s and no answer of %s's, so nothing can be compared: replay a recording that goes on past the endpoint's first answer", err, whole, cut, as, as)
+		}
 		fmt.Fprintf(w, "note: %v; replaying the %d whole frames before it, up to %s's last answer (%d requests after it left out)\n", err, len(frames), as, cut)
 	} else if err != nil {
 		return err
@@ -321,6 +325,17 @@ func connForQPN(frames []pcap.Frame, as netip.Addr, qpn uint32) (pcap.Conn, erro
 		}
 	}
 	return pcap.Conn{}, fmt.Errorf("--qpn 0x%x: no RC frame of the capture goes to QPN 0x%x at %s", qpn, qpn, as)
+}
+
+// answers says whether any RoCE frame of frames comes from as.
+func answers(frames []pcap.Frame, as netip.Addr) bool {
+	var p roce.Packet
+	for _, f := range frames {
+		if err := p.Decode(f.Data); (err == nil || err == roce.ErrBadICRC) && p.SrcAddr() == as {
+			return true
+		}
+	}
+	return false
 }
 
 // trimTorn drops the RoCE frames to as after the last one from as, and returns

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,4 +347,43 @@ func TestTornRecording(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), note) || !strings.Contains(string(out), " whole frames before it, up to "+n.IPB.String()+"'s last answer (") {
 		t.Errorf("replay: %v\n%s", err, out)
 	}
+	// Torn inside the endpoint's first answer: the whole frames are requests only,
+	// and replay says there is nothing to compare, and why.
+	must(t, os.WriteFile(rec, b[:firstAnswerBlock(t, b, rec, n.IPB)+10], 0o644))
+	out, err = exec.Command(bin, "replay", rec, "--as", n.IPB.String()).CombinedOutput()
+	want := fmt.Sprintf("requests to %s and no answer of %s's, so nothing can be compared: replay a recording that goes on past the endpoint's first answer\n", n.IPB, n.IPB)
+	if err == nil || !strings.Contains(string(out), note) || !strings.HasSuffix(string(out), want) {
+		t.Errorf("replay of requests only: %v\n%s", err, out)
+	}
+}
+
+// firstAnswerBlock returns the offset in the pcapng file b (read from path) of the
+// Enhanced Packet Block of the first RoCE frame from as.
+func firstAnswerBlock(t *testing.T, b []byte, path string, as netip.Addr) int {
+	t.Helper()
+	frames, err := pcap.ReadFile(path) // torn at its end by the test
+	if err != nil && !errors.Is(err, pcap.ErrTorn) {
+		t.Fatal(err)
+	}
+	k := -1
+	for i, f := range frames {
+		var p roce.Packet
+		if err := p.Decode(f.Data); err == nil && p.SrcAddr() == as {
+			k = i
+			break
+		}
+	}
+	if k < 1 {
+		t.Fatalf("no request before %s's first answer", as)
+	}
+	for off, epb := 0, 0; off+8 <= len(b); off += int(binary.LittleEndian.Uint32(b[off+4:])) {
+		if binary.LittleEndian.Uint32(b[off:]) == 6 { // Enhanced Packet Block
+			if epb == k {
+				return off
+			}
+			epb++
+		}
+	}
+	t.Fatalf("no block for frame %d", k+1)
+	return 0
 }
