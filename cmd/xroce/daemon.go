@@ -111,6 +111,7 @@ func serveDevice(eng *runningEngine, c deviceConfig) error {
 	go watchInterface(ctx, portWatch{name: c.ifname, gone: gone, logf: lg.Printf, active: dev.MaxPathMTU, event: srv.PortEvent, follow: dev.FollowAddrs})
 	go watchPathMTU(ctx, dev.Counters(), lg.Printf)
 	go watchRNR(ctx, dev.Counters(), lg.Printf)
+	go watchLinkDrops(ctx, xskCounters(eng.link), lg.Printf)
 	if err := srv.Serve(ctx); err != nil {
 		return err
 	}
@@ -129,6 +130,7 @@ func listenDevice(eng *runningEngine, c *deviceConfig) (*daemon.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	src.LinkCounters = xskCounters(eng.link)
 	opts := daemon.Options{Dir: c.dir, AnyUser: c.anyUser, Log: c.log}
 	srv, err := daemon.Listen(src, opts)
 	for try := 0; err != nil && !c.named && errors.Is(err, daemon.ErrNameTaken) && try < 3; try++ {
@@ -340,12 +342,7 @@ func daemonStatus(args []string) error {
 		for _, s := range others {
 			fmt.Printf("    %s\n", s)
 		}
-		fmt.Printf("  counters:\n")
-		for _, c := range cs {
-			if c.Value != 0 || *all {
-				fmt.Printf("    %-24s %d\n", c.Name, c.Value)
-			}
-		}
+		printDeviceCounters(cs, *all)
 	}
 	var errs []error
 	if refused > 0 {
@@ -355,6 +352,24 @@ func daemonStatus(args []string) error {
 		errs = append(errs, fmt.Errorf("%d of %d devices in %s did not answer (a daemon killed or stopped leaves its socket behind; `xroce daemon -d IFACE --name NAME` takes the name over)", stale, len(names), dir))
 	}
 	return errors.Join(errs...)
+}
+
+// printDeviceCounters prints a device's counters, the engine's (rdma_rxe's hw_counters
+// names) and then its link's (daemon.LinkCounterPrefix), those that are not zero
+// unless all.
+func printDeviceCounters(cs []daemon.Counter, all bool) {
+	fmt.Printf("  counters:\n")
+	link := false
+	for _, c := range cs {
+		if c.Value == 0 && !all {
+			continue
+		}
+		if strings.HasPrefix(c.Name, daemon.LinkCounterPrefix) && !link {
+			link = true
+			fmt.Printf("  link (AF_XDP sockets; the kernel's xdp_statistics):\n")
+		}
+		fmt.Printf("    %-28s %d\n", c.Name, c.Value)
+	}
 }
 
 // pickDevices returns the devices of names that want names, in want's order, or

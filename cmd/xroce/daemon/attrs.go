@@ -165,9 +165,18 @@ type EngineSource struct {
 	DevName string
 	Iface   string
 	Dev     *transport.Device
-	mac     [6]byte
-	index   int
+	// LinkCounters, when set, returns the link's own counters (LinkCounterPrefix
+	// and the kernel's name: what AF_XDP dropped before the engine took it), which
+	// Counters lists after the engine's.
+	LinkCounters func() []Counter
+	mac          [6]byte
+	index        int
 }
+
+// LinkCounterPrefix starts the names of the counters of the link under the
+// engine (EngineSource.LinkCounters): "xsk_" and a field of the kernel's struct
+// xdp_statistics (include/uapi/linux/if_xdp.h), summed over the AF_XDP sockets.
+const LinkCounterPrefix = "xsk_"
 
 // NewEngineSource describes dev, which runs on the network interface iface.
 func NewEngineSource(name, iface string, dev *transport.Device) (*EngineSource, error) {
@@ -222,6 +231,9 @@ func (e *EngineSource) Counters() []Counter {
 	out := make([]Counter, 0, len(transport.CounterNames))
 	for _, n := range transport.CounterNames {
 		out = append(out, Counter{n, m[n]})
+	}
+	if e.LinkCounters != nil {
+		out = append(out, e.LinkCounters()...)
 	}
 	return out
 }
