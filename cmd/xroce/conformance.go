@@ -73,6 +73,11 @@ func runConform(name string, args []string) error {
 	if lo.dev == "" {
 		return fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
 	}
+	// As the perftest tools: this side's interface down is said at once, not
+	// found out as a peer that does not answer.
+	if err := checkInterfaceUp(lo.dev); err != nil {
+		return err
+	}
 	table, err := xdp.GIDTable(lo.dev)
 	if err != nil {
 		return err
@@ -116,6 +121,7 @@ func runConform(name string, args []string) error {
 	results, runErr := conform.Run(context.Background(), conform.Options{
 		Link: link, GID: gid.GID, Server: server, Port: port, PeerCmd: peerCmd, ClientCmd: clientCmd,
 		ConnectTimeout: connectTimeout, PcapDir: pcaps, Log: os.Stderr,
+		LinkState: func() error { return interfaceState(lo.dev) },
 	}, scenarios)
 	conform.PrintTable(os.Stdout, results)
 	if jsonOut != "" {

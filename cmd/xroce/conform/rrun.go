@@ -66,8 +66,9 @@ func (l *listener) close() {
 }
 
 // accept waits up to limit for the client's connection; a client command that
-// ends first ends the wait.
-func (l *listener) accept(ctx context.Context, limit time.Duration, peer *peerCmd) (net.Conn, error) {
+// ends first ends the wait (explain says how), and so does this side's interface
+// failing (linkState, when set: the error is a linkDown).
+func (l *listener) accept(ctx context.Context, limit time.Duration, peer *peerCmd, linkState func() error) (net.Conn, error) {
 	end := time.Now().Add(limit)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -85,9 +86,12 @@ func (l *listener) accept(ctx context.Context, limit time.Duration, peer *peerCm
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			return nil, err
 		}
+		if err := checkLink(linkState); err != nil {
+			return nil, fmt.Errorf("waiting for the perftest client on %s: %w", l.ln.Addr(), err)
+		}
 		if peer != nil {
-			if done, perr := peer.exited(); done {
-				return nil, fmt.Errorf("the client command ended (%v) before it connected: %s", perr, tail(peer.out.String(), 5))
+			if done, _ := peer.exited(); done {
+				return nil, fmt.Errorf("no perftest client connected to %s before the client command ended", l.ln.Addr())
 			}
 		}
 	}
@@ -95,21 +99,25 @@ func (l *listener) accept(ctx context.Context, limit time.Duration, peer *peerCm
 
 // runResponder runs a responder-role scenario: the client command, the
 // exchange as the server, the answers, the client's end, the verdict.
-func runResponder(ctx context.Context, o *Options, s *Scenario, qpn uint32, l *listener) (Result, error) {
-	res := Result{Name: s.Name, Role: RoleResponder, Client: s.Setup.Client, Spec: s.Spec}
+func runResponder(ctx context.Context, o *Options, s *Scenario, qpn uint32, l *listener) (res Result, err error) {
+	res = Result{Name: s.Name, Role: RoleResponder, Client: s.Setup.Client, Spec: s.Spec}
 	addr := o.GID.Addr().String()
 	if err := l.open(net.JoinHostPort(addr, strconv.Itoa(o.Port))); err != nil {
 		return res, err
 	}
 	var peer *peerCmd
 	if o.ClientCmd != "" {
-		var err error
-		if peer, err = startPeer(expandClientCmd(o.ClientCmd, s, o.Port, addr)); err != nil {
+		if peer, err = startPeer(expandClientCmd(o.ClientCmd, s, o.Port, addr), "--client-cmd"); err != nil {
 			return res, err
 		}
-		defer peer.wait(time.Second) // on an error path: do not leave it running
+		defer func() {
+			if err != nil { // the client's output often says why
+				err = peer.explain(err, peerExitWait)
+			}
+			peer.wait(time.Second) // on an error path: do not leave it running
+		}()
 	}
-	nc, err := l.accept(ctx, o.ConnectTimeout, peer)
+	nc, err := l.accept(ctx, o.ConnectTimeout, peer, o.LinkState)
 	if err != nil {
 		return res, err
 	}

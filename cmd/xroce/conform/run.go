@@ -3,6 +3,7 @@ package conform
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -43,6 +44,11 @@ type Options struct {
 	PcapDir string
 	// Log, when set, is told each scenario's progress.
 	Log io.Writer
+	// LinkState, when set, says why this side's interface cannot carry frames
+	// (down, no carrier, gone), nil when it can. The waits for the server and the
+	// client end at once when it fails, and a scenario that fails or cannot go on
+	// names it: the cause is then this side, not the peer.
+	LinkState func() error
 }
 
 // Result is one scenario's outcome.
@@ -93,7 +99,10 @@ func Run(ctx context.Context, o Options, scenarios []*Scenario) ([]Result, error
 			r, err = runOne(ctx, &o, s, uint32(0x100+i))
 		}
 		if err != nil {
-			return out, fmt.Errorf("scenario %s: %w", s.Name, err)
+			return out, fmt.Errorf("scenario %s: %w", s.Name, o.withLinkState(err))
+		}
+		if err := checkLink(o.LinkState); err != nil && !r.Pass {
+			r.Problems = append(r.Problems, fmt.Sprintf("this side: %v", err))
 		}
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "%-40s %s\n", s.Name, r.Verdict())
@@ -101,6 +110,19 @@ func Run(ctx context.Context, o Options, scenarios []*Scenario) ([]Result, error
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// withLinkState puts the failure of this side's interface, when it has one, in
+// front of err: the likely cause of a failed exchange, which names the peer.
+func (o *Options) withLinkState(err error) error {
+	var ld linkDown
+	if errors.As(err, &ld) {
+		return err
+	}
+	if state := checkLink(o.LinkState); state != nil {
+		return fmt.Errorf("%v; that is likely why: %w", state, err)
+	}
+	return err
 }
 
 // kindOf is the perftest exchange sequence of a server.
@@ -113,17 +135,21 @@ func kindOf(server string) oob.Kind {
 
 // runOne runs a scenario on a fresh connection: the peer command, the exchange,
 // the frames, the answers, the probe, the end of the exchange.
-func runOne(ctx context.Context, o *Options, s *Scenario, qpn uint32) (Result, error) {
-	res := Result{Name: s.Name, Role: RoleRequester, Server: s.Setup.Server, Spec: s.Spec}
+func runOne(ctx context.Context, o *Options, s *Scenario, qpn uint32) (res Result, err error) {
+	res = Result{Name: s.Name, Role: RoleRequester, Server: s.Setup.Server, Spec: s.Spec}
 	var peer *peerCmd
 	if o.PeerCmd != "" {
-		var err error
-		if peer, err = startPeer(expandPeerCmd(o.PeerCmd, s, o.Port)); err != nil {
+		if peer, err = startPeer(expandPeerCmd(o.PeerCmd, s, o.Port), "--peer-cmd"); err != nil {
 			return res, err
 		}
-		defer peer.wait(time.Second) // on an error path: do not leave it running
+		defer func() {
+			if err != nil { // the peer's output often says why
+				err = peer.explain(err, peerExitWait)
+			}
+			peer.wait(time.Second) // on an error path: do not leave it running
+		}()
 	}
-	nc, err := dial(ctx, net.JoinHostPort(o.Server, strconv.Itoa(o.Port)), o.ConnectTimeout, peer)
+	nc, err := dial(ctx, net.JoinHostPort(o.Server, strconv.Itoa(o.Port)), o.ConnectTimeout, peer, o.LinkState)
 	if err != nil {
 		return res, err
 	}
@@ -161,6 +187,10 @@ func runOne(ctx context.Context, o *Options, s *Scenario, qpn uint32) (Result, e
 	res.Problems, res.Pass = bad, len(bad) == 0
 	return res, nil
 }
+
+// peerExitWait is how long a failed scenario waits for its peer command to end
+// (a peer that failed is exiting) before it shows how it ended.
+const peerExitWait = 2 * time.Second
 
 // scenarioLink is the link a scenario runs on: o.Link, or with --pcap a capture of
 // it into DIR/NAME.pcapng (res.Pcap); the function closes the capture.
