@@ -10,8 +10,10 @@ import (
 // Describe renders a decoded packet's transport headers on one line, the way
 // `xroce dump` prints them: the opcode's name (roce.Opcode.String), the destination
 // QPN in hex, the PSN in decimal (as Wireshark shows it), the BTH flags that are set
-// (AckReq, SE, MigReq, FECN, BECN), then each extension header the opcode carries (IBTA Vol 1
-// §9.3) and the payload length in bytes for opcodes that carry one:
+// (AckReq, SE, MigReq, FECN, BECN), the P_Key when it is not the default partition's
+// 0xFFFF and the pad count when it is not 0, then each extension header the opcode
+// carries (IBTA Vol 1 §9.3) and the payload length in bytes for opcodes that carry
+// one:
 //
 //	RC_RDMA_WRITE_ONLY QPN 0x000011 PSN 1616767 AckReq RETH va 0x0000564da7911000 rkey 0x0000028e len 64 payload 64
 //	RC_ACKNOWLEDGE QPN 0x000011 PSN 1616767 AETH 0x1f ACK credits=31 MSN 1
@@ -26,6 +28,12 @@ func Describe(p *roce.Packet) string {
 		if f.on {
 			b.WriteString(" " + f.name)
 		}
+	}
+	if p.BTH.PKey != 0xFFFF {
+		fmt.Fprintf(&b, " P_Key 0x%04x", p.BTH.PKey)
+	}
+	if p.BTH.PadCnt != 0 {
+		fmt.Fprintf(&b, " pad %d", p.BTH.PadCnt)
 	}
 	h := p.Headers
 	if h&roce.HdrDETH != 0 {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 )
 
@@ -81,8 +80,9 @@ var ErrTorn = errors.New("the capture ends in the middle of a record (its record
 const MaxSnaplen = 1 << 20
 
 // ReadFile reads every frame of a pcap or pcapng file (detected by its magic
-// number). Errors: the file cannot be opened, its format is neither, its link type is
-// not Ethernet, its snapshot length exceeds MaxSnaplen, or it is malformed or ends
+// number). Frames of Linux cooked (SLL, SLL2) and raw IP captures are returned as
+// Ethernet frames (toEthernet). Errors: the file cannot be opened, its format is
+// neither, its link type is none of those, its snapshot length exceeds MaxSnaplen, or it is malformed or ends
 // in the middle of a record; in the last two cases the frames before the damage are
 // returned with the error.
 func ReadFile(path string) ([]Frame, error) {
@@ -113,10 +113,13 @@ func Read(r io.Reader) (frames []Frame, err error) {
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(4)
 	if err != nil {
-		return nil, fmt.Errorf("reading magic: %w", err)
+		if len(magic) == 0 {
+			return nil, fmt.Errorf("%w: the file is empty", ErrNotCapture)
+		}
+		return nil, fmt.Errorf("%w: %d bytes, too short for a pcap or pcapng header", ErrNotCapture, len(magic))
 	}
 	var next func() ([]byte, gopacket.CaptureInfo, error)
-	var link layers.LinkType
+	var link uint32 // the file's link type
 	dir := func(gopacket.CaptureInfo) Direction { return DirUnknown }
 	var ngErr error // a malformed block: the frames before it are returned with it
 	if bytes.Equal(magic, []byte{0x0A, 0x0D, 0x0D, 0x0A}) {
@@ -133,7 +136,7 @@ func Read(r io.Reader) (frames []Frame, err error) {
 		if err != nil {
 			return nil, err
 		}
-		link, next = ng.LinkType(), ng.ReadPacketData
+		link, next = fileLinkType(all[:valid], true), ng.ReadPacketData
 		dir = func(ci gopacket.CaptureInfo) Direction {
 			intf, err := ng.Interface(ci.InterfaceIndex)
 			if err != nil {
@@ -143,19 +146,25 @@ func Read(r io.Reader) (frames []Frame, err error) {
 		}
 	} else {
 		if !pcapMagic(magic) {
-			return nil, fmt.Errorf("%w: not a pcap or pcapng file (its first bytes are % x)", ErrNotCapture, magic)
+			return nil, fmt.Errorf("%w: neither pcap nor pcapng (its first bytes are % x)", ErrNotCapture, magic)
 		}
-		pr, err := pcapgo.NewReader(br)
+		all, err := io.ReadAll(br)
 		if err != nil {
 			return nil, err
 		}
-		if pr.Snaplen() > MaxSnaplen {
-			return nil, fmt.Errorf("snapshot length %d exceeds %d", pr.Snaplen(), MaxSnaplen)
+		if len(all) < 24 {
+			return nil, fmt.Errorf("%w: %d bytes, too short for the 24-byte pcap header", ErrNotCapture, len(all))
 		}
-		link, next = pr.LinkType(), pr.ReadPacketData
+		fixPcap(all)
+		pr, err := pcapgo.NewReader(bytes.NewReader(all))
+		if err != nil {
+			return nil, fmt.Errorf("%d bytes: %w", len(all), err)
+		}
+		link, next = fileLinkType(all, false), pr.ReadPacketData
 	}
-	if link != layers.LinkTypeEthernet {
-		return nil, fmt.Errorf("link type %v, want Ethernet", link)
+	conv, grow, err := toEthernet(link)
+	if err != nil {
+		return nil, err
 	}
 	for {
 		data, ci, err := next()
@@ -171,7 +180,15 @@ func Read(r io.Reader) (frames []Frame, err error) {
 		if err != nil {
 			return frames, fmt.Errorf("frame %d: %w", len(frames)+1, err)
 		}
-		frames = append(frames, Frame{Index: len(frames) + 1, Time: ci.Timestamp, Data: data, Len: ci.Length, Dir: dir(ci)})
+		wire := ci.Length
+		if conv != nil {
+			var ok bool
+			if data, ok = conv(data); !ok {
+				return frames, fmt.Errorf("frame %d: %w: %d bytes, shorter than the header of its link type %d", len(frames)+1, ErrMalformed, ci.CaptureLength, link)
+			}
+			wire = max(ci.Length+grow, len(data))
+		}
+		frames = append(frames, Frame{Index: len(frames) + 1, Time: ci.Timestamp, Data: data, Len: wire, Dir: dir(ci)})
 	}
 }
 
@@ -237,7 +254,7 @@ func checkNg(b []byte) (int, error) {
 }
 
 // ErrNotCapture: the data starts with neither a pcap nor a pcapng magic number.
-var ErrNotCapture = errors.New("pcap: unknown file format")
+var ErrNotCapture = errors.New("not a capture file")
 
 // pcapMagic reports whether b starts a classic pcap file: 0xa1b2c3d4 (microsecond
 // timestamps) or 0xa1b23c4d (nanosecond), in either byte order (pcap-savefile(5)).

@@ -12,6 +12,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 	"github.com/xroce/xroce/pcap"
+	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/test/captures"
 )
 
@@ -93,15 +94,118 @@ func TestReadRefusesBadInput(t *testing.T) {
 	for _, c := range []struct {
 		name, in, want string
 	}{
-		{"empty", "", "reading magic"},
-		{"not a capture", "hello world, this is text", "pcap: unknown file format: not a pcap or pcapng file (its first bytes are 68 65 6c 6c)"},
-		{"huge snaplen", string(append(hdr(1<<30, 1), rec...)), "snapshot length"},
-		{"not Ethernet", string(hdr(65535, 101)), "want Ethernet"},
+		{"empty", "", "not a capture file: the file is empty"},
+		{"short", "\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00", "not a capture file: 10 bytes, too short for the 24-byte pcap header"},
+		{"not a capture", "hello world, this is text", "not a capture file: neither pcap nor pcapng (its first bytes are 68 65 6c 6c)"},
+		{"huge snaplen, huge record", string(append(hdr(1<<30, 1), rec...)), "capture length exceeds snap length: 1073741824 > 1048576"},
+		{"not Ethernet", string(hdr(65535, 105)), "link type 105 (802.11): want Ethernet, Linux cooked (SLL, SLL2) or raw IP"},
 		{"record past snaplen", string(append(hdr(65535, 1), rec...)), "exceeds snap length"},
 	} {
 		_, err := pcap.Read(strings.NewReader(c.in))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestReadLinkTypes: ib_write_bw's capture rewritten as tcpdump -i any writes it
+// (Linux cooked, SLL and SLL2) and as raw IP reads back as Ethernet frames whose
+// IP packets are the original's, every RoCE frame with its ICRC valid, the sender's
+// MAC kept where SLL carries it.
+func TestReadLinkTypes(t *testing.T) {
+	captures.Run(t, func(t *testing.T, s captures.Source) {
+		orig, err := pcap.ReadFile(capture(t, s, "ib_write_bw.pcap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name   string
+			link   uint32
+			header func(eth []byte) []byte
+			srcMAC bool
+		}{
+			{"SLL", 113, func(e []byte) []byte {
+				h := make([]byte, 16)
+				binary.BigEndian.PutUint16(h[2:], 1) // ARPHRD_ETHER
+				binary.BigEndian.PutUint16(h[4:], 6)
+				copy(h[6:], e[6:12])
+				copy(h[14:], e[12:14])
+				return h
+			}, true},
+			{"SLL2", 276, func(e []byte) []byte {
+				h := make([]byte, 20)
+				copy(h[0:], e[12:14])
+				binary.BigEndian.PutUint32(h[4:], 7) // ifindex
+				binary.BigEndian.PutUint16(h[8:], 1) // ARPHRD_ETHER
+				h[11] = 6
+				copy(h[12:], e[6:12])
+				return h
+			}, true},
+			{"raw IP", 101, func([]byte) []byte { return nil }, false},
+		} {
+			var b bytes.Buffer
+			hdr := make([]byte, 24)
+			binary.LittleEndian.PutUint32(hdr[0:], 0xa1b2c3d4)
+			binary.LittleEndian.PutUint16(hdr[4:], 2)
+			binary.LittleEndian.PutUint16(hdr[6:], 4)
+			binary.LittleEndian.PutUint32(hdr[16:], 65535)
+			binary.LittleEndian.PutUint32(hdr[20:], c.link)
+			b.Write(hdr)
+			w := pcapgo.NewWriter(&b)
+			var want []pcap.Frame // what the capture holds: raw IP holds only IP packets
+			for _, f := range orig {
+				if et := binary.BigEndian.Uint16(f.Data[12:14]); c.link == 101 && et != 0x0800 && et != 0x86DD {
+					continue
+				}
+				want = append(want, f)
+				d := append(c.header(f.Data), f.Data[14:]...)
+				if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: f.Time, CaptureLength: len(d), Length: len(d)}, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := pcap.Read(&b)
+			if err != nil || len(got) != len(want) {
+				t.Fatalf("%s: %d frames of %d: %v", c.name, len(got), len(want), err)
+			}
+			ok, wantOK := 0, 0
+			for i, f := range got {
+				var p roce.Packet
+				if !bytes.Equal(f.Data[12:], want[i].Data[12:]) || f.Len != len(f.Data) || bytes.Equal(f.Data[6:12], want[i].Data[6:12]) != c.srcMAC {
+					t.Fatalf("%s: frame %d differs:\n% x\n% x", c.name, i+1, f.Data[:20], want[i].Data[:20])
+				}
+				if p.Decode(f.Data) == nil {
+					ok++
+				}
+				if p.Decode(want[i].Data) == nil {
+					wantOK++
+				}
+			}
+			if ok != wantOK || ok < 20 {
+				t.Errorf("%s: %d RoCE frames with a valid ICRC, the Ethernet capture %d", c.name, ok, wantOK)
+			}
+		}
+	})
+}
+
+// TestReadLenientPcap: what Wireshark reads, Read reads too: a header snapshot
+// length of 0 or 0xFFFFFFFF, and a record whose captured length exceeds its
+// original length (which then becomes the captured one).
+func TestReadLenientPcap(t *testing.T) {
+	for _, snaplen := range []uint32{0, 0xFFFFFFFF, 65535} {
+		for _, orig := range []uint32{4, 60, 2} {
+			b := make([]byte, 24+16+4)
+			binary.LittleEndian.PutUint32(b[0:], 0xa1b2c3d4)
+			binary.LittleEndian.PutUint16(b[4:], 2)
+			binary.LittleEndian.PutUint16(b[6:], 4)
+			binary.LittleEndian.PutUint32(b[16:], snaplen)
+			binary.LittleEndian.PutUint32(b[20:], 1)
+			binary.LittleEndian.PutUint32(b[24+8:], 4)
+			binary.LittleEndian.PutUint32(b[24+12:], orig)
+			copy(b[40:], "\x01\x02\x03\x04")
+			frames, err := pcap.Read(bytes.NewReader(b))
+			if err != nil || len(frames) != 1 || string(frames[0].Data) != "\x01\x02\x03\x04" || frames[0].Len != int(max(orig, 4)) {
+				t.Errorf("snaplen %#x, original length %d: %v %+v", snaplen, orig, err, frames)
+			}
 		}
 	}
 }
