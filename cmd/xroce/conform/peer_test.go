@@ -68,9 +68,9 @@ func scenario(t *testing.T, name string) *Scenario {
 	return nil
 }
 
-// runFor runs one scenario against 127.0.0.1:port and returns the run's error
-// and how long it took.
-func runFor(t *testing.T, o Options, name string) ([]Result, error, time.Duration) {
+// runFor runs one scenario against 127.0.0.1:port and returns its results, how
+// long it took and the run's error.
+func runFor(t *testing.T, o Options, name string) ([]Result, time.Duration, error) {
 	t.Helper()
 	o.Server, o.GID = "127.0.0.1", roce.GIDFromAddr(netip.MustParseAddr("127.0.0.1"))
 	if o.ConnectTimeout == 0 {
@@ -78,21 +78,21 @@ func runFor(t *testing.T, o Options, name string) ([]Result, error, time.Duratio
 	}
 	start := time.Now()
 	res, err := Run(context.Background(), o, []*Scenario{scenario(t, name)})
-	return res, err, time.Since(start)
+	return res, time.Since(start), err
 }
 
 // TestRunLinkDownWait: with this side's interface down, the wait for the
 // server ends at once and names the interface, not the server.
 func TestRunLinkDownWait(t *testing.T) {
 	o := Options{Port: closedPort(t), LinkState: func() error { return errFakeDown }}
-	_, err, took := runFor(t, o, "write-zero-length")
+	_, took, err := runFor(t, o, "write-zero-length")
 	want := "scenario write-zero-length: cannot reach the perftest server at 127.0.0.1:" + strconv.Itoa(o.Port) + ": " + errFakeDown.Error()
 	if err == nil || err.Error() != want || took > time.Second {
 		t.Errorf("after %v: %v\nwant %s", took, err, want)
 	}
 	// The responder role's wait for its client too.
 	o.Port = closedPort(t)
-	_, err, took = runFor(t, o, "resp-ghost-ack")
+	_, took, err = runFor(t, o, "resp-ghost-ack")
 	if err == nil || !strings.HasSuffix(err.Error(), ": "+errFakeDown.Error()) || !strings.Contains(err.Error(), "waiting for the perftest client") || took > time.Second {
 		t.Errorf("responder role, after %v: %v", took, err)
 	}
@@ -109,7 +109,7 @@ func TestRunLinkDownMidRun(t *testing.T) {
 		}
 		return nil
 	}}
-	_, err, _ := runFor(t, o, "write-zero-length")
+	_, _, err := runFor(t, o, "write-zero-length")
 	want := "scenario write-zero-length: " + errFakeDown.Error() + "; that is likely why: oob: 127.0.0.1:" + strconv.Itoa(port) + " closed the exchange early"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("got %v\nwant %s...", err, want)
@@ -144,7 +144,7 @@ func TestRunFailedScenarioNamesLink(t *testing.T) {
 		}
 		return nil
 	}}
-	res, err, _ := runFor(t, o, "write-zero-length")
+	res, _, err := runFor(t, o, "write-zero-length")
 	if err != nil || len(res) != 1 {
 		t.Fatalf("%v, %d results", err, len(res))
 	}
@@ -174,7 +174,7 @@ func TestRunPeerOutput(t *testing.T) {
 			[]string{"closed the exchange early", "; the peer command (--peer-cmd) was still running: the suite killed it; its last lines:\n    | waiting-marker"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err, took := runFor(t, Options{Port: c.port, PeerCmd: c.cmd, ConnectTimeout: 5 * time.Second}, "write-zero-length")
+			_, took, err := runFor(t, Options{Port: c.port, PeerCmd: c.cmd, ConnectTimeout: 5 * time.Second}, "write-zero-length")
 			if err == nil || took > 4*time.Second {
 				t.Fatalf("after %v: %v", took, err)
 			}
