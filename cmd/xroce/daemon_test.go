@@ -138,9 +138,7 @@ func runVerbs(t *testing.T, dir string, args ...string) string {
 // TestDaemonDevinfo: Debian's own ibv_devices and ibv_devinfo, preloaded with the
 // verbs library, list and describe the device an xroce daemon serves on a veth.
 func TestDaemonDevinfo(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, XDP)")
-	}
+	needRoot(t)
 	libxroce(t)
 	n := testnet.New(t, testnet.Options{MTU: 1500})
 	testnet.Sh(t, "ip", "-n", n.NsA, "link", "set", n.IfA, "address", "52:54:00:81:00:0b")
@@ -522,5 +520,14 @@ func TestMTUChangedByFamily(t *testing.T) {
 		if got := mtuChanged("v", c.old, c.mtu, roce.MTUFromNetdev(c.mtu)); got != c.want {
 			t.Errorf("%d → %d:\n got %s\nwant %s", c.old, c.mtu, got, c.want)
 		}
+	}
+}
+
+// needRoot skips a test that makes network namespaces and attaches XDP programs
+// when it does not run as root.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces, XDP)")
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,9 +17,7 @@ import (
 // the cause, and `xroce stat` lists the AF_XDP counters that moved, under the
 // link, after the engine's.
 func TestDaemonLinkDrops(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, XDP)")
-	}
+	needRoot(t)
 	n := testnet.New(t, testnet.Options{MTU: 1500})
 	dir := t.TempDir()
 	cmd, out, _ := spawnServing(t, n.NsA, n.IfA, dir)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -64,9 +63,7 @@ func TestPerftestRDMACM(t *testing.T) {
 // tools' CM against the library's. Both sides print a table of 200 messages of
 // 4096 bytes.
 func TestPerftestRDMACMInterop(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, XDP)")
-	}
+	needRoot(t)
 	libxroce(t)
 	tools := []struct{ perftest, ours string }{
 		{"ib_write_bw", "write_bw"}, {"ib_read_bw", "read_bw"}, {"ib_send_bw", "send_bw"}, {"ib_write_lat", "write_lat"},

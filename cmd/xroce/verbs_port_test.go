@@ -16,9 +16,7 @@ import (
 // ibv_asyncwatch sees IBV_EVENT_GID_CHANGE for each entry and IBV_EVENT_PORT_ERR
 // and IBV_EVENT_PORT_ACTIVE when the interface goes down and comes back.
 func TestVerbsPortEvents(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, XDP)")
-	}
+	needRoot(t)
 	libxroce(t)
 	if _, err := os.Stat("/usr/bin/ibv_asyncwatch"); err != nil {
 		t.Skip("no ibv_asyncwatch: apt-get install ibverbs-utils (.ci/run installs it)")

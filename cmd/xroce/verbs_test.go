@@ -25,9 +25,7 @@ type verbsPair struct {
 
 func newVerbsPair(t *testing.T) *verbsPair {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, XDP)")
-	}
+	needRoot(t)
 	libxroce(t)
 	if _, err := os.Stat("/usr/bin/ibv_rc_pingpong"); err != nil {
 		t.Skip("no ibv_rc_pingpong: apt-get install ibverbs-utils (.ci/run installs it)")
@@ -500,9 +498,7 @@ func TestVerbsRegOverlap(t *testing.T) {
 // name), so Debian's ibv_rc_pingpong without -d uses it, and passes its data check
 // (-c); given the other namespace's device it would address its own GID.
 func TestDaemonsShareRunDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, XDP)")
-	}
+	needRoot(t)
 	libxroce(t)
 	if _, err := os.Stat("/usr/bin/ibv_rc_pingpong"); err != nil {
 		t.Skip("no ibv_rc_pingpong: apt-get install ibverbs-utils (.ci/run installs it)")
