@@ -123,8 +123,8 @@ func TestGIDTableFollow(t *testing.T) {
 		{a("10.77.0.13", "10.77.0.12", "fd00:77::b", "fd00:77::c"),
 			"0 fe80::5054:ff:fe77:b v2|1 ::ffff:10.77.0.13 v2|2 fd00:77::b v2|3 ::ffff:10.77.0.12 v2|4 fd00:77::c v2|", "1 ::ffff:10.77.0.13 v2|4 fd00:77::c v2|", ""},
 		{a("10.77.0.13"),
-			"0 fe80::5054:ff:fe77:b v2|1 ::ffff:10.77.0.13 v2|", "", "2 fd00:77::b v2|3 ::ffff:10.77.0.12 v2|4 fd00:77::c v2|"},
-		{nil, "0 fe80::5054:ff:fe77:b v2|", "", "1 ::ffff:10.77.0.13 v2|"},
+			"0 fe80::5054:ff:fe77:b v2|1 ::ffff:10.77.0.13 v2|2 empty|3 empty|4 empty|", "", "2 fd00:77::b v2|3 ::ffff:10.77.0.12 v2|4 fd00:77::c v2|"},
+		{nil, "0 fe80::5054:ff:fe77:b v2|1 empty|2 empty|3 empty|4 empty|", "", "1 ::ffff:10.77.0.13 v2|"},
 	}
 	render := func(t roce.GIDTable) string {
 		s := strings.ReplaceAll(strings.ReplaceAll(t.String(), "\t", " "), "\n", "|")
@@ -147,6 +147,11 @@ func TestGIDTableFollow(t *testing.T) {
 			t.Errorf("step %d: removed %q, want %q", i, got, st.removed)
 		}
 		tbl = next
+		if i == 4 {
+			if _, err := tbl.Entry(4); err == nil || err.Error() != "roce: GID index 4 is empty: its address was removed from the interface" {
+				t.Errorf("Entry(4), the last slot, emptied: %v", err)
+			}
+		}
 		if i == 1 {
 			if _, err := tbl.Entry(1); err == nil || err.Error() != "roce: GID index 1 is empty: its address was removed from the interface" {
 				t.Errorf("Entry(1) of an empty slot: %v", err)

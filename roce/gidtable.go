@@ -20,7 +20,8 @@ func (e GIDEntry) Empty() bool { return e.GID == GID{} }
 
 // GIDTable is a port's GID table: entry i has Index i. A table built for an
 // interface (BuildGIDTable) has no empty slots; one that followed address changes
-// (Follow) may, and never ends with one.
+// (Follow) may have some, at its end too (so that Entry calls the slot of a removed
+// address empty, not out of range).
 type GIDTable []GIDEntry
 
 // BuildGIDTable returns the GID table rdma_rxe shows for an interface with MAC mac
@@ -104,9 +105,6 @@ func (t GIDTable) Follow(mac [6]byte, addrs []netip.Addr) (next GIDTable, added,
 			next[i] = e
 		}
 		added = append(added, e)
-	}
-	for len(next) > 0 && next[len(next)-1].Empty() {
-		next = next[:len(next)-1]
 	}
 	return next, added, removed
 }

@@ -799,7 +799,8 @@ XROCE_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_nu
 }
 
 /* _ibv_query_gid_table, behind ibv_query_gid_table: the valid entries of every
- * port, or a negative errno value. */
+ * port, skipping empty slots (a removed address leaves one) as the kernel's
+ * ib_uverbs query does, or a negative errno value. */
 XROCE_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries,
 					  size_t max_entries, uint32_t flags, size_t entry_size)
 {
@@ -816,8 +817,10 @@ XROCE_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ib
 		struct ibv_gid_entry *e = (struct ibv_gid_entry *)((char *)entries + n * entry_size);
 
 		ret = query_gid_entry(context, 1, i, &r);
-		if (ret == ENODATA || ret == EINVAL)
-			break; /* the table has no holes: the first empty slot ends it */
+		if (ret == EINVAL)
+			break; /* past gid_tbl_len */
+		if (ret == ENODATA)
+			continue; /* an empty slot: a removed address's, or past the last entry */
 		if (ret)
 			return -ret;
 		if (n >= max_entries)

@@ -59,7 +59,8 @@ func TestVerbsPortEvents(t *testing.T) {
 		{[]string{"link", "set", n.IfA, "up"}, "event_type IBV_EVENT_PORT_ACTIVE (9), port 1\n", 1,
 			[]string{"state:\t\t\tPORT_ACTIVE (4)"}, nil, "the port is PORT_ACTIVE"},
 	}
-	for _, st := range steps {
+	gidTable := cBuild(t, "testdata/gidtable.c")
+	for i, st := range steps {
 		testnet.Sh(t, append([]string{"ip", "-n", n.NsA}, st.cmd...)...)
 		waitOutput(t, out, st.events, st.count)
 		info := devinfo()
@@ -71,6 +72,11 @@ func TestVerbsPortEvents(t *testing.T) {
 		for _, w := range st.hasNot {
 			if strings.Contains(info, w) {
 				t.Errorf("after ip %s: ibv_devinfo -v has %q:\n%s", strings.Join(st.cmd, " "), w, info)
+			}
+		}
+		if i == 1 { // the slot of IPA empty: ibv_query_gid_table skips it, not stops there
+			if got := runVerbs(t, dir, gidTable); got != "n=3: 0 2 3\n" {
+				t.Errorf("ibv_query_gid_table with slot 1 empty: %q", got)
 			}
 		}
 	}
