@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 )
 
@@ -15,37 +16,66 @@ const (
 	linkTypeLinuxSLL  = uint32(layers.LinkTypeLinuxSLL)
 	linkTypeLinuxSLL2 = 276
 	linkTypeRaw       = uint32(layers.LinkTypeRaw)
+	linkTypeRawBSD    = 12 // DLT_RAW's value on some BSDs, raw IP too
 	linkTypeIPv4      = uint32(layers.LinkTypeIPv4)
 	linkTypeIPv6      = uint32(layers.LinkTypeIPv6)
 )
 
-// fileLinkType reads the link type of a classic pcap file's header, or of a pcapng
-// file's first Interface Description Block (b holds whole blocks: checkNg).
-func fileLinkType(b []byte, ng bool) uint32 {
-	if !ng {
-		if len(b) < 24 {
-			return 0
-		}
-		if m := binary.BigEndian.Uint32(b[0:4]); m == 0xa1b2c3d4 || m == 0xa1b23c4d {
-			return binary.BigEndian.Uint32(b[20:24])
-		}
-		return binary.LittleEndian.Uint32(b[20:24])
+// pcapLinkType reads the link type of a classic pcap file's header.
+func pcapLinkType(b []byte) uint32 {
+	if len(b) < 24 {
+		return 0
 	}
+	if m := binary.BigEndian.Uint32(b[0:4]); m == 0xa1b2c3d4 || m == 0xa1b23c4d {
+		return binary.BigEndian.Uint32(b[20:24])
+	}
+	return binary.LittleEndian.Uint32(b[20:24])
+}
+
+// ngLinkTypes reads the link types of a pcapng file's Interface Description
+// Blocks, of every section (b holds whole blocks: checkNg).
+func ngLinkTypes(b []byte) []uint32 {
+	var out []uint32
 	var order binary.ByteOrder = binary.LittleEndian
 	for off := 0; off+12 <= len(b); {
-		if binary.LittleEndian.Uint32(b[off:]) == 0x0A0D0D0A && binary.BigEndian.Uint32(b[off+8:]) == 0x1A2B3C4D {
-			order = binary.BigEndian
+		if binary.LittleEndian.Uint32(b[off:]) == 0x0A0D0D0A {
+			order = binary.LittleEndian
+			if binary.BigEndian.Uint32(b[off+8:]) == 0x1A2B3C4D {
+				order = binary.BigEndian
+			}
 		}
 		n := int(order.Uint32(b[off+4:]))
 		if n < 12 || off+n > len(b) {
-			return 0
+			break
 		}
 		if order.Uint32(b[off:]) == 1 && n >= 16 { // Interface Description Block
-			return uint32(order.Uint16(b[off+8:]))
+			out = append(out, uint32(order.Uint16(b[off+8:])))
 		}
 		off += n
 	}
-	return 0
+	return out
+}
+
+// ngLinkOf returns a frame's link type from pcapgo's (its CaptureInfo's first
+// ancillary datum, with WantMixedLinkType), which is 8 bits: the file's own
+// value (raw, its interfaces' link types) whose low byte it is, so that
+// LINKTYPE_LINUX_SLL2 (276, seen as 20) is recognised.
+func ngLinkOf(raw []uint32) func(gopacket.CaptureInfo) uint32 {
+	return func(ci gopacket.CaptureInfo) uint32 {
+		if len(ci.AncillaryData) == 0 {
+			return 0
+		}
+		lt, ok := ci.AncillaryData[0].(layers.LinkType)
+		if !ok {
+			return 0
+		}
+		for _, r := range raw {
+			if uint32(uint8(r)) == uint32(lt) {
+				return r
+			}
+		}
+		return uint32(lt)
+	}
 }
 
 // toEthernet returns how to turn a frame of link type lt into an Ethernet frame,
@@ -74,7 +104,7 @@ func toEthernet(lt uint32) (conv func([]byte) ([]byte, bool), grow int, err erro
 			}
 			return ethFrame(b[12:20], int(b[11]), binary.BigEndian.Uint16(b[0:2]), b[20:]), true
 		}, 14 - 20, nil
-	case linkTypeRaw, linkTypeIPv4, linkTypeIPv6:
+	case linkTypeRaw, linkTypeRawBSD, linkTypeIPv4, linkTypeIPv6:
 		return func(b []byte) ([]byte, bool) {
 			if len(b) < 1 {
 				return nil, false

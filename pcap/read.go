@@ -119,7 +119,7 @@ func Read(r io.Reader) (frames []Frame, err error) {
 		return nil, fmt.Errorf("%w: %d bytes, too short for a pcap or pcapng header", ErrNotCapture, len(magic))
 	}
 	var next func() ([]byte, gopacket.CaptureInfo, error)
-	var link uint32 // the file's link type
+	var linkOf func(gopacket.CaptureInfo) uint32 // a frame's link type
 	dir := func(gopacket.CaptureInfo) Direction { return DirUnknown }
 	var ngErr error // a malformed block: the frames before it are returned with it
 	if bytes.Equal(magic, []byte{0x0A, 0x0D, 0x0D, 0x0A}) {
@@ -132,11 +132,16 @@ func Read(r io.Reader) (frames []Frame, err error) {
 			return nil, blockErr
 		}
 		ngErr = blockErr
-		ng, err := pcapgo.NewNgReader(bytes.NewReader(all[:valid]), pcapgo.DefaultNgReaderOptions)
+		// Every interface's frames, whatever its link type (tshark -i veth -i any
+		// writes Ethernet and Linux cooked ones in one file); pcapgo's default skips
+		// those of another link type than the first interface's.
+		opts := pcapgo.DefaultNgReaderOptions
+		opts.WantMixedLinkType = true
+		ng, err := pcapgo.NewNgReader(bytes.NewReader(all[:valid]), opts)
 		if err != nil {
 			return nil, err
 		}
-		link, next = fileLinkType(all[:valid], true), ng.ReadPacketData
+		linkOf, next = ngLinkOf(ngLinkTypes(all[:valid])), ng.ReadPacketData
 		dir = func(ci gopacket.CaptureInfo) Direction {
 			intf, err := ng.Interface(ci.InterfaceIndex)
 			if err != nil {
@@ -160,11 +165,11 @@ func Read(r io.Reader) (frames []Frame, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("%d bytes: %w", len(all), err)
 		}
-		link, next = fileLinkType(all, false), pr.ReadPacketData
-	}
-	conv, grow, err := toEthernet(link)
-	if err != nil {
-		return nil, err
+		link := pcapLinkType(all)
+		if _, _, err := toEthernet(link); err != nil {
+			return nil, err
+		}
+		linkOf, next = func(gopacket.CaptureInfo) uint32 { return link }, pr.ReadPacketData
 	}
 	for {
 		data, ci, err := next()
@@ -180,7 +185,11 @@ func Read(r io.Reader) (frames []Frame, err error) {
 		if err != nil {
 			return frames, fmt.Errorf("frame %d: %w", len(frames)+1, err)
 		}
-		wire := ci.Length
+		wire, link := ci.Length, linkOf(ci)
+		conv, grow, err := toEthernet(link)
+		if err != nil {
+			return frames, fmt.Errorf("frame %d: %w", len(frames)+1, err)
+		}
 		if conv != nil {
 			var ok bool
 			if data, ok = conv(data); !ok {

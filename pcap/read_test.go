@@ -297,3 +297,24 @@ func readMalformedPcapng(t *testing.T, s captures.Source) {
 		t.Errorf("zero resolution: %v", err)
 	}
 }
+
+// TestReadMixedLinkTypes: tshark -i <veth> -i any in one file (a --link udp
+// write_bw, 44 Ethernet frames on the veth and 6 Linux cooked RoCE frames on
+// "any") reads whole, as tshark reads it: every RoCE frame of both interfaces
+// with its ICRC valid.
+func TestReadMixedLinkTypes(t *testing.T) {
+	frames, err := pcap.ReadFile("testdata/veth-and-any.pcapng")
+	if err != nil || len(frames) != 50 {
+		t.Fatalf("%d frames: %v", len(frames), err)
+	}
+	ok := 0
+	for _, f := range frames {
+		var p roce.Packet
+		if p.Decode(f.Data) == nil {
+			ok++
+		}
+	}
+	if ok != 12 {
+		t.Errorf("%d RoCE frames with a valid ICRC, want 12 (6 on each interface)", ok)
+	}
+}
