@@ -310,7 +310,7 @@ XROCE_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	if (!x || !addr)
 		return fail(EINVAL);
 	if (!(c = cm_ctx_for(addr, 1))) {
-		warnx("rdma_bind_addr: no xroce device has this address (is `xroce daemon` running on its interface?)");
+		warnx("rdma_bind_addr: no xroce device has this address (is `xroce daemon` running on its interface? a daemon takes an address added to it within 0.5 s)");
 		return fail(EADDRNOTAVAIL);
 	}
 	if (bind_dev(x, c))

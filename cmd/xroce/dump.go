@@ -76,6 +76,9 @@ func dump(args []string, w io.Writer) error {
 	if st.cut > 0 {
 		summary += fmt.Sprintf(", %d cut short (ICRC not checked)", st.cut)
 	}
+	if st.cutRoCEHdrs > 0 {
+		summary += fmt.Sprintf(", %d cut in their headers", st.cutRoCEHdrs)
+	}
 	if f.active() {
 		summary += fmt.Sprintf("; %d shown", st.shown)
 	}
@@ -85,6 +88,9 @@ func dump(args []string, w io.Writer) error {
 	}
 	if st.cutHdrs > 0 {
 		fmt.Fprintf(w, "note: the capture's snap length cut %d frame%s inside the IP or UDP header, so whether they are RoCE cannot be told: record with a snap length of at least %d bytes (--pcap-snaplen) to keep every RoCE header\n", st.cutHdrs, plural(st.cutHdrs), minHeaderSnap)
+	}
+	if st.cutRoCEHdrs > 0 {
+		fmt.Fprintf(w, "note: the capture's snap length cut %d RoCE frame%s inside the transport headers (a RETH, an AtomicETH): record with a snap length of at least %d bytes (--pcap-snaplen) to keep every RoCE header\n", st.cutRoCEHdrs, plural(st.cutRoCEHdrs), minHeaderSnap)
 	}
 	if errors.Is(rerr, pcap.ErrTorn) {
 		// A recording cut short (xroce --pcap killed with SIGKILL): every frame
@@ -146,6 +152,7 @@ type dumpStats struct {
 	roce, ok, bad, malformed, shown int
 	cut                             int // RoCE frames whose headers the capture holds but not all their bytes: ICRC not checked
 	cutHdrs                         int // frames cut inside their headers, before the UDP port tells whether they are RoCE
+	cutRoCEHdrs                     int // RoCE frames (UDP to port 4791) cut inside their transport headers
 }
 
 // writeDump prints the RoCE frames of a capture that pass the filter.
@@ -204,15 +211,22 @@ func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpSta
 			if !f.match(&p) {
 				continue
 			}
+		case roce.ErrTruncated:
+			if len(fr.Data) < fr.Len { // the snap length cut it inside its transport headers
+				st.cutRoCEHdrs++
+				if f.active() {
+					continue
+				}
+				fmt.Fprintf(&b, " %s → %s RoCE headers cut by the capture's snap length (it holds %d of the frame's %d bytes)", src, dst, len(fr.Data), fr.Len)
+				break
+			}
+			fallthrough
 		default:
 			st.malformed++
 			if f.active() {
 				continue // its QPN and opcode cannot be trusted
 			}
 			fmt.Fprintf(&b, " %s → %s malformed RoCE: %v", src, dst, err)
-			if len(fr.Data) < fr.Len {
-				fmt.Fprintf(&b, " (the capture holds %d of its %d bytes)", len(fr.Data), fr.Len)
-			}
 		}
 		st.shown++
 		b.WriteString("\n")

@@ -159,6 +159,8 @@ func dumpMalformed(t *testing.T, s captures.Source) {
 	snapped.Data = good.Data[:60]
 	cutHdrs := good
 	cutHdrs.Data = good.Data[:40]
+	cutBTH := good // inside the BTH: UDP to port 4791, its transport headers cut
+	cutBTH.Data = good.Data[:50]
 	garbage := good
 	garbage.Data = append([]byte(nil), good.Data[:42]...)
 	garbage.Data = append(garbage.Data, 0x77, 0x40, 0xFF, 0xFF, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
@@ -167,7 +169,7 @@ func dumpMalformed(t *testing.T, s captures.Source) {
 	garbage.Len = len(garbage.Data)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.pcap")
-	writePcap(t, path, []pcap.Frame{frames[0], good, snapped, cutHdrs, garbage, frames[12]})
+	writePcap(t, path, []pcap.Frame{frames[0], good, snapped, cutHdrs, cutBTH, garbage, frames[12]})
 	out, err := runDumpArgs(t, path)
 	must(t, err)
 	golden(t, "dump/"+s.Name+"/malformed.txt", out)
@@ -178,10 +180,11 @@ func dumpMalformed(t *testing.T, s captures.Source) {
 	// A capture whose last record is cut short (its recorder killed while it
 	// wrote) shows the frames before it, says so, and is no error.
 	out, err = runDumpArgs(t, path)
-	if err != nil || !strings.HasSuffix(out, "5 frames; 3 RoCE: 1 ICRC ok, 0 ICRC BAD, 1 malformed, 1 cut short (ICRC not checked)\n"+
+	if err != nil || !strings.HasSuffix(out, "6 frames; 4 RoCE: 1 ICRC ok, 0 ICRC BAD, 1 malformed, 1 cut short (ICRC not checked), 1 cut in their headers\n"+
 		"note: the capture's snap length cut 1 RoCE frame short: the headers are shown; the rest of the payload and the ICRC were not recorded\n"+
 		"note: the capture's snap length cut 1 frame inside the IP or UDP header, so whether they are RoCE cannot be told: record with a snap length of at least 106 bytes (--pcap-snaplen) to keep every RoCE header\n"+
-		"note: pcap: "+path+": frame 6: unexpected EOF: the capture ends in the middle of a record (its recorder was stopped while writing); the 5 whole frames before it are shown\n") {
+		"note: the capture's snap length cut 1 RoCE frame inside the transport headers (a RETH, an AtomicETH): record with a snap length of at least 106 bytes (--pcap-snaplen) to keep every RoCE header\n"+
+		"note: pcap: "+path+": frame 7: unexpected EOF: the capture ends in the middle of a record (its recorder was stopped while writing); the 6 whole frames before it are shown\n") {
 		t.Errorf("truncated capture: %v\n%q", err, out)
 	}
 	must(t, os.WriteFile(path, []byte("not a capture at all"), 0o644))

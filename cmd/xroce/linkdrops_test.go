@@ -28,7 +28,7 @@ func TestDaemonLinkDrops(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`(\d+) frames dropped by the kernel before the engine took them in \(xsk_rx_ring_full and xsk_rx_dropped, (\d+) in all, in xroce stat\): the engine fell behind the link`)
+	re := regexp.MustCompile(`(\d+) frames dropped by the kernel before the engine took them in, since \d\d:\d\d:\d\d \((\d+) in all, in xroce stat; xsk_rx_dropped with xsk_rx_fill_ring_empty_descs: no free receive chunk, as the engine had not handed them back\): the engine fell behind the link`)
 	var m []string
 	for deadline := time.Now().Add(5 * time.Second); m == nil; time.Sleep(50 * time.Millisecond) {
 		if m = re.FindStringSubmatch(out.String()); m == nil && time.Now().After(deadline) {

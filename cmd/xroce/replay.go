@@ -119,6 +119,9 @@ func replay(args []string, w io.Writer) error {
 	} else if err != nil {
 		return err
 	}
+	if n := cutFrames(frames); n > 0 {
+		return fmt.Errorf("the capture's snap length cut %d of its %d frames: replay needs whole frames, to feed them to the engine and check their ICRCs (record without --pcap-snaplen; xroce dump shows the headers of a cut capture)", n, len(frames))
+	}
 	conns, notes := captureConns(frames, as, uint16(*port))
 	conns, err = ov.apply(conns, frames, as)
 	if err != nil {
@@ -325,6 +328,18 @@ func connForQPN(frames []pcap.Frame, as netip.Addr, qpn uint32) (pcap.Conn, erro
 		}
 	}
 	return pcap.Conn{}, fmt.Errorf("--qpn 0x%x: no RC frame of the capture goes to QPN 0x%x at %s", qpn, qpn, as)
+}
+
+// cutFrames counts the frames a snap length cut (fewer bytes held than the frame
+// had on the wire).
+func cutFrames(frames []pcap.Frame) int {
+	n := 0
+	for _, f := range frames {
+		if len(f.Data) < f.Len {
+			n++
+		}
+	}
+	return n
 }
 
 // answers says whether any RoCE frame of frames comes from as.

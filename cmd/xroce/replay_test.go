@@ -387,3 +387,23 @@ func firstAnswerBlock(t *testing.T, b []byte, path string, as netip.Addr) int {
 	t.Fatalf("no block for frame %d", k+1)
 	return 0
 }
+
+// TestReplaySnapped: a capture whose snap length cut frames is refused with the
+// cause and what to do, not replayed into differences of ICRCs.
+func TestReplaySnapped(t *testing.T) {
+	captures.Run(t, func(t *testing.T, s captures.Source) {
+		frames, err := pcap.ReadFile(s.Path(t, "ib_write_bw.pcap"))
+		must(t, err)
+		for i := range frames[:20] {
+			if len(frames[i].Data) > 64 {
+				frames[i].Data = frames[i].Data[:64]
+			}
+		}
+		path := filepath.Join(t.TempDir(), "snapped.pcap")
+		writePcap(t, path, frames)
+		_, err = runReplayArgs(t, path, "--as", "10.77.0.1")
+		if err == nil || !strings.HasPrefix(err.Error(), "the capture's snap length cut ") || !strings.HasSuffix(err.Error(), "frames: replay needs whole frames, to feed them to the engine and check their ICRCs (record without --pcap-snaplen; xroce dump shows the headers of a cut capture)") {
+			t.Errorf("%v", err)
+		}
+	})
+}
