@@ -160,7 +160,7 @@ func (c *cmDevice) deliverOne(e rdmacm.Event) {
 func (c *cmDevice) onRequest(e rdmacm.Event) {
 	lid := c.byListener[e.Listener]
 	r := e.Request
-	if lid == nil || !lid.takes(r.Local.Addr()) {
+	if lid == nil { // its id was destroyed (rdmacm picked the listener by address)
 		_ = r.Reject(nil)
 		return
 	}
@@ -170,14 +170,6 @@ func (c *cmDevice) onRequest(e rdmacm.Event) {
 	m := CMEventMsg{Cookie: lid.cookie, Handle: id.handle, Event: uint32(e.Type), Local: cmAddr(r.Local), Remote: cmAddr(r.Remote)}
 	putParam(&m.Param, r.Param, r.RemoteQPN)
 	id.ch.write(encodeEvent(&m))
-}
-
-// takes says whether a listening id takes requests for local address a: any, when
-// it was bound to the unspecified address, else only its own (rdma_cm finds the
-// listener by the REQ's destination address, cma_ib_id_from_event).
-func (id *cmID) takes(a netip.Addr) bool {
-	b := id.bound.Addr()
-	return !b.IsValid() || b.IsUnspecified() || b.Unmap() == a.Unmap()
 }
 
 func (c *cmDevice) newHandle() uint32 {
