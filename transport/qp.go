@@ -144,7 +144,7 @@ const (
 	MaxQPRdAtom   = 128     // max_qp_rd_atom and max_qp_init_rd_atom
 	MaxUnackedPSN = 128     // RXE_MAX_UNACKED_PSNS: the requester's PSN window
 	MaxMsgSize    = 1 << 31 // max_msg_sz
-	MaxInline     = 256     // max_inline_data default
+	MaxInline     = 512     // RXE_MAX_INLINE_DATA: max_inline_data's limit (32 SGEs' worth)
 	maxPktsPerAck = 64      // RXE_MAX_PKT_PER_ACK: AckReq at least this often
 )
 

@@ -36,6 +36,8 @@ struct xcm_id {
 	struct xctx *xc; /* the session the id is bound to; NULL before */
 	uint32_t h;      /* the daemon's handle */
 	uint8_t tos;
+	int sync; /* created without a channel: id.channel is its own, each call waits for its event */
+	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep's, for rdma_get_request (passive ids) */
 	struct xcm_id *next;
 };
 
@@ -47,6 +49,7 @@ struct xcm_event {
 static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct xcm_id *cm_ids;                     /* every live id, for event lookups */
 static struct ibv_context *cm_ctxs[XCM_MAX_DEVS]; /* each device, opened once */
+static struct ibv_pd *cm_pds[XCM_MAX_DEVS];       /* each device's PD for ids, made on first bind */
 static int cm_nctx = -1;
 
 /* cm_open_all opens every device once (librdmacm's ucma_init); cm_lock held. */
@@ -119,6 +122,28 @@ static struct ibv_context *cm_ctx_for(const struct sockaddr *sa, int want_own)
 	return NULL;
 }
 
+/* cm_pd returns device c's PD for rdma_cm_ids, allocating it on first use:
+ * librdmacm gives every id bound to a device the device's one PD (id->pd, which
+ * rdma_reg_msgs and rdma_create_qp without a PD use; ucma_get_device). */
+static struct ibv_pd *cm_pd(struct ibv_context *c)
+{
+	struct ibv_pd *pd = NULL;
+	int i;
+
+	pthread_mutex_lock(&cm_lock);
+	for (i = 0; i < cm_nctx; i++)
+		if (cm_ctxs[i] == c) {
+			if (!cm_pds[i])
+				cm_pds[i] = ibv_alloc_pd(c);
+			pd = cm_pds[i];
+			break;
+		}
+	pthread_mutex_unlock(&cm_lock);
+	if (!pd && i == cm_nctx)
+		errno = ENODEV;
+	return pd;
+}
+
 static struct xcm_id *to_id(struct rdma_cm_id *id)
 {
 	struct xcm_id *x = (struct xcm_id *)id;
@@ -168,6 +193,14 @@ XROCE_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	__atomic_store_n(&c->destroyed, 1, __ATOMIC_RELEASE);
 	close(c->ch.fd);
 	close(c->peer);
+}
+
+/* free_channel destroys a channel no other thread can be reading (a synchronous
+ * id's own) and frees it. */
+static void free_channel(struct rdma_event_channel *channel)
+{
+	rdma_destroy_event_channel(channel);
+	free(channel);
 }
 
 /* chan_in returns the channel's handle in session xc, giving it the channel's
@@ -220,21 +253,48 @@ XROCE_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_
 {
 	struct xcm_id *x;
 
+	struct rdma_event_channel *own = NULL;
+
 	if (!id)
 		return fail(EINVAL);
-	if (!channel) {
-		warnx("rdma_create_id without an event channel (synchronous mode) is not supported by xroce yet: "
-		      "create one with rdma_create_event_channel");
-		return fail(ENOSYS);
-	}
 	if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP) {
 		warnx("rdma_create_id: port space 0x%x is not supported by xroce yet (RDMA_PS_TCP and RDMA_PS_UDP are)", ps);
 		return fail(EPROTONOSUPPORT);
 	}
-	if (!(x = new_id(channel, context, ps)))
+	/* No channel: a synchronous id (librdmacm's ucma_alloc_id), with a channel of
+	 * its own on which each call waits for its event. */
+	if (!channel && !(channel = own = rdma_create_event_channel()))
+		return -1;
+	if (!(x = new_id(channel, context, ps))) {
+		if (own)
+			free_channel(own);
 		return fail(ENOMEM);
+	}
+	x->sync = own != NULL;
 	*id = &x->id;
 	return 0;
+}
+
+/* complete waits, on a synchronous id, for the event its last call brings and
+ * keeps it in id->event (acking the one before), as librdmacm's ucma_complete:
+ * -1 with errno ECONNREFUSED for REJECTED, the status's errno for another failed
+ * event. An asynchronous id's event goes to its channel: 0 at once. */
+static int complete(struct xcm_id *x)
+{
+	struct rdma_cm_event *e;
+
+	if (!x->sync)
+		return 0;
+	if (x->id.event) {
+		rdma_ack_cm_event(x->id.event);
+		x->id.event = NULL;
+	}
+	if (rdma_get_cm_event(x->id.channel, &x->id.event))
+		return -1;
+	e = x->id.event;
+	if (!e->status)
+		return 0;
+	return fail(e->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED : e->status < 0 ? -e->status : e->status);
 }
 
 /* bind_dev binds x to device context c: the daemon makes the id there. */
@@ -256,6 +316,8 @@ static int bind_dev(struct xcm_id *x, struct ibv_context *c)
 	x->xc = xc;
 	x->h = r.handle;
 	x->id.verbs = c;
+	if (!x->id.pd)
+		x->id.pd = cm_pd(c);
 	return 0;
 }
 
@@ -355,7 +417,7 @@ XROCE_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_a
 	if ((ret = ctx_call(x->xc, XROCE_OP_CM_RESOLVE_ADDR, &req, sizeof(req), &r, sizeof(r))))
 		return fail(ret);
 	memcpy(&id->route.addr.dst_storage, dst_addr, sa_len(dst_addr));
-	return 0;
+	return complete(x);
 }
 
 /* simple_op sends an op whose request is the id's handle. */
@@ -376,7 +438,9 @@ static int simple_op(struct rdma_cm_id *id, uint16_t op)
 XROCE_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
 	(void)timeout_ms;
-	return simple_op(id, XROCE_OP_CM_RESOLVE_ROUTE);
+	if (simple_op(id, XROCE_OP_CM_RESOLVE_ROUTE))
+		return -1;
+	return complete(to_id(id));
 }
 
 XROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
@@ -445,17 +509,27 @@ static int conn_op(struct rdma_cm_id *id, struct rdma_conn_param *p, uint16_t op
  * SIDR_REP 136. */
 XROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
-	return conn_op(id, conn_param, XROCE_OP_CM_CONNECT, id && id->ps == RDMA_PS_UDP ? 180 : 56);
+	if (conn_op(id, conn_param, XROCE_OP_CM_CONNECT, id && id->ps == RDMA_PS_UDP ? 180 : 56))
+		return -1;
+	return complete(to_id(id)); /* ESTABLISHED (the RTU sent), or why not */
 }
 
 XROCE_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	int ud = id && id->ps == RDMA_PS_UDP;
 
+	struct xcm_id *x = to_id(id);
+
 	if (conn_op(id, conn_param, XROCE_OP_CM_ACCEPT, ud ? 136 : 196))
 		return -1;
-	if (!ud)
+	if (!ud) {
 		id->qp->state = IBV_QPS_RTS; /* brought up before the REP went, as librdmacm's rdma_accept */
+		return complete(x);          /* ESTABLISHED at the RTU */
+	}
+	if (x->sync && id->event) { /* a SIDR_REP ends it: the request's event is done */
+		rdma_ack_cm_event(id->event);
+		id->event = NULL;
+	}
 	return 0;
 }
 
@@ -482,7 +556,7 @@ XROCE_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 		return -1;
 	if (id->qp) /* the daemon moved it to the error state, as librdmacm's ucma_shutdown */
 		id->qp->state = IBV_QPS_ERR;
-	return 0;
+	return complete(to_id(id)); /* DISCONNECTED: the DREP, or the peer's DREQ before it */
 }
 
 XROCE_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
@@ -500,6 +574,11 @@ XROCE_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 			break;
 		}
 	pthread_mutex_unlock(&cm_lock);
+	if (x->sync) {
+		if (id->event)
+			rdma_ack_cm_event(id->event);
+		free_channel(id->channel);
+	}
 	x->magic = 0;
 	free(x);
 	return 0;
@@ -528,32 +607,90 @@ static int init_qp(struct ibv_qp *qp)
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
+/* destroy_cqs destroys the CQs and completion channels create_cqs made for an id
+ * (only those are in id->send_cq, id->recv_cq; librdmacm's ucma_destroy_cqs). */
+static void destroy_cqs(struct rdma_cm_id *id)
+{
+	if (id->send_cq && id->send_cq != id->recv_cq)
+		ibv_destroy_cq(id->send_cq);
+	if (id->recv_cq)
+		ibv_destroy_cq(id->recv_cq);
+	if (id->send_cq_channel && id->send_cq_channel != id->recv_cq_channel)
+		ibv_destroy_comp_channel(id->send_cq_channel);
+	if (id->recv_cq_channel)
+		ibv_destroy_comp_channel(id->recv_cq_channel);
+	id->send_cq = id->recv_cq = NULL;
+	id->send_cq_channel = id->recv_cq_channel = NULL;
+}
+
+/* make_cq makes a CQ of n entries with a completion channel of its own (what
+ * rdma_get_send_comp and rdma_get_recv_comp of <rdma/rdma_verbs.h> wait on). */
+static int make_cq(struct rdma_cm_id *id, uint32_t n, struct ibv_cq **cq, struct ibv_comp_channel **ch)
+{
+	if (!n)
+		return 0;
+	if (!(*ch = ibv_create_comp_channel(id->verbs)))
+		return -1;
+	if (!(*cq = ibv_create_cq(id->verbs, n, id, *ch, 0)))
+		return -1;
+	return 0;
+}
+
+/* create_cqs gives the id a send CQ of send_size and a receive CQ of recv_size
+ * entries (0: none), each with its completion channel, for a QP created without
+ * CQs (librdmacm's ucma_create_cqs). */
+static int create_cqs(struct rdma_cm_id *id, uint32_t send_size, uint32_t recv_size)
+{
+	if (make_cq(id, recv_size, &id->recv_cq, &id->recv_cq_channel) ||
+	    make_cq(id, send_size, &id->send_cq, &id->send_cq_channel)) {
+		destroy_cqs(id);
+		return -1;
+	}
+	return 0;
+}
+
+/* rdma_create_qp_ex creates the id's QP and moves it to INIT (RTS for UD). No PD:
+ * the id's (its device's, or rdma_create_ep's). A CQ left NULL is made for it, with
+ * a completion channel, and kept in id->send_cq / id->recv_cq (destroyed with the
+ * QP); the application's own CQs are not put there, as in librdmacm's
+ * rdma_create_qp_ex. EINVAL: the id has a QP, the PD is another device's, or a CQ
+ * differs from the id's. */
 XROCE_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 {
 	struct ibv_qp *qp;
 	int ret;
 
-	if (!to_id(id) || !id->verbs || !attr)
+	if (!to_id(id) || !id->verbs || !attr || id->qp)
 		return fail(EINVAL);
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
-		if (!id->pd && !(id->pd = ibv_alloc_pd(id->verbs)))
+		if (!id->pd && !(id->pd = cm_pd(id->verbs)))
 			return -1;
 		attr->pd = id->pd;
 		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
-	}
-	if (!attr->send_cq || !attr->recv_cq) {
-		warnx("rdma_create_qp without send and receive CQs is not supported by xroce yet: create them with ibv_create_cq");
+	} else if (attr->pd->context != id->verbs)
 		return fail(EINVAL);
-	}
-	if (!(qp = ibv_create_qp_ex(id->verbs, attr)))
+	if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
+	    (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq))
+		return fail(EINVAL);
+	if (create_cqs(id, attr->send_cq || id->send_cq ? 0 : attr->cap.max_send_wr,
+		       attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr))
 		return -1;
-	if ((ret = init_qp(qp))) {
-		ibv_destroy_qp(qp);
+	if (!attr->send_cq)
+		attr->send_cq = id->send_cq;
+	if (!attr->recv_cq)
+		attr->recv_cq = id->recv_cq;
+	if (!(qp = ibv_create_qp_ex(id->verbs, attr))) {
+		ret = errno;
+		destroy_cqs(id);
 		return fail(ret);
 	}
+	if ((ret = init_qp(qp))) {
+		ibv_destroy_qp(qp);
+		destroy_cqs(id);
+		return fail(ret);
+	}
+	id->pd = qp->pd;
 	id->qp = qp;
-	id->send_cq = attr->send_cq;
-	id->recv_cq = attr->recv_cq;
 	return 0;
 }
 
@@ -569,16 +706,19 @@ XROCE_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct
 	a.pd = pd;
 	if (rdma_create_qp_ex(id, &a))
 		return -1;
-	qp_init_attr->cap = a.cap;
+	memcpy(qp_init_attr, &a, sizeof(*qp_init_attr)); /* the CQs and caps it got, as librdmacm */
 	return 0;
 }
 
 XROCE_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 {
-	if (id && id->qp) {
+	if (!id)
+		return;
+	if (id->qp) {
 		ibv_destroy_qp(id->qp);
 		id->qp = NULL;
 	}
+	destroy_cqs(id);
 }
 
 /* ---- events -------------------------------------------------------------- */
@@ -695,6 +835,15 @@ static struct xcm_event *fill_event(struct rdma_event_channel *channel, const st
 		child->xc = x->xc;
 		child->h = m->handle;
 		child->id.verbs = x->id.verbs;
+		child->id.pd = cm_pd(x->id.verbs);
+		/* A synchronous listener's requests each get a synchronous id with a
+		 * channel of its own (librdmacm's ucma_process_conn_req). */
+		if (x->sync && rdma_migrate_id(&child->id, NULL)) {
+			warnx("rdma_get_request: a connection request's own event channel: %s", strerror(errno));
+			rdma_destroy_id(&child->id); /* the daemon rejects the request */
+			free(e);
+			return NULL;
+		}
 		e->ev.listen_id = &x->id;
 		x = child;
 	}
@@ -864,12 +1013,151 @@ XROCE_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, 
 	return fail(ENOSYS);
 }
 
+/* rdma_migrate_id sends the id's events to channel from now on; NULL makes the id
+ * synchronous with a channel of its own (EINVAL if it is already). A synchronous
+ * id's old channel and pending event go. Unlike librdmacm, it does not wait for the
+ * application to ack the id's events already on the old channel: those stay there
+ * (and are skipped when read, as events of an id the channel no longer has). */
 XROCE_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
-	(void)id;
-	(void)channel;
-	warnx("rdma_migrate_id is not supported by xroce yet");
-	return fail(ENOSYS);
+	struct xcm_id *x = to_id(id);
+	struct rdma_event_channel *ch = channel;
+	int ret;
+
+	if (!x || (x->sync && !channel))
+		return fail(EINVAL);
+	if (!ch && !(ch = rdma_create_event_channel()))
+		return -1;
+	if (x->xc) { /* the daemon has the id: its events go to ch's handle there */
+		struct xroce_cm_migrate req = { .handle = x->h };
+		if (!(req.channel = chan_in((struct xcm_chan *)ch, x->xc)))
+			ret = errno;
+		else
+			ret = ctx_call(x->xc, XROCE_OP_CM_MIGRATE_ID, &req, sizeof(req), NULL, 0);
+		if (ret) {
+			if (!channel)
+				free_channel(ch);
+			return fail(ret);
+		}
+	}
+	if (x->sync) {
+		if (id->event) {
+			rdma_ack_cm_event(id->event);
+			id->event = NULL;
+		}
+		free_channel(id->channel);
+	}
+	pthread_mutex_lock(&cm_lock); /* find_id matches an id's channel under it */
+	x->sync = !channel;
+	id->channel = ch;
+	pthread_mutex_unlock(&cm_lock);
+	return 0;
+}
+
+/* rdma_get_request waits on a synchronous listening id for the next connection
+ * request and returns its id, which holds the CONNECT_REQUEST event (id->event)
+ * and, when the listener came from rdma_create_ep with QP attributes, a QP made
+ * with them in the listener's PD (librdmacm's rdma_get_request). EINVAL: the
+ * listener is not synchronous, or its next event is not a request;
+ * ECONNREFUSED: a REJECTED event. The event stays in listen->event on failure. */
+XROCE_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
+{
+	struct xcm_id *l = to_id(listen);
+	struct rdma_cm_event *e;
+	int ret = 0;
+
+	if (!l || !id || !l->sync)
+		return fail(EINVAL);
+	if (listen->event) {
+		rdma_ack_cm_event(listen->event);
+		listen->event = NULL;
+	}
+	if (rdma_get_cm_event(listen->channel, &e))
+		return -1;
+	if (e->event == RDMA_CM_EVENT_REJECTED)
+		ret = ECONNREFUSED;
+	else if (e->status)
+		ret = e->status < 0 ? -e->status : e->status;
+	else if (e->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+		ret = EINVAL;
+	else if (l->qp_init_attr) {
+		struct ibv_qp_init_attr attr = *l->qp_init_attr;
+		if (rdma_create_qp(e->id, listen->pd, &attr))
+			ret = errno;
+	}
+	if (ret) {
+		listen->event = e;
+		return fail(ret);
+	}
+	*id = e->id;
+	(*id)->event = e;
+	return 0;
+}
+
+/* rdma_create_ep makes a synchronous id from rdma_getaddrinfo's res: passive
+ * (RAI_PASSIVE) bound to its source address, keeping pd and qp_init_attr for
+ * rdma_get_request; active resolved to its destination (2 s for the address and the
+ * route) with a QP from qp_init_attr when given (librdmacm's rdma_create_ep). The
+ * id is destroyed on failure (errno says why). */
+XROCE_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
+				struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct rdma_cm_id *cm_id;
+	struct xcm_id *x;
+	int ret;
+
+	if (!id || !res)
+		return fail(EINVAL);
+	if (res->ai_qp_type != IBV_QPT_RC && res->ai_qp_type != IBV_QPT_UD) {
+		warnx("rdma_create_ep: QP type %d is not supported by xroce (RC and UD are; rdma_rxe has no XRC either)",
+		      res->ai_qp_type);
+		return fail(EOPNOTSUPP);
+	}
+	if (rdma_create_id(NULL, &cm_id, NULL, res->ai_port_space))
+		return -1;
+	x = to_id(cm_id);
+	if (res->ai_flags & RAI_PASSIVE) {
+		if (rdma_bind_addr(cm_id, res->ai_src_addr))
+			goto err;
+		if (pd)
+			cm_id->pd = pd;
+		if (qp_init_attr) {
+			if (!(x->qp_init_attr = malloc(sizeof(*qp_init_attr)))) {
+				errno = ENOMEM;
+				goto err;
+			}
+			*x->qp_init_attr = *qp_init_attr;
+			x->qp_init_attr->qp_type = res->ai_qp_type;
+		}
+		*id = cm_id;
+		return 0;
+	}
+	if (rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000) || rdma_resolve_route(cm_id, 2000))
+		goto err;
+	if (qp_init_attr) {
+		qp_init_attr->qp_type = res->ai_qp_type;
+		if (rdma_create_qp(cm_id, pd, qp_init_attr))
+			goto err;
+	}
+	*id = cm_id;
+	return 0;
+err:
+	ret = errno;
+	rdma_destroy_ep(cm_id);
+	return fail(ret);
+}
+
+/* rdma_destroy_ep destroys an id with its QP (and the CQs made for it). */
+XROCE_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
+{
+	struct xcm_id *x = to_id(id);
+
+	if (!x)
+		return;
+	rdma_destroy_qp(id);
+	free(x->qp_init_attr);
+	x->qp_init_attr = NULL;
+	rdma_destroy_id(id);
 }
 
 XROCE_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)

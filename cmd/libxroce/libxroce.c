@@ -1007,25 +1007,11 @@ XROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
  * polling use the rings the daemon creates with each CQ and QP (rings.c).
  */
 
-/* A seg is a page range of this process moved onto a memfd for registration.
- * Regions on the same pages share it; refs counts them. */
-struct seg {
-	uintptr_t start, len;
-	int fd;
-	int refs;
-	struct seg *next;
-};
-
 struct xmr {
 	struct ibv_mr mr;
 	struct seg *segs[XROCE_MR_PIECES]; /* the pieces' segments, in address order */
 	int nsegs;
 };
-
-static void seg_put(struct seg *g);
-
-static pthread_mutex_t segs_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct seg *segs;
 
 struct xctx *ctx_of(struct ibv_context *c)
 {
@@ -1075,152 +1061,6 @@ XROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 	return 0;
 }
 
-/* copy_in copies len bytes at src (this process's memory) to dst, failing with
- * EFAULT instead of crashing when src is not readable. */
-static int copy_in(void *dst, const void *src, size_t len)
-{
-	struct iovec l = { .iov_base = dst, .iov_len = len };
-	struct iovec r = { .iov_base = (void *)src, .iov_len = len };
-	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
-
-	if (n == (ssize_t)len)
-		return 0;
-	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
-		memcpy(dst, src, len); /* no process_vm_readv: plain copy */
-		return 0;
-	}
-	return EFAULT;
-}
-
-/* seg_at returns the segment holding the page at p, or NULL; segs_lock is held. */
-static struct seg *seg_at(uintptr_t p)
-{
-	struct seg *g;
-
-	for (g = segs; g && !(p >= g->start && p < g->start + g->len); g = g->next)
-		;
-	return g;
-}
-
-/* seg_gap_end returns where the pages from p on that no segment holds end: the
- * start of the first segment in (p, e), else e; segs_lock is held. */
-static uintptr_t seg_gap_end(uintptr_t p, uintptr_t e)
-{
-	struct seg *g;
-
-	for (g = segs; g; g = g->next)
-		if (g->start > p && g->start < e)
-			e = g->start;
-	return e;
-}
-
-/*
- * seg_new moves the pages [s, e), which no segment holds, onto a new segment: a
- * sealed memfd gets the pages' contents and is mapped MAP_SHARED|MAP_FIXED over
- * them, so the application keeps its data at its addresses and the daemon can map
- * the same pages. segs_lock is held.
- */
-static struct seg *seg_new(uintptr_t s, uintptr_t e, int *err)
-{
-	struct seg *g = calloc(1, sizeof(*g));
-	size_t len = e - s;
-	void *tmp, *p;
-	int fd = memfd_create("xroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-
-	if (!g || fd < 0 || ftruncate(fd, len) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		*err = g ? errno : ENOMEM;
-		goto fail;
-	}
-	tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (tmp == MAP_FAILED) {
-		*err = errno;
-		goto fail;
-	}
-	if ((*err = copy_in(tmp, (void *)s, len))) {
-		munmap(tmp, len);
-		goto fail;
-	}
-	p = mmap((void *)s, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-	munmap(tmp, len);
-	if (p == MAP_FAILED) {
-		*err = errno;
-		goto fail;
-	}
-	g->start = s;
-	g->len = len;
-	g->fd = fd;
-	g->refs = 1;
-	g->next = segs;
-	segs = g;
-	return g;
-fail:
-	if (fd >= 0)
-		close(fd);
-	free(g);
-	return NULL;
-}
-
-/*
- * segs_cover takes a reference on the segments holding the pages [s, e), moving
- * the pages no segment holds yet onto new ones, and describes them as the pieces
- * of a registration: m->segs[i] and pc[i], in address order. Several regions may
- * share pages (two buffers of one malloc'd block): a region's pages then lie partly
- * on an earlier region's memfd and partly on a new one, and the daemon maps the
- * pieces side by side. 0, or an errno with no reference taken.
- */
-static int segs_cover(uintptr_t s, uintptr_t e, struct xmr *m, struct xroce_mr_piece *pc)
-{
-	uintptr_t p = s, end;
-	struct seg *g;
-	int err = 0;
-
-	pthread_mutex_lock(&segs_lock);
-	while (p < e && !err) {
-		if (m->nsegs == XROCE_MR_PIECES) {
-			warnx("ibv_reg_mr: the pages [%#lx, %#lx) lie on more than %d earlier registrations' pages",
-			      (unsigned long)s, (unsigned long)e, XROCE_MR_PIECES);
-			err = EINVAL;
-			break;
-		}
-		if ((g = seg_at(p))) {
-			g->refs++;
-		} else if (!(g = seg_new(p, seg_gap_end(p, e), &err))) {
-			break;
-		}
-		end = g->start + g->len < e ? g->start + g->len : e;
-		pc[m->nsegs].len = end - p;
-		pc[m->nsegs].fd_off = p - g->start;
-		m->segs[m->nsegs++] = g;
-		p = end;
-	}
-	pthread_mutex_unlock(&segs_lock);
-	if (err) {
-		while (m->nsegs)
-			seg_put(m->segs[--m->nsegs]);
-	}
-	return err;
-}
-
-/* seg_put drops a region's reference; the last one forgets the segment (the pages
- * stay the application's, backed by the memfd until it unmaps them). */
-static void seg_put(struct seg *g)
-{
-	struct seg **pp;
-
-	pthread_mutex_lock(&segs_lock);
-	if (--g->refs == 0) {
-		for (pp = &segs; *pp; pp = &(*pp)->next)
-			if (*pp == g) {
-				*pp = g->next;
-				break;
-			}
-		close(g->fd);
-		free(g);
-	}
-	pthread_mutex_unlock(&segs_lock);
-}
-
 static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access)
 {
 	struct xroce_reg_mr_req req = {};
@@ -1247,7 +1087,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		errno = ENOMEM;
 		return NULL;
 	}
-	if ((ret = segs_cover(s, e, m, req.pieces))) {
+	if ((ret = segs_cover(s, e, m->segs, &m->nsegs, req.pieces))) {
 		free(m);
 		errno = ret;
 		return NULL;
@@ -1261,7 +1101,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	req.map_len = e - s;
 	req.npieces = (uint32_t)m->nsegs;
 	for (i = 0; i < m->nsegs; i++)
-		fds[i] = m->segs[i]->fd;
+		fds[i] = seg_fd(m->segs[i]);
 	ret = ctx_call_fds(xc, XROCE_OP_REG_MR, &req, sizeof(req), fds, m->nsegs, &r, sizeof(r), NULL, 0);
 	if (ret) {
 		while (m->nsegs)

@@ -159,6 +159,12 @@ int x_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv
 int inline_op(enum ibv_wr_opcode op);
 size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n);
 
+/* segs.c */
+struct seg;
+int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_mr_piece *pc);
+void seg_put(struct seg *g);
+int seg_fd(const struct seg *g);
+
 /* rings.c */
 int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 void cq_ex_ops(struct ibv_cq_ex *cq);

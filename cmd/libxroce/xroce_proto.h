@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define XROCE_PROTO_VERSION 4 /* 2: work requests and completions on shared-memory rings; 3: UD and UC QPs; 4: SRQs */
+#define XROCE_PROTO_VERSION 5 /* 2: work requests and completions on shared-memory rings; 3: UD and UC QPs; 4: SRQs; 5: CM_MIGRATE_ID */
 #define XROCE_HDR_SIZE 8
 #define XROCE_MAX_MESSAGE 4096
 #define XROCE_REPLY 0x8000
@@ -365,6 +365,7 @@ struct xroce_sge {
 #define XROCE_OP_CM_ACCEPT 31
 #define XROCE_OP_CM_REJECT 32
 #define XROCE_OP_CM_DISCONNECT 33
+#define XROCE_OP_CM_MIGRATE_ID 39 /* xroce_cm_migrate -> no body (version 5) */
 
 /* family AF_INET or AF_INET6; port in host order; addr from its first byte */
 struct xroce_cm_addr {
@@ -390,6 +391,11 @@ struct xroce_cm_bind {
 struct xroce_cm_resolve {
 	uint32_t handle, timeout_ms;
 	struct xroce_cm_addr src, dst;
+} __attribute__((packed));
+
+/* rdma_migrate_id: the id's events go to channel (a completion channel's handle) */
+struct xroce_cm_migrate {
+	uint32_t handle, channel;
 } __attribute__((packed));
 
 struct xroce_cm_listen {

@@ -492,6 +492,25 @@ func TestVerbsRegOverlap(t *testing.T) {
 	}
 }
 
+// TestVerbsRegStack: a region on the calling thread's stack registers (its pages
+// move onto the memfd from another stack, so none of the thread's own writes is
+// lost; with the copy made on the stack itself, the program died of a smashed
+// stack) and the stack still grows; a forked child's writes to it and to a heap
+// region stay the child's (rxe copies pinned pages for a child; shared memfd pages
+// carried them into the parent); and an RDMA WRITE through a QP connected to
+// itself lands in the stack region after the fork; after deregistration a child's
+// writes stay its own too (testdata/regstack.c, on the main thread and on another).
+func TestVerbsRegStack(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/regstack.c", "-lpthread")
+	for _, mode := range []string{"main", "thread"} { // the main thread's stack, and a thread's
+		_, out, done := app(t, p.n.NsA, p.dirA, prog, mode)
+		if err := wait(t, "regstack "+mode, done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
+			t.Errorf("regstack %s: %v\n%s", mode, err, out.String())
+		}
+	}
+}
+
 // TestDaemonsShareRunDir: two daemons in one run directory, each in its own network
 // namespace (the README's setup without XROCE_RUN_DIR per namespace). Each
 // namespace's applications list its own daemon's device first (A's sorts first by

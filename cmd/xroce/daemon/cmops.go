@@ -64,6 +64,12 @@ func (s *session) handleCM(op uint16, p []byte) (any, error) {
 			return nil, err
 		}
 		return nil, s.cmReject(c, &r)
+	case OpCMMigrateID:
+		var r CMMigrateReq
+		if err := decode(p, &r); err != nil {
+			return nil, err
+		}
+		return nil, s.cmMigrate(c, &r)
 	}
 	var h Handle
 	if err := decode(p, &h); err != nil {
@@ -116,6 +122,25 @@ func (s *session) cmCreateID(c *cmDevice, r *CMCreateIDReq) (*Handle, error) {
 	id := &cmID{handle: c.newHandle(), owner: s, ch: ch, cookie: r.Cookie, ps: cm.PortSpace(r.PS)}
 	c.ids[id.handle] = id
 	return &Handle{id.handle}, nil
+}
+
+// cmMigrate points an id's events at another of the session's channels: the
+// events delivered after it returns go there (deliver writes under c.mu); those
+// already written stay on the old channel, as the kernel's rdma_migrate_id leaves
+// the events reported before it.
+func (s *session) cmMigrate(c *cmDevice, r *CMMigrateReq) error {
+	ch := s.chans[r.Channel]
+	if ch == nil {
+		return fail(unix.EINVAL, "no event channel %d in this session", r.Channel)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, err := s.cmID(c, r.Handle)
+	if err != nil {
+		return err
+	}
+	id.ch = ch
+	return nil
 }
 
 // localAddr checks that a is unspecified or one of the device's addresses.

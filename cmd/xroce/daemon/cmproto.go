@@ -17,6 +17,11 @@ const (
 	OpCMReject       uint16 = 32 // CMRejectReq → no body
 	OpCMDisconnect   uint16 = 33 // Handle → no body; DISCONNECTED follows
 	opLastCM                = OpCMDisconnect
+
+	// OpCMMigrateID moves an id's events to another event channel of the session
+	// (protocol version 5: rdma_migrate_id, and the library's synchronous ids, whose
+	// connection requests each get a channel of their own as librdmacm's do).
+	OpCMMigrateID uint16 = 39 // CMMigrateReq → no body
 )
 
 // CMAddr is an IP address and port (a struct sockaddr_in or _in6): Family is
@@ -53,6 +58,13 @@ type CMResolveReq struct {
 	Handle    uint32
 	TimeoutMs uint32
 	Src, Dst  CMAddr
+}
+
+// CMMigrateReq sends id Handle's events from now on to Channel, a completion
+// channel of the session (rdma_migrate_id).
+type CMMigrateReq struct {
+	Handle  uint32
+	Channel uint32
 }
 
 // CMListenReq starts listening on an id's bound port (rdma_listen).

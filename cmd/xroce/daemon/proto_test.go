@@ -60,6 +60,7 @@ func TestProtoHeaderMatches(t *testing.T) {
 		{"XROCE_OP_CM_RESOLVE_ROUTE", int(OpCMResolveRoute)}, {"XROCE_OP_CM_LISTEN", int(OpCMListen)},
 		{"XROCE_OP_CM_CONNECT", int(OpCMConnect)}, {"XROCE_OP_CM_ACCEPT", int(OpCMAccept)},
 		{"XROCE_OP_CM_REJECT", int(OpCMReject)}, {"XROCE_OP_CM_DISCONNECT", int(OpCMDisconnect)},
+		{"XROCE_OP_CM_MIGRATE_ID", int(OpCMMigrateID)},
 		{"XROCE_OP_CREATE_SRQ", int(OpCreateSRQ)}, {"XROCE_OP_MODIFY_SRQ", int(OpModifySRQ)},
 		{"XROCE_OP_QUERY_SRQ", int(OpQuerySRQ)}, {"XROCE_OP_DESTROY_SRQ", int(OpDestroySRQ)},
 		{"XROCE_OP_POST_SRQ_RECV", int(OpPostSRQRecv)}, {"XROCE_CQE_SRQ", CQESRQ},

@@ -278,7 +278,7 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []
 		}
 	default:
 		switch {
-		case op >= OpCMCreateID && op <= opLastCM:
+		case op >= OpCMCreateID && op <= opLastCM, op == OpCMMigrateID:
 			body, err = s.handleCM(op, p)
 		case op >= OpCreateSRQ && op <= opLastSRQ:
 			body, err = s.handleSRQ(op, p)
@@ -628,6 +628,29 @@ func (s *session) reqNotify(r *NotifyReq) error {
 
 // ---- QP ----
 
+// rxeQPCap returns the capabilities rdma_rxe gives a QP asked for r's (what
+// ibv_create_qp writes back into cap, and the QP then allows): a send WQE holds
+// max(max_send_sge × 16, max_inline_data) bytes, so max_send_sge becomes that / 16
+// and max_inline_data that (rxe_init_sq in drivers/infiniband/sw/rxe/rxe_qp.c: one
+// SGE gives 16 bytes of inline data); each queue holds 2^k − 1 WRs, the least such
+// number not below the request (rxe_queue_init in rxe_queue.c: 128 → 255). The
+// engine's queues are never smaller than one WR and one SGE.
+func rxeQPCap(r *CreateQPReq) transport.QPCap {
+	wqe := max(r.MaxSendSGE*16, r.MaxInline)
+	slots := func(n uint32) int { return int(roundPow2(n+1) - 1) }
+	return transport.QPCap{MaxSendWR: max(slots(r.MaxSendWR), 1), MaxRecvWR: max(slots(r.MaxRecvWR), 1),
+		MaxSendSGE: int(max(wqe/16, 1)), MaxRecvSGE: int(max(r.MaxRecvSGE, 1)), MaxInlineData: int(wqe)}
+}
+
+// roundPow2 returns the least power of two not below n (n ≥ 1).
+func roundPow2(n uint32) uint32 {
+	p := uint32(1)
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
 // createQP creates an RC, UC or UD QP and its rings; the reply carries the
 // rings' memfd and the doorbell eventfd.
 func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
@@ -642,8 +665,7 @@ func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
 		return nil, nil, fail(unix.EINVAL, "capabilities %d/%d WRs, %d/%d SGEs, %d inline exceed %d WRs, %d SGEs, %d inline bytes",
 			r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInline, maxQPWR, maxSGE, transport.MaxInline)
 	}
-	c := transport.QPCap{MaxSendWR: int(max(r.MaxSendWR, 1)), MaxRecvWR: int(max(r.MaxRecvWR, 1)),
-		MaxSendSGE: int(max(r.MaxSendSGE, 1)), MaxRecvSGE: int(max(r.MaxRecvSGE, 1)), MaxInlineData: int(r.MaxInline)}
+	c := rxeQPCap(r)
 	init := transport.QPInitAttr{Type: transport.QPType(r.QPType), SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: c, SigAll: r.SQSigAll != 0}
 	var so *srqObj
 	if r.SRQ != 0 {

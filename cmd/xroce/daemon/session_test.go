@@ -144,8 +144,9 @@ func TestSessionDataPath(t *testing.T) {
 	tq := createTestQP(t, c, CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: qptRC,
 		MaxSendWR: 4, MaxRecvWR: 3, MaxSendSGE: 1, MaxRecvSGE: 2, MaxInline: 64})
 	qp := tq.r
-	if want := (CreateQPReply{Handle: qp.Handle, QPN: qp.QPN, MaxSendWR: 4, MaxRecvWR: 3, MaxSendSGE: 1, MaxRecvSGE: 2, MaxInline: 64,
-		SQEntries: 4, SQStride: 192, RQEntries: 4, RQStride: 64, SQOffset: 4096, RQOffset: 8192, RingSize: 12288}); qp != want {
+	// rdma_rxe's arithmetic (rxeQPCap): 4 WRs → 7, 3 → 3; 64 inline bytes make 4 SGEs.
+	if want := (CreateQPReply{Handle: qp.Handle, QPN: qp.QPN, MaxSendWR: 7, MaxRecvWR: 3, MaxSendSGE: 4, MaxRecvSGE: 2, MaxInline: 64,
+		SQEntries: 8, SQStride: 192, RQEntries: 4, RQStride: 64, SQOffset: 4096, RQOffset: 8192, RingSize: 12288}); qp != want {
 		t.Fatalf("create qp: %+v\nwant %+v", qp, want)
 	}
 

@@ -1,0 +1,380 @@
+/*
+ * Registered memory shared with the daemon (docs/verbs-library.md, "Memory
+ * regions"): ibv_reg_mr moves the pages of a region onto a sealed memfd, mapped
+ * MAP_SHARED at the same addresses, so the application keeps its data where it was
+ * and the daemon's engine reads and writes the same pages. A segment is one such
+ * page range; regions on the same pages share it.
+ *
+ * Two cases need care, because moving a page copies its bytes and then replaces it:
+ *  - The calling thread's own stack (a buffer in a local array): the thread writes
+ *    its stack while it runs, so the copy and the replacement are made on another
+ *    stack (swapcontext), with every signal blocked, while nothing writes this one.
+ *  - fork(2): MAP_SHARED pages stay shared with a child, where rdma_rxe's pinned
+ *    pages are copied for the child at the fork (the child's writes never reach
+ *    the parent). The child gives every segment private anonymous copies
+ *    (pthread_atfork; a MAP_PRIVATE mapping of the memfd would still show the
+ *    parent's later writes to pages the child has not written). The forking
+ *    thread's own stack pages, which both processes write as soon as the fork
+ *    returns, get their private copies in the parent before the fork and go back
+ *    onto the memfd after it (a write the daemon makes to them meanwhile is lost).
+ */
+#include "libxroce.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <ucontext.h>
+
+/* A seg is a page range of this process moved onto a memfd for registration.
+ * Regions on the same pages share it; refs counts them. */
+struct seg {
+	uintptr_t start, len;
+	int fd;
+	int refs;
+	int forking; /* on the stack of the thread that is forking: private until it returns */
+	struct seg *next;
+};
+
+static pthread_mutex_t segs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seg *segs;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+int seg_fd(const struct seg *g)
+{
+	return g->fd;
+}
+
+/* copy_in copies len bytes at src (this process's memory) to dst, failing with
+ * EFAULT instead of crashing when src is not readable. */
+static int copy_in(void *dst, const void *src, size_t len)
+{
+	struct iovec l = { .iov_base = dst, .iov_len = len };
+	struct iovec r = { .iov_base = (void *)src, .iov_len = len };
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+
+	if (n == (ssize_t)len)
+		return 0;
+	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+		memcpy(dst, src, len); /* no process_vm_readv: plain copy */
+		return 0;
+	}
+	return EFAULT;
+}
+
+/* replace_pages copies the pages [s, s+len) and puts the copy in their place:
+ * onto memfd fd, mapped MAP_SHARED (fd ≥ 0), or onto fresh anonymous private pages
+ * moved over them with mremap (fd < 0). 0 or an errno. */
+static int replace_pages(uintptr_t s, size_t len, int fd)
+{
+	void *tmp = fd >= 0 ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			    : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p;
+	int err;
+
+	if (tmp == MAP_FAILED)
+		return errno;
+	if ((err = copy_in(tmp, (void *)s, len))) {
+		munmap(tmp, len);
+		return err;
+	}
+	if (fd < 0) {
+		p = mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)s);
+		err = p == MAP_FAILED ? errno : 0;
+		if (err)
+			munmap(tmp, len);
+		return err;
+	}
+	p = mmap((void *)s, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	err = p == MAP_FAILED ? errno : 0;
+	munmap(tmp, len);
+	return err;
+}
+
+/* The replacement made on another stack: the arguments and the contexts are static
+ * (not on the stack being replaced); segs_lock serializes their use. */
+static struct {
+	uintptr_t s;
+	size_t len;
+	int fd, err;
+	ucontext_t caller, mover;
+	char *stack;
+} away;
+
+static void replace_away(void)
+{
+	away.err = replace_pages(away.s, away.len, away.fd);
+} /* returns to away.caller (uc_link) */
+
+/* grow_main_stack makes the main thread's stack mapping reach 256 KiB below the
+ * caller's frame: once a page of it is a memfd mapping, the kernel no longer grows
+ * the stack past that page, so it must already lie below every page replaced. */
+static void __attribute__((noinline)) grow_main_stack(void)
+{
+	volatile char pad[256 << 10];
+
+	pad[0] = 0;
+	__asm__ volatile("" : : "r"(pad) : "memory");
+}
+
+/* The main thread's stack: up to RLIMIT_STACK (at least 8 MiB, at most 4 GiB)
+ * below the end of the mapping /proc/self/maps labels [stack]. Read once, before
+ * it matters: glibc's pthread_getattr_np measures the main thread's stack from the
+ * mapping below it, which a moved stack page cuts short. */
+static uintptr_t main_stack_lo, main_stack_hi;
+
+static void find_main_stack(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	unsigned long lo, hi;
+	struct rlimit rl;
+	uintptr_t size = 8ul << 20;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "[stack]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+			main_stack_hi = hi;
+			break;
+		}
+	if (f)
+		fclose(f);
+	if (!getrlimit(RLIMIT_STACK, &rl) && rl.rlim_cur > size)
+		size = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (4ul << 30) ? 4ul << 30 : rl.rlim_cur;
+	main_stack_lo = main_stack_hi > size ? main_stack_hi - size : 0;
+}
+
+/* on_own_stack says whether [s, e) overlaps the calling thread's stack (the main
+ * thread's as find_main_stack found it; another thread's from its descriptor). */
+static int on_own_stack(uintptr_t s, uintptr_t e)
+{
+	pthread_attr_t a;
+	void *addr;
+	size_t size;
+	int in = 0;
+
+	if (gettid() == getpid())
+		return s < main_stack_hi && e > main_stack_lo;
+	if (pthread_getattr_np(pthread_self(), &a))
+		return 0;
+	if (!pthread_attr_getstack(&a, &addr, &size))
+		in = s < (uintptr_t)addr + size && e > (uintptr_t)addr;
+	pthread_attr_destroy(&a);
+	return in;
+}
+
+/* replace_stack_pages is replace_pages for pages of the calling thread's stack:
+ * the copy and the replacement run on a stack of their own, signals blocked, so
+ * that no write to this stack falls between them and is lost. segs_lock is held. */
+static int replace_stack_pages(uintptr_t s, size_t len, int fd)
+{
+	enum { stack_size = 64 << 10 };
+
+	if (!away.stack) { /* a mapping of its own, on no page an application registers */
+		void *p = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (p == MAP_FAILED)
+			return errno;
+		away.stack = p;
+	}
+	if (gettid() == getpid())
+		grow_main_stack();
+	if (getcontext(&away.mover))
+		return errno;
+	away.mover.uc_stack.ss_sp = away.stack;
+	away.mover.uc_stack.ss_size = stack_size;
+	away.mover.uc_link = &away.caller;
+	sigfillset(&away.mover.uc_sigmask);
+	makecontext(&away.mover, replace_away, 0);
+	away.s = s;
+	away.len = len;
+	away.fd = fd;
+	away.err = 0;
+	if (swapcontext(&away.caller, &away.mover))
+		return errno;
+	return away.err;
+}
+
+/* fork_prepare (the parent, before the fork) gives the forking thread's own stack
+ * segments private copies, so that the frames both processes write as soon as the
+ * fork returns are each their own. segs_lock stays held through the fork. */
+static void fork_prepare(void)
+{
+	struct seg *g;
+
+	pthread_mutex_lock(&segs_lock);
+	for (g = segs; g; g = g->next)
+		if ((g->forking = on_own_stack(g->start, g->start + g->len)) && replace_stack_pages(g->start, g->len, -1))
+			g->forking = 0; /* no copy: the pages stay shared */
+}
+
+/* fork_parent moves the forking thread's stack segments back onto their memfds,
+ * with what the parent wrote meanwhile (the daemon's writes meanwhile are lost). */
+static void fork_parent(void)
+{
+	struct seg *g;
+	int err;
+
+	for (g = segs; g; g = g->next)
+		if (g->forking && (err = replace_stack_pages(g->start, g->len, g->fd)))
+			warnx("fork: a registered region on this thread's stack could not be shared again with the daemon "
+			      "(%s): the daemon no longer sees its writes",
+			      strerror(err));
+	pthread_mutex_unlock(&segs_lock);
+}
+
+/* fork_child gives every other segment private anonymous copies: the child's
+ * writes are its own, as a kernel HCA's registered pages are copied for a child,
+ * and neither the parent's nor the daemon's later writes show in the child. */
+static void fork_child(void)
+{
+	struct seg *g;
+
+	for (g = segs; g; g = g->next)
+		if (!g->forking)
+			replace_pages(g->start, g->len, -1);
+	pthread_mutex_unlock(&segs_lock);
+}
+
+/* segs_init runs once, before the first page moves. */
+static void segs_init(void)
+{
+	find_main_stack();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* seg_at returns the segment holding the page at p, or NULL; segs_lock is held. */
+static struct seg *seg_at(uintptr_t p)
+{
+	struct seg *g;
+
+	for (g = segs; g && !(p >= g->start && p < g->start + g->len); g = g->next)
+		;
+	return g;
+}
+
+/* seg_gap_end returns where the pages from p on that no segment holds end: the
+ * start of the first segment in (p, e), else e; segs_lock is held. */
+static uintptr_t seg_gap_end(uintptr_t p, uintptr_t e)
+{
+	struct seg *g;
+
+	for (g = segs; g; g = g->next)
+		if (g->start > p && g->start < e)
+			e = g->start;
+	return e;
+}
+
+/*
+ * seg_new moves the pages [s, e), which no segment holds, onto a new segment: a
+ * sealed memfd gets the pages' contents and is mapped MAP_SHARED|MAP_FIXED over
+ * them, so the application keeps its data at its addresses and the daemon can map
+ * the same pages. segs_lock is held.
+ */
+static struct seg *seg_new(uintptr_t s, uintptr_t e, int *err)
+{
+	struct seg *g = calloc(1, sizeof(*g));
+	size_t len = e - s;
+	int fd = memfd_create("xroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (!g || fd < 0 || ftruncate(fd, len) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		*err = g ? errno : ENOMEM;
+		goto fail;
+	}
+	*err = on_own_stack(s, e) ? replace_stack_pages(s, len, fd) : replace_pages(s, len, fd);
+	if (*err)
+		goto fail;
+	g->start = s;
+	g->len = len;
+	g->fd = fd;
+	g->refs = 1;
+	g->next = segs;
+	segs = g;
+	return g;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(g);
+	return NULL;
+}
+
+/*
+ * segs_cover takes a reference on the segments holding the pages [s, e), moving
+ * the pages no segment holds yet onto new ones, and describes them as the pieces
+ * of a registration: gs[i] and pc[i], in address order, *n of them (at most
+ * XROCE_MR_PIECES). Several regions may share pages (two buffers of one malloc'd
+ * block): a region's pages then lie partly on an earlier region's memfd and partly
+ * on a new one, and the daemon maps the pieces side by side. 0, or an errno with
+ * no reference taken.
+ */
+int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_mr_piece *pc)
+{
+	uintptr_t p = s, end;
+	struct seg *g;
+	int err = 0;
+
+	pthread_once(&init_once, segs_init);
+	*n = 0;
+	pthread_mutex_lock(&segs_lock);
+	while (p < e && !err) {
+		if (*n == XROCE_MR_PIECES) {
+			warnx("ibv_reg_mr: the pages [%#lx, %#lx) lie on more than %d earlier registrations' pages",
+			      (unsigned long)s, (unsigned long)e, XROCE_MR_PIECES);
+			err = EINVAL;
+			break;
+		}
+		if ((g = seg_at(p))) {
+			g->refs++;
+		} else if (!(g = seg_new(p, seg_gap_end(p, e), &err))) {
+			break;
+		}
+		end = g->start + g->len < e ? g->start + g->len : e;
+		pc[*n].len = end - p;
+		pc[*n].fd_off = p - g->start;
+		gs[(*n)++] = g;
+		p = end;
+	}
+	pthread_mutex_unlock(&segs_lock);
+	if (err) {
+		while (*n)
+			seg_put(gs[--*n]);
+	}
+	return err;
+}
+
+/* still_mapped says whether the pages [start, start+len) are still one mapping of
+ * g's memfd (proc(5): /proc/self/map_files names each mapping by its range); not
+ * when the application unmapped them, or mapped something else there. */
+static int still_mapped(const struct seg *g)
+{
+	char path[64];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)g->start,
+		 (unsigned long)(g->start + g->len));
+	return !stat(path, &a) && !fstat(g->fd, &b) && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+/* seg_put drops a region's reference; the last one forgets the segment, and its
+ * pages go back to private anonymous memory, as they were before the registration
+ * (a fork then copies them for the child; left on the memfd they would stay shared
+ * with it). */
+void seg_put(struct seg *g)
+{
+	struct seg **pp;
+
+	pthread_mutex_lock(&segs_lock);
+	if (--g->refs == 0) {
+		for (pp = &segs; *pp; pp = &(*pp)->next)
+			if (*pp == g) {
+				*pp = g->next;
+				break;
+			}
+		if (still_mapped(g)) {
+			if (on_own_stack(g->start, g->start + g->len))
+				replace_stack_pages(g->start, g->len, -1);
+			else
+				replace_pages(g->start, g->len, -1);
+		}
+		close(g->fd);
+		free(g);
+	}
+	pthread_mutex_unlock(&segs_lock);
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/test/testnet"
+)
+
+// Synchronous rdma_cm_ids (rdma_create_id without an event channel, rdma_create_ep,
+// rdma_get_request): each call waits for its own event, as librdmacm's
+// ucma_complete does, and a synchronous listener's requests each get an id with a
+// channel of its own (rdma_migrate_id to a new channel).
+
+// TestVerbsSyncIDs: testdata/cmsync.c. A server takes two concurrent connection
+// requests with rdma_get_request (each with its own channel, its CONNECT_REQUEST
+// event and a QP and CQs made from rdma_create_ep's attributes), accepts them in
+// reverse order (each rdma_accept returns at its own ESTABLISHED), and answers each
+// client's "ping K" with "pong K"; both sides end with a synchronous
+// rdma_disconnect that returns at DISCONNECTED. Connecting where nothing listens
+// ends at once: -1, ECONNREFUSED, the REJECTED event with reason 8 (invalid
+// service ID) in id->event.
+func TestVerbsSyncIDs(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/cmsync.c", "-lrdmacm")
+	addr, port := p.n.IPA.String(), "7999"
+	sout, sdone := cmServer(t, p, prog, "server", addr, port)
+	type run struct {
+		done <-chan error
+		out  *testnet.Output
+	}
+	var clients []run
+	for _, k := range []string{"1", "2"} {
+		_, out, done := app(t, p.n.NsB, p.dirB, prog, "client", addr, port, k)
+		clients = append(clients, run{done, out})
+	}
+	for i, c := range clients {
+		k := []string{"1", "2"}[i]
+		want := "client " + k + ": pong " + k + "\nclient: disconnected, RDMA_CM_EVENT_DISCONNECTED\n"
+		if err := wait(t, "client "+k, c.done, c.out, 30*time.Second); err != nil || c.out.String() != want {
+			t.Errorf("client %s: %v\n%s\nwant:\n%s", k, err, c.out.String(), want)
+		}
+	}
+	if err := wait(t, "server", sdone, sout, 20*time.Second); err != nil {
+		t.Errorf("server: %v\n%s", err, sout.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(sout.String(), "\n"), "\n")
+	if len(lines) != 6 || lines[0] != "server: listening" || lines[1] != "server: two requests" {
+		t.Fatalf("server output:\n%s", sout.String())
+	}
+	answered := []string{lines[2], lines[4]}
+	slices.Sort(answered)
+	if want := []string{"server: ping 1 answered", "server: ping 2 answered"}; !slices.Equal(answered, want) ||
+		lines[3] != "server: disconnected, RDMA_CM_EVENT_DISCONNECTED" || lines[5] != lines[3] {
+		t.Errorf("server output:\n%s", sout.String())
+	}
+
+	start := time.Now()
+	_, out, done := app(t, p.n.NsB, p.dirB, prog, "refused", addr, "7998")
+	err := wait(t, "refused", done, out, 20*time.Second)
+	if want := "rdma_connect -1 Connection refused, RDMA_CM_EVENT_REJECTED status 8\n"; err != nil || out.String() != want {
+		t.Errorf("refused: %v\n%s\nwant:\n%s", err, out.String(), want)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("a refused synchronous connect took %v", d)
+	}
+}
+
+// TestVerbsRdmaServerClient: rdmacm-utils' rdma_server / rdma_client and
+// rdma_xserver / rdma_xclient (RC), unmodified: synchronous endpoints from
+// rdma_create_ep, CQs that rdma_create_qp makes, rdma_reg_msgs in the id's PD, and
+// a 16-byte inline SEND on a QP asked for no inline data (rdma_rxe's one SGE gives
+// 16 bytes: rxeQPCap). Both sides print "end 0".
+func TestVerbsRdmaServerClient(t *testing.T) {
+	for _, c := range []struct{ server, client string }{{"rdma_server", "rdma_client"}, {"rdma_xserver", "rdma_xclient"}} {
+		t.Run(c.server, func(t *testing.T) {
+			needTool(t, "/usr/bin/"+c.server, "rdmacm-utils")
+			p := newVerbsPair(t)
+			args := []string{c.server}
+			if c.server == "rdma_server" { // rdma_xserver listens on every address
+				args = append(args, "-s", p.n.IPA.String())
+			}
+			sout, sdone := cmServer(t, p, args...)
+			_, cout, cdone := app(t, p.n.NsB, p.dirB, c.client, "-s", p.n.IPA.String())
+			cerr := wait(t, c.client, cdone, cout, 30*time.Second)
+			serr := wait(t, c.server, sdone, sout, 20*time.Second)
+			for _, r := range []struct {
+				name, out string
+				err       error
+			}{{c.client, cout.String(), cerr}, {c.server, sout.String(), serr}} {
+				if want := r.name + ": start\n" + r.name + ": end 0\n"; r.err != nil || r.out != want {
+					t.Errorf("%s: %v\n%s\nwant:\n%s", r.name, r.err, r.out, want)
+				}
+			}
+		})
+	}
+}
+
+// TestVerbsUcmatoseMigrate: ucmatose -m moves every id, the listener's too, to a
+// new event channel (rdma_migrate_id) after its data transfers and disconnects
+// there.
+func TestVerbsUcmatoseMigrate(t *testing.T) {
+	cmatoseTest(t, "ucmatose", "-c", "2", "-m")
+}
