@@ -475,13 +475,14 @@ static int conn_op(struct rdma_cm_id *id, struct rdma_conn_param *p, uint16_t op
 
 	if (!x || !x->xc)
 		return fail(EINVAL);
-	if (!id->qp) {
-		warnx("%s without rdma_create_qp (an application-managed QP, e.g. rping -q) is not supported by xroce yet",
+	if (!id->qp && (!p || !p->qp_num)) { /* librdmacm's ucma_valid_param refuses no QP and no param */
+		warnx("%s without a QP: create one with rdma_create_qp, or give an application-managed QP's number in "
+		      "conn_param.qp_num",
 		      op == XROCE_OP_CM_CONNECT ? "rdma_connect" : "rdma_accept");
-		return fail(ENOSYS);
+		return fail(EINVAL);
 	}
 	req.handle = x->h;
-	req.qp = id->qp->handle;
+	req.qp = id->qp ? id->qp->handle : 0; /* 0: the application's QP, param.qp_num */
 	req.tos = x->tos;
 	if (!p) {
 		req.param.responder_resources = RDMA_MAX_RESP_RES;
@@ -496,6 +497,7 @@ static int conn_op(struct rdma_cm_id *id, struct rdma_conn_param *p, uint16_t op
 		req.param.retry_count = p->retry_count;
 		req.param.rnr_retry_count = p->rnr_retry_count;
 		req.param.srq = p->srq;
+		req.param.qp_num = p->qp_num;
 		req.param.private_data_len = p->private_data_len;
 		if (p->private_data_len)
 			memcpy(req.param.private_data, p->private_data, p->private_data_len);
@@ -523,8 +525,9 @@ XROCE_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn
 	if (conn_op(id, conn_param, XROCE_OP_CM_ACCEPT, ud ? 136 : 196))
 		return -1;
 	if (!ud) {
-		id->qp->state = IBV_QPS_RTS; /* brought up before the REP went, as librdmacm's rdma_accept */
-		return complete(x);          /* ESTABLISHED at the RTU */
+		if (id->qp)
+			id->qp->state = IBV_QPS_RTS; /* brought up before the REP went, as librdmacm's rdma_accept */
+		return complete(x);                  /* ESTABLISHED at the RTU */
 	}
 	if (x->sync && id->event) { /* a SIDR_REP ends it: the request's event is done */
 		rdma_ack_cm_event(id->event);
@@ -1160,19 +1163,36 @@ XROCE_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 	rdma_destroy_id(id);
 }
 
+/* rdma_init_qp_attr gives the attributes and mask that move an application-managed
+ * QP to qp_attr->qp_state (INIT, RTR or RTS), from the id's connection (the daemon's
+ * rdmacm.Conn.QPAttrs, after Linux's ib_cm_init_qp_attr). EINVAL: another state, an
+ * RTR or RTS before the peer's REP on the active side, an RDMA_PS_UDP id. */
 XROCE_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
 {
-	(void)id;
-	(void)qp_attr;
-	(void)qp_attr_mask;
-	warnx("rdma_init_qp_attr (application-managed QPs) is not supported by xroce yet");
-	return fail(ENOSYS);
+	struct xcm_id *x = to_id(id);
+	struct xroce_cm_init_qp_attr req;
+	struct xroce_qp_attr r;
+	int ret;
+
+	if (!x || !x->xc || !qp_attr || !qp_attr_mask)
+		return fail(EINVAL);
+	req.handle = x->h;
+	req.state = qp_attr->qp_state;
+	if ((ret = ctx_call(x->xc, XROCE_OP_CM_INIT_QP_ATTR, &req, sizeof(req), &r, sizeof(r))))
+		return fail(ret);
+	qp_attr_from(qp_attr, &r);
+	*qp_attr_mask = (int)r.mask;
+	return 0;
 }
 
+/* rdma_establish sends the RTU of an application-managed QP's connection after
+ * RDMA_CM_EVENT_CONNECT_RESPONSE (the application has moved its QP to RTS); no
+ * event follows. EINVAL for an id with a QP of rdma_create_qp (librdmacm's). */
 XROCE_EXPORT int rdma_establish(struct rdma_cm_id *id)
 {
-	(void)id;
-	return fail(ENOSYS);
+	if (!id || id->qp)
+		return fail(EINVAL);
+	return simple_op(id, XROCE_OP_CM_ESTABLISH);
 }
 
 XROCE_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)

@@ -1503,6 +1503,35 @@ XROCE_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int 
 	return 0;
 }
 
+/* qp_attr_from fills attr (zeroed first) from the daemon's struct xroce_qp_attr:
+ * port 1, P_Key index 0, the path migrated. */
+void qp_attr_from(struct ibv_qp_attr *attr, const struct xroce_qp_attr *m)
+{
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = attr->cur_qp_state = (enum ibv_qp_state)m->state;
+	attr->path_mtu = (enum ibv_mtu)m->path_mtu;
+	attr->path_mig_state = IBV_MIG_MIGRATED;
+	attr->qp_access_flags = m->access_flags;
+	attr->dest_qp_num = m->dest_qpn;
+	attr->rq_psn = m->rq_psn;
+	attr->sq_psn = m->sq_psn;
+	memcpy(attr->ah_attr.grh.dgid.raw, m->dgid, 16);
+	attr->ah_attr.grh.flow_label = m->flow_label;
+	attr->ah_attr.grh.sgid_index = m->sgid_index;
+	attr->ah_attr.grh.hop_limit = m->hop_limit;
+	attr->ah_attr.grh.traffic_class = m->traffic_class;
+	attr->ah_attr.is_global = m->is_global;
+	attr->ah_attr.port_num = 1;
+	attr->max_rd_atomic = m->max_rd_atomic;
+	attr->max_dest_rd_atomic = m->max_dest_rd_atomic;
+	attr->min_rnr_timer = m->min_rnr_timer;
+	attr->timeout = m->timeout;
+	attr->retry_cnt = m->retry_cnt;
+	attr->rnr_retry = m->rnr_retry;
+	attr->qkey = m->qkey;
+	attr->port_num = 1;
+}
+
 XROCE_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
 {
 	struct xqp *q = (struct xqp *)qp;
@@ -1518,30 +1547,8 @@ XROCE_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
 	ret = ctx_call(xc, XROCE_OP_QUERY_QP, &req, sizeof(req), &m, sizeof(m));
 	if (ret)
 		return ret;
-	memset(attr, 0, sizeof(*attr));
-	attr->qp_state = attr->cur_qp_state = (enum ibv_qp_state)m.state;
-	attr->path_mtu = (enum ibv_mtu)m.path_mtu;
-	attr->path_mig_state = IBV_MIG_MIGRATED;
-	attr->qp_access_flags = m.access_flags;
-	attr->dest_qp_num = m.dest_qpn;
-	attr->rq_psn = m.rq_psn;
-	attr->sq_psn = m.sq_psn;
+	qp_attr_from(attr, &m);
 	attr->cap = q->cap;
-	memcpy(attr->ah_attr.grh.dgid.raw, m.dgid, 16);
-	attr->ah_attr.grh.flow_label = m.flow_label;
-	attr->ah_attr.grh.sgid_index = m.sgid_index;
-	attr->ah_attr.grh.hop_limit = m.hop_limit;
-	attr->ah_attr.grh.traffic_class = m.traffic_class;
-	attr->ah_attr.is_global = m.is_global;
-	attr->ah_attr.port_num = 1;
-	attr->max_rd_atomic = m.max_rd_atomic;
-	attr->max_dest_rd_atomic = m.max_dest_rd_atomic;
-	attr->min_rnr_timer = m.min_rnr_timer;
-	attr->timeout = m.timeout;
-	attr->retry_cnt = m.retry_cnt;
-	attr->rnr_retry = m.rnr_retry;
-	attr->qkey = m.qkey;
-	attr->port_num = 1;
 	qp->state = attr->qp_state;
 	memset(init, 0, sizeof(*init));
 	init->qp_context = qp->qp_context;

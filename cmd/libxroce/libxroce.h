@@ -152,6 +152,7 @@ int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, c
 void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void unsupported(int *said, const char *what);
 size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n);
+void qp_attr_from(struct ibv_qp_attr *attr, const struct xroce_qp_attr *m);
 
 /* srq.c */
 uint64_t srq_wr_id(struct ibv_srq *srq, uint32_t slot);

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define XROCE_PROTO_VERSION 5 /* 2: work requests and completions on shared-memory rings; 3: UD and UC QPs; 4: SRQs; 5: CM_MIGRATE_ID */
+#define XROCE_PROTO_VERSION 6 /* 2: work requests and completions on shared-memory rings; 3: UD and UC QPs; 4: SRQs; 5: CM_MIGRATE_ID; 6: CM_INIT_QP_ATTR, CM_ESTABLISH */
 #define XROCE_HDR_SIZE 8
 #define XROCE_MAX_MESSAGE 4096
 #define XROCE_REPLY 0x8000
@@ -366,6 +366,8 @@ struct xroce_sge {
 #define XROCE_OP_CM_REJECT 32
 #define XROCE_OP_CM_DISCONNECT 33
 #define XROCE_OP_CM_MIGRATE_ID 39 /* xroce_cm_migrate -> no body (version 5) */
+#define XROCE_OP_CM_INIT_QP_ATTR 40 /* xroce_cm_init_qp_attr -> xroce_qp_attr (version 6) */
+#define XROCE_OP_CM_ESTABLISH 41    /* xroce_handle -> no body (version 6) */
 
 /* family AF_INET or AF_INET6; port in host order; addr from its first byte */
 struct xroce_cm_addr {
@@ -396,6 +398,11 @@ struct xroce_cm_resolve {
 /* rdma_migrate_id: the id's events go to channel (a completion channel's handle) */
 struct xroce_cm_migrate {
 	uint32_t handle, channel;
+} __attribute__((packed));
+
+/* rdma_init_qp_attr: the attributes for moving the id's QP to state (enum ibv_qp_state) */
+struct xroce_cm_init_qp_attr {
+	uint32_t handle, state;
 } __attribute__((packed));
 
 struct xroce_cm_listen {

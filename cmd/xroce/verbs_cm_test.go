@@ -67,10 +67,23 @@ func rpingData(i, n int) string {
 // with -v and -V (the client checks what came back): every ping's data printed by
 // both sides, both exit 0, and nothing left in the daemons.
 func TestVerbsRping(t *testing.T) {
+	rpingTest(t)
+}
+
+// TestVerbsRpingAppQP: rping -q on both sides: each creates and moves its QP
+// itself with rdma_init_qp_attr's attributes (application-managed QPs), the
+// client's rdma_connect ends at RDMA_CM_EVENT_CONNECT_RESPONSE and its
+// rdma_establish sends the RTU; the same pings as TestVerbsRping.
+func TestVerbsRpingAppQP(t *testing.T) {
+	rpingTest(t, "-q")
+}
+
+// rpingTest runs TestVerbsRping's pings with extra flags on both sides.
+func rpingTest(t *testing.T, extra ...string) {
 	needTool(t, "/usr/bin/rping", "rdmacm-utils")
 	p := newVerbsPair(t)
-	sout, sdone := cmServer(t, p, "rping", "-s", "-a", p.n.IPA.String(), "-p", "7174", "-v", "-C", "10", "-S", "100")
-	_, cout, cdone := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", p.n.IPA.String(), "-p", "7174", "-v", "-V", "-C", "10", "-S", "100")
+	sout, sdone := cmServer(t, p, append([]string{"rping", "-s", "-a", p.n.IPA.String(), "-p", "7174", "-v", "-C", "10", "-S", "100"}, extra...)...)
+	_, cout, cdone := app(t, p.n.NsB, p.dirB, append([]string{"rping", "-c", "-a", p.n.IPA.String(), "-p", "7174", "-v", "-V", "-C", "10", "-S", "100"}, extra...)...)
 	cerr := wait(t, "rping client", cdone, cout, 30*time.Second)
 	serr := wait(t, "rping server", sdone, sout, 10*time.Second)
 	if cerr != nil || serr != nil {

@@ -52,6 +52,7 @@ func libMatrix(full bool) []cell {
 		return cells
 	}
 	add(cell{tool: "rping", size: 64})
+	add(cell{tool: "rping", size: 64, flags: "-q"}) // the host's QP application-managed (rdma_init_qp_attr); the guest's rping as in the cell before
 	add(cell{tool: "qperf"})
 	add(cell{tool: "read_bw", size: 65536, flags: "-R"})
 	add(cell{tool: "send_bw", size: 65536, flags: "-R"})
@@ -394,7 +395,7 @@ func (c cell) libHostArgs() []string {
 	if c.tool != "rping" {
 		return c.perftestArgs("xroce0")
 	}
-	args := []string{"stdbuf", "-oL", "rping", "-v", "-S", fmt.Sprint(c.size), "-C", fmt.Sprint(rpingCount)}
+	args := append([]string{"stdbuf", "-oL", "rping", "-v", "-S", fmt.Sprint(c.size), "-C", fmt.Sprint(rpingCount)}, strings.Fields(c.flags)...)
 	if c.xroceClient {
 		return append(args, "-c", "-V", "-a")
 	}

@@ -20,8 +20,11 @@ type Conn struct {
 	local, remote netip.AddrPort
 	sgid          int // the local address's GID index
 	ps            cm.PortSpace
-	ud            UDInfo // RDMA_PS_UDP: the peer's QP, from its SIDR_REP
-	peer          Param  // the peer's REQ or REP, from this side (Param)
+	ud            UDInfo    // RDMA_PS_UDP: the peer's QP, from its SIDR_REP
+	peer          Param     // the peer's REQ or REP, from this side (Param)
+	params        *qpParams // the QP's attributes (QPAttrs): the passive side's from the REQ, the active's from the REP
+	responded     bool      // an application-managed QP's REP came (EventConnectResponse)
+	remoteQPN     uint32    // the active side's: the REP's QPN
 
 	established chan struct{} // closed once established, or when the connection ends first
 	done        chan struct{} // closed when the connection ends
@@ -42,6 +45,15 @@ func newConn(s *Service, id *ibcm.Conn, qp *transport.QueuePair, local, remote n
 
 // QP returns the connection's queue pair.
 func (c *Conn) QP() *transport.QueuePair { return c.qp }
+
+// RemoteQPN returns the peer's QP number from its REP on the active side (what
+// rdma_cm's ESTABLISHED and CONNECT_RESPONSE events carry as param.conn.qp_num), 0
+// on the passive side (Request.RemoteQPN has the REQ's).
+func (c *Conn) RemoteQPN() uint32 {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.remoteQPN
+}
 
 // LocalAddr and RemoteAddr return the connection's addresses (rdma_get_local_addr,
 // rdma_get_peer_addr): the IP CM header's, ports in the RDMA_PS_TCP space.

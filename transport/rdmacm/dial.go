@@ -52,14 +52,20 @@ func (s *Service) Dial(ctx context.Context, qp *transport.QueuePair, dst netip.A
 // Connect is Dial without waiting: it sends the REQ and returns the connection,
 // which Conn.WaitEstablished or Options.OnEvent follow (rdma_connect).
 func (s *Service) Connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, o DialOptions) (*Conn, error) {
-	if err := p.check(MaxREQPrivateData); err != nil {
-		return nil, err
-	}
 	if qp.Type() != transport.QPT_RC {
 		return nil, fmt.Errorf("rdmacm: QP 0x%x is %v; RDMA_PS_TCP connects RC QPs: %w", qp.QPN(), qp.Type(), ErrParam)
 	}
 	if st := qp.State(); st != transport.QPS_RESET && st != transport.QPS_INIT {
 		return nil, fmt.Errorf("rdmacm: QP 0x%x is in %v; connect a QP in RESET or INIT: %w", qp.QPN(), st, transport.ErrQPState)
+	}
+	return s.connect(qp, qp.QPN(), dst, p, o)
+}
+
+// connect sends the REQ for QP qpn, which is qp's unless qp is nil (an
+// application-managed QP, ConnectQPN).
+func (s *Service) connect(qp *transport.QueuePair, qpn uint32, dst netip.AddrPort, p Param, o DialOptions) (*Conn, error) {
+	if err := p.check(MaxREQPrivateData); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -67,7 +73,7 @@ func (s *Service) Connect(qp *transport.QueuePair, dst netip.AddrPort, p Param, 
 	if err != nil {
 		return nil, err
 	}
-	req := s.buildREQ(qp, local, dst, &p, o.TrafficClass)
+	req := s.buildREQ(qpn, local, dst, &p, o.TrafficClass)
 	now := time.Now()
 	id, err := s.mgr.Connect(now, dst.Addr(), req)
 	if err != nil {
@@ -104,10 +110,10 @@ func (s *Service) localEnd(ps cm.PortSpace, src, dst netip.Addr) (int, netip.Add
 // GIDs of the two addresses, rdma_cm's flow label from the ports, hop limit 64,
 // CM Response Timeouts 20, Max CM Retries 15, P_Key 0xFFFF, the Local ACK Timeout of
 // the packet lifetime and rdma_rxe's ACK delay.
-func (s *Service) buildREQ(qp *transport.QueuePair, local, dst netip.AddrPort, p *Param, tclass uint8) cm.REQ {
+func (s *Service) buildREQ(qpn uint32, local, dst netip.AddrPort, p *Param, tclass uint8) cm.REQ {
 	req := cm.REQ{
 		ServiceID:               cm.IPServiceID(cm.PortSpaceTCP, dst.Port()),
-		LocalQPN:                qp.QPN(),
+		LocalQPN:                qpn,
 		ResponderResources:      resources(p.ResponderResources, transport.MaxQPRdAtom),
 		InitiatorDepth:          resources(p.InitiatorDepth, transport.MaxQPRdAtom),
 		RemoteCMResponseTimeout: s.opts.CMResponseTimeout,
@@ -136,10 +142,15 @@ func (s *Service) buildREQ(qp *transport.QueuePair, local, dst netip.AddrPort, p
 
 // onREP brings the active side's QP up with the REP's values and sends the RTU, or
 // rejects the REP when the QP cannot take them (librdmacm ucma_process_conn_resp);
-// s.mu is held.
+// an application-managed QP's connection only reports the REP. s.mu is held.
 func (c *Conn) onREP(now time.Time, rep *cm.REP) {
 	req := c.id.REQ()
 	qpp := activeParams(&req, rep, c.sgid)
+	c.remoteQPN = rep.LocalQPN
+	if c.qp == nil {
+		c.respond(qpp, rep)
+		return
+	}
 	if err := qpp.bringUp(c.qp); err != nil {
 		_ = c.s.mgr.Reject(c.id, cm.RejConsumerReject, nil, nil)
 		c.s.forget(c)
@@ -148,14 +159,19 @@ func (c *Conn) onREP(now time.Time, rep *cm.REP) {
 		c.end(err)
 		return
 	}
-	c.peer = Param{PrivateData: append([]byte(nil), rep.PrivateData[:]...),
-		ResponderResources: rep.InitiatorDepth, InitiatorDepth: rep.ResponderResources,
-		FlowControl: rep.EndToEndFlowControl, RNRRetryCount: rep.RNRRetryCount, SRQ: rep.SRQ}
+	c.peer = repParam(rep)
 	if err := c.s.mgr.RTU(c.id, nil); err != nil {
 		c.end(err)
 		return
 	}
 	c.setEstablished()
+}
+
+// repParam is a REP seen from the active side (Conn.PeerParam).
+func repParam(rep *cm.REP) Param {
+	return Param{PrivateData: append([]byte(nil), rep.PrivateData[:]...),
+		ResponderResources: rep.InitiatorDepth, InitiatorDepth: rep.ResponderResources,
+		FlowControl: rep.EndToEndFlowControl, RNRRetryCount: rep.RNRRetryCount, SRQ: rep.SRQ}
 }
 
 // ResolveAddr returns the local address a connection to dst leaves from (src when

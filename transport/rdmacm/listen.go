@@ -216,7 +216,8 @@ func (l *Listener) closeLocked(now time.Time) {
 type Request struct {
 	c   *Conn
 	req cm.REQ
-	ud  bool // a SIDR_REQ (RDMA_PS_UDP): AcceptUD answers it
+	ud  bool   // a SIDR_REQ (RDMA_PS_UDP): AcceptUD answers it
+	psn uint32 // this side's Starting PSN, which the REP carries
 	// Local and Remote are the addresses of the IP CM header: this device's and
 	// the active side's, with its port.
 	Local, Remote netip.AddrPort
@@ -255,6 +256,12 @@ func (s *Service) onREQ(now time.Time, id *ibcm.Conn, req *cm.REQ) {
 	r.c = newConn(s, id, nil, r.Local, r.Remote)
 	r.c.sgid = sgid
 	r.c.peer = r.Param
+	// The QP's attributes before the accept (QPAttrs, for an application-managed
+	// QP): the REQ's offer, as ib_cm keeps it until the REP.
+	r.psn = psn()
+	offer := cm.REP{StartingPSN: r.psn, ResponderResources: req.InitiatorDepth, InitiatorDepth: req.ResponderResources}
+	qpp := passiveParams(req, &offer, sgid)
+	r.c.params = &qpp
 	// As rdma_cm: an MRA, sent if the peer asks again before the consumer answers,
 	// gives the consumer up to mraServiceTimeout more.
 	_ = s.mgr.DelayMRA(id, mraServiceTimeout)
@@ -288,6 +295,12 @@ func (s *Service) deliver(l *Listener, r *Request) {
 // connection is established when the RTU arrives (Conn.WaitEstablished); the QP
 // takes the peer's traffic from now on. An error rejects the REQ.
 func (r *Request) Accept(qp *transport.QueuePair, p Param) (*Conn, error) {
+	return r.accept(qp, qp.QPN(), p)
+}
+
+// accept sends the REP for QP qpn, bringing qp up first unless it is nil (an
+// application-managed QP, AcceptQPN).
+func (r *Request) accept(qp *transport.QueuePair, qpn uint32, p Param) (*Conn, error) {
 	if err := p.check(MaxREPPrivateData); err != nil {
 		return nil, err
 	}
@@ -301,20 +314,24 @@ func (r *Request) Accept(qp *transport.QueuePair, p Param) (*Conn, error) {
 		return nil, c.err
 	}
 	now := time.Now()
-	rep := cm.REP{LocalQPN: qp.QPN(), StartingPSN: psn(),
+	rep := cm.REP{LocalQPN: qpn, StartingPSN: r.psn,
 		ResponderResources: resources(p.ResponderResources, r.req.InitiatorDepth),
 		InitiatorDepth:     resources(p.InitiatorDepth, r.req.ResponderResources),
 		TargetACKDelay:     CAACKDelay, EndToEndFlowControl: p.FlowControl, RNRRetryCount: cut7(p.RNRRetryCount), SRQ: p.SRQ}
 	copy(rep.PrivateData[:], p.PrivateData)
 	qpp := passiveParams(&r.req, &rep, c.sgid)
 	var err error
-	if qp.Type() != transport.QPT_RC {
+	switch {
+	case qp == nil:
+	case qp.Type() != transport.QPT_RC:
 		err = fmt.Errorf("rdmacm: QP 0x%x is %v; RDMA_PS_TCP connects RC QPs: %w", qp.QPN(), qp.Type(), ErrParam)
-	} else {
-		err = qpp.bringUp(qp)
+	default:
+		if err = qpp.bringUp(qp); err == nil {
+			c.qp = qp
+		}
 	}
 	if err == nil {
-		c.qp = qp
+		c.params = &qpp
 		err = s.mgr.Accept(now, c.id, rep)
 	}
 	if err != nil {

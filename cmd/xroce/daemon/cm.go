@@ -124,9 +124,13 @@ func (c *cmDevice) deliverOne(e rdmacm.Event) {
 	}
 	m := CMEventMsg{Cookie: id.cookie, Handle: id.handle, Event: uint32(e.Type), Local: cmAddr(id.local), Remote: cmAddr(id.remote)}
 	switch e.Type {
-	case rdmacm.EventEstablished:
-		if !id.passive { // the REP's (or SIDR_REP's) private data; a passive side gets none
-			putParam(&m.Param, e.Conn.PeerParam(), e.Conn.UD().QPN)
+	case rdmacm.EventEstablished, rdmacm.EventConnectResponse:
+		if !id.passive { // the REP's (or SIDR_REP's) private data and QPN; a passive side gets none
+			qpn := e.Conn.RemoteQPN()
+			if id.ps == rdmaPSUDP {
+				qpn = e.Conn.UD().QPN
+			}
+			putParam(&m.Param, e.Conn.PeerParam(), qpn)
 			m.QKey = e.Conn.UD().QKey
 		}
 		m.Local = cmAddr(e.Conn.LocalAddr())

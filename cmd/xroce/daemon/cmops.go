@@ -70,6 +70,12 @@ func (s *session) handleCM(op uint16, p []byte) (any, error) {
 			return nil, err
 		}
 		return nil, s.cmMigrate(c, &r)
+	case OpCMInitQPAttr:
+		var r CMInitQPAttrReq
+		if err := decode(p, &r); err != nil {
+			return nil, err
+		}
+		return s.cmInitQPAttr(c, &r)
 	}
 	var h Handle
 	if err := decode(p, &h); err != nil {
@@ -94,6 +100,13 @@ func (s *session) handleCM(op uint16, p []byte) (any, error) {
 		_ = id.conn.Disconnect()
 	case OpCMDestroyID:
 		c.destroy(id)
+	case OpCMEstablish:
+		if id.conn == nil {
+			return nil, fail(unix.EINVAL, "rdma_establish on an id that is not connecting")
+		}
+		if err := id.conn.Establish(); err != nil {
+			return nil, fail(unix.EINVAL, "%v", err)
+		}
 	}
 	return nil, nil
 }
@@ -294,9 +307,9 @@ func (s *session) cmListen(c *cmDevice, r *CMListenReq) (*CMAddr, error) {
 // cmConnect is rdma_connect (a new connection on the id's QP) or rdma_accept (the
 // id's connection request answered).
 func (s *session) cmConnect(c *cmDevice, op uint16, r *CMConnReq) error {
-	o := s.qps[r.QP]
-	if o == nil {
-		return fail(unix.EINVAL, "no QP %d in this session", r.QP)
+	qp, qpn, err := s.connQP(r)
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -305,20 +318,29 @@ func (s *session) cmConnect(c *cmDevice, op uint16, r *CMConnReq) error {
 		return err
 	}
 	if id.ps == rdmaPSUDP {
-		return c.resolveUD(id, op, o.qp.QPN(), &r.Param)
+		return c.resolveUD(id, op, qpn, &r.Param)
 	}
 	var conn *rdmacm.Conn
 	if op == OpCMAccept {
 		if id.req == nil {
 			return fail(unix.EINVAL, "rdma_accept on an id without a connection request")
 		}
-		conn, err = id.req.Accept(o.qp, r.Param.param())
+		if qp != nil {
+			conn, err = id.req.Accept(qp, r.Param.param())
+		} else {
+			conn, err = id.req.AcceptQPN(qpn, r.Param.param())
+		}
 		id.req = nil
 	} else {
 		if id.conn != nil || !id.remote.IsValid() {
 			return fail(unix.EINVAL, "rdma_connect needs a resolved, unconnected id")
 		}
-		conn, err = c.svc.Connect(o.qp, id.remote, r.Param.param(), rdmacm.DialOptions{Src: id.local.Addr(), TrafficClass: r.TOS})
+		o := rdmacm.DialOptions{Src: id.local.Addr(), TrafficClass: r.TOS}
+		if qp != nil {
+			conn, err = c.svc.Connect(qp, id.remote, r.Param.param(), o)
+		} else {
+			conn, err = c.svc.ConnectQPN(qpn, id.remote, r.Param.param(), o)
+		}
 	}
 	if err != nil {
 		return fail(unix.EINVAL, "%v", err)

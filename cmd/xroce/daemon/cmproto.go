@@ -22,6 +22,14 @@ const (
 	// (protocol version 5: rdma_migrate_id, and the library's synchronous ids, whose
 	// connection requests each get a channel of their own as librdmacm's do).
 	OpCMMigrateID uint16 = 39 // CMMigrateReq → no body
+
+	// Application-managed QPs (protocol version 6: rdma_init_qp_attr,
+	// rdma_establish; rdma_connect and rdma_accept with QP 0 name
+	// CMConnReq.Param.QPNum instead).
+	OpCMInitQPAttr uint16 = 40 // CMInitQPAttrReq → QPAttrMsg (QP 0; Mask the attributes given)
+	OpCMEstablish  uint16 = 41 // Handle → no body: the RTU after RDMA_CM_EVENT_CONNECT_RESPONSE
+	opFirstCMAppQP        = OpCMMigrateID
+	opLastCMAppQP         = OpCMEstablish
 )
 
 // CMAddr is an IP address and port (a struct sockaddr_in or _in6): Family is
@@ -67,6 +75,13 @@ type CMMigrateReq struct {
 	Channel uint32
 }
 
+// CMInitQPAttrReq asks for the attributes that move the id's QP to State (enum
+// ibv_qp_state: INIT, RTR or RTS), as rdma_init_qp_attr does.
+type CMInitQPAttrReq struct {
+	Handle uint32
+	State  uint32
+}
+
 // CMListenReq starts listening on an id's bound port (rdma_listen).
 type CMListenReq struct {
 	Handle  uint32
@@ -89,7 +104,8 @@ type CMParam struct {
 }
 
 // CMConnReq connects (rdma_connect) or accepts (rdma_accept) with a QP of the
-// session (RDMA_PS_UDP: a SIDR_REQ, or the SIDR_REP naming the QP); TOS is the
+// session (RDMA_PS_UDP: a SIDR_REQ, or the SIDR_REP naming the QP), or with QP 0 an
+// application-managed QP, Param.QPNum, which the daemon never modifies; TOS is the
 // id's RDMA_OPTION_ID_TOS.
 type CMConnReq struct {
 	Handle uint32

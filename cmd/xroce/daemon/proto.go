@@ -18,7 +18,7 @@ import (
 // non-zero status comes a UTF-8 message for people, after 0 the op's reply body.
 // docs/verbs-library.md describes the messages.
 const (
-	ProtoVersion = 5 // 2: work requests and completions on shared-memory rings; 3: UD and UC QPs (address handles, UD addresses in send slots, src_qp and GRH in CQEs, qkey); 4: shared receive queues; 5: OpCMMigrateID
+	ProtoVersion = 6 // 2: work requests and completions on shared-memory rings; 3: UD and UC QPs (address handles, UD addresses in send slots, src_qp and GRH in CQEs, qkey); 4: shared receive queues; 5: OpCMMigrateID; 6: application-managed QPs (OpCMInitQPAttr, OpCMEstablish)
 	HeaderSize   = 8
 	MaxMessage   = 4096 // header included
 	ReplyBit     = 0x8000
@@ -433,6 +433,7 @@ var Structs = map[string]any{
 	"xroce_cm_resolve":          CMResolveReq{},
 	"xroce_cm_listen":           CMListenReq{},
 	"xroce_cm_migrate":          CMMigrateReq{},
+	"xroce_cm_init_qp_attr":     CMInitQPAttrReq{},
 	"xroce_cm_param":            CMParam{},
 	"xroce_cm_conn":             CMConnReq{},
 	"xroce_cm_reject":           CMRejectReq{},

@@ -364,7 +364,7 @@ func (s *Server) handle(c *client, m []byte, fds []int) ([]byte, []int) {
 		closeAll(fds)
 		return errReply(h.Op, h.Seq, unix.EBADMSG, err.Error()), nil
 	}
-	if h.Op >= OpAllocPD && h.Op <= opLastSRQ || h.Op == OpCMMigrateID {
+	if h.Op >= OpAllocPD && h.Op <= opLastSRQ || h.Op >= opFirstCMAppQP && h.Op <= opLastCMAppQP {
 		return c.sess.handle(h.Op, h.Seq, p, fds)
 	}
 	closeAll(fds)

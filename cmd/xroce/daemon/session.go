@@ -278,7 +278,7 @@ func (s *session) handle(op uint16, seq uint32, p []byte, fds []int) ([]byte, []
 		}
 	default:
 		switch {
-		case op >= OpCMCreateID && op <= opLastCM, op == OpCMMigrateID:
+		case op >= OpCMCreateID && op <= opLastCM, op >= opFirstCMAppQP && op <= opLastCMAppQP:
 			body, err = s.handleCM(op, p)
 		case op >= OpCreateSRQ && op <= opLastSRQ:
 			body, err = s.handleSRQ(op, p)
