@@ -32,6 +32,7 @@ const (
 	CntRcvdICRCErr                   // rcvd_icrc_err: frames dropped for a bad ICRC
 	CntRcvdMalformed                 // rcvd_malformed: frames dropped as not decodable
 	CntRcvdUnknownQP                 // rcvd_unknown_qp: frames for no QP, a QP not ready, or from the wrong peer
+	CntRcvdBadDGID                   // rcvd_bad_dgid: frames to an address not in the GID table, dropped as rxe_chk_dgid drops them (rxe counts none)
 	CntGhostAck                      // ghost_ack: responses for PSNs never sent, ignored
 	CntStaleAck                      // stale_ack: ACKs and responses for PSNs already completed, ignored
 	CntImpliedNak                    // implied_nak: READ/atomic response gaps that made the requester retry
@@ -55,7 +56,7 @@ var CounterNames = [numCounters]string{
 	"rcvd_seq_err", "ack_deferred", "retry_exceeded_err", "retry_rnr_exceeded_err", "completer_retry_err",
 	"send_err", "link_downed", "rdma_sends", "rdma_recvs", "local_ack_timeout_err", "roce_adp_retrans",
 	"roce_slow_restart", "link_busy",
-	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "ghost_ack", "stale_ack",
+	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "rcvd_bad_dgid", "ghost_ack", "stale_ack",
 	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "rcvd_undersize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
 	"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "roce_tail_probe",
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -53,9 +54,12 @@ type Device struct {
 	busyPoll time.Duration
 
 	// receive
-	rxBatch [][]byte
-	rxPkt   roce.Packet
-	acks    []*QueuePair // QPs with an ACK to send after this receive batch
+	rxBatch  [][]byte
+	rxPkt    roce.Packet
+	looping  bool           // input takes looped-back frames (loopback.go)
+	dstTable *roce.GIDTable // the table dstOK was found in (ownDst)
+	dstOK    netip.Addr     // the last destination address found in it
+	acks     []*QueuePair   // QPs with an ACK to send after this receive batch
 
 	// transmit
 	txPkt     roce.Packet
@@ -312,6 +316,10 @@ func (d *Device) input(f []byte) {
 		}
 		return
 	}
+	if !d.looping && !d.ownDst(p.DstAddr()) {
+		d.counters.inc(CntRcvdBadDGID)
+		return
+	}
 	if p.BTH.Opcode == roce.CNP {
 		d.cnpReceived(p)
 		return
@@ -338,6 +346,26 @@ func (d *Device) input(f []byte) {
 		return
 	}
 	qp.resp.request(qp, p)
+}
+
+// ownDst says whether a received frame's destination address is one of the
+// device's GIDs, or a multicast address, as rdma_rxe requires before it takes a
+// frame in (rxe_chk_dgid in drivers/infiniband/sw/rxe/rxe_recv.c): a QP whose local
+// address went away receives nothing more, though its peer still sends. The last
+// address found is remembered with the table it was found in.
+func (d *Device) ownDst(a netip.Addr) bool {
+	t := d.gids.Load()
+	if t == d.dstTable && a == d.dstOK {
+		return true
+	}
+	if a.IsMulticast() {
+		return true
+	}
+	if _, ok := t.Find(roce.GIDFromAddr(a)); !ok {
+		return false
+	}
+	d.dstTable, d.dstOK = t, a
+	return true
 }
 
 // lendTx returns n bytes of the link's transmit memory for a frame of flow sport

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/transport"
@@ -67,5 +68,66 @@ func TestFollowAddrs(t *testing.T) {
 	}
 	if _, err := pd.CreateAH(transport.AddressHandle{DGID: roce.GIDFromAddr(addrB), SGIDIndex: 2}); err != nil {
 		t.Errorf("AH on the new address's slot: %v", err)
+	}
+}
+
+// TestRemovedAddressReceivesNothing: once its address leaves the interface (and
+// the GID table), a device drops the frames sent to it, as rdma_rxe's
+// rxe_chk_dgid does, counting them in rcvd_bad_dgid: an RDMA WRITE to it is not
+// executed and its sender times out and retries; when the address comes back (to
+// the same GID index) the retry lands. A QP whose address went cannot send.
+func TestRemovedAddressReceivesNothing(t *testing.T) {
+	c := defaults(pairConfig{})
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	link := &movingLink{PipeEnd: eb, addrs: []netip.Addr{addrB}}
+	p := &pair{t: t, clock: transport.NewFakeClock()}
+	p.a = p.newSide(ea, c, 1<<10)
+	p.b = p.newSideOn(eb, link, c, 1<<10)
+	p.connect(p.a, p.b, c, 0, 0)
+	p.connect(p.b, p.a, c, 0, 0)
+	write := func(wrid uint64, b byte) {
+		p.a.buf[0] = b
+		_, err := p.a.qp.PostSend(transport.SendWR{WRID: wrid, Opcode: transport.WR_RDMA_WRITE, SGList: sge(p.a, 0, 1),
+			RemoteAddr: p.b.mr.Addr(), RKey: p.b.mr.RKey(), Flags: transport.SendSignaled})
+		must(t, err)
+	}
+	write(1, 'x')
+	checkWC(t, p.waitWCs(p.a, 1, time.Second)[0], 1, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 1)
+
+	link.set()
+	if _, removed := p.b.dev.FollowAddrs(); len(removed) != 1 {
+		t.Fatalf("removed %v", removed)
+	}
+	write(2, 'y')
+	p.run(func() bool { return p.b.dev.Counters().Get(transport.CntRcvdBadDGID) > 0 }, time.Second)
+	p.run(func() bool { return p.a.dev.Counters().Get(transport.CntLocalAckTimeoutErr) > 0 }, time.Second)
+	if p.b.buf[0] != 'x' {
+		t.Fatalf("the WRITE to the removed address was executed: %q", p.b.buf[0])
+	}
+	link.set(addrB)
+	if added, _ := p.b.dev.FollowAddrs(); len(added) != 1 || added[0].Index != 1 {
+		t.Fatalf("added %v", added)
+	}
+	checkWC(t, p.waitWCs(p.a, 1, 10*time.Second)[0], 2, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 1)
+	if p.b.buf[0] != 'y' {
+		t.Errorf("the retried WRITE left %q", p.b.buf[0])
+	}
+
+	// A QP whose source address went sends nothing: its next WQE completes with
+	// IBV_WC_LOC_QP_OP_ERR and the QP goes to the error state, as rxe's cannot
+	// route from it.
+	link.set()
+	p.b.dev.FollowAddrs()
+	sent := p.b.dev.Counters().Get(transport.CntSentPkts)
+	_, err := p.b.qp.PostSend(transport.SendWR{WRID: 3, Opcode: transport.WR_RDMA_WRITE, SGList: sge(p.b, 0, 1),
+		RemoteAddr: p.a.mr.Addr(), RKey: p.a.mr.RKey(), Flags: transport.SendSignaled})
+	must(t, err)
+	checkWC(t, p.waitWCs(p.b, 1, time.Second)[0], 3, transport.WC_LOC_QP_OP_ERR, transport.WC_RDMA_WRITE, 0)
+	if st := p.b.qp.State(); st != transport.QPS_ERR {
+		t.Errorf("QP state %v, want ERR", st)
+	}
+	if n := p.b.dev.Counters().Get(transport.CntSentPkts); n != sent {
+		t.Errorf("%d frames sent from the removed address", n-sent)
 	}
 }

@@ -39,10 +39,12 @@ func (d *Device) inputLooped() bool {
 		return false
 	}
 	d.loop, d.loopIn = d.loopIn[:0], d.loop
+	d.looping = true // as rxe_chk_dgid passes RXE_LOOPBACK_MASK packets
 	for i, f := range d.loopIn {
 		d.input(f)
 		d.bufs = append(d.bufs, f[:cap(f)])
 		d.loopIn[i] = nil
 	}
+	d.looping = false
 	return true
 }

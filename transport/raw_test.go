@@ -649,11 +649,12 @@ func TestRNRProbeMultiPacket(t *testing.T) {
 	}
 }
 
-// TestForeignAddressDropped: an RC request from the QP's peer to another
-// destination IP than the QP's source GID, or from another source IP, is dropped
-// and counted as for an unknown QP, with no answer and nothing written (rdma_rxe
-// rxe_recv.c check_addr; xroce conform's wrong-dest-gid and spoofed-src-gid); the
-// same request correctly addressed is then acknowledged at the same PSN.
+// TestForeignAddressDropped: an RC request from the QP's peer to a destination IP
+// that is none of the device's GIDs is dropped before any QP sees it and counted
+// in rcvd_bad_dgid (rxe_recv.c rxe_chk_dgid); one from another source IP is
+// dropped and counted as for an unknown QP (check_addr); neither is answered nor
+// writes anything (xroce conform's wrong-dest-gid and spoofed-src-gid); the same
+// request correctly addressed is then acknowledged at the same PSN.
 func TestForeignAddressDropped(t *testing.T) {
 	r := newRaw(t, 1, 40, pairConfig{})
 	write := func(edit func(p *roce.Packet)) {
@@ -664,14 +665,15 @@ func TestForeignAddressDropped(t *testing.T) {
 			edit(p)
 		})
 	}
-	before := r.e.dev.Counters().Get(transport.CntRcvdUnknownQP)
+	c := r.e.dev.Counters()
+	unknown, badDGID, rcvd := c.Get(transport.CntRcvdUnknownQP), c.Get(transport.CntRcvdBadDGID), c.Get(transport.CntRcvdPkts)
 	write(func(p *roce.Packet) { p.IPv4.Dst = [4]byte{192, 0, 2, 1} })
 	write(func(p *roce.Packet) { p.IPv4.Src = [4]byte{192, 0, 2, 2} })
 	if out := r.step(); len(out) != 0 {
 		t.Fatalf("answered %v", summary(out))
 	}
-	if got := r.e.dev.Counters().Get(transport.CntRcvdUnknownQP); got != before+2 {
-		t.Errorf("dropped as unknown QP: %d, want %d", got, before+2)
+	if u, b, n := c.Get(transport.CntRcvdUnknownQP), c.Get(transport.CntRcvdBadDGID), c.Get(transport.CntRcvdPkts); u != unknown+1 || b != badDGID+1 || n != rcvd {
+		t.Errorf("rcvd_unknown_qp +%d, rcvd_bad_dgid +%d, rcvd_pkts +%d; want +1, +1, +0", u-unknown, b-badDGID, n-rcvd)
 	}
 	checkBytes(t, "memory", r.e.buf[:4], []byte{0, 0, 0, 0})
 	write(func(*roce.Packet) {})

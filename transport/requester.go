@@ -109,6 +109,13 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 			if qp.state != QPS_RTS || r.win.full(r.psn, r.compPSN) || (rdAt && r.rdInflight >= maxRd) {
 				break
 			}
+			if !d.ownDst(qp.local) {
+				// The QP's source address left the interface: rdma_rxe cannot route
+				// from it (rxe_xmit_packet fails) and completes the WQE with
+				// IBV_WC_LOC_QP_OP_ERR, the QP going to the error state.
+				w.status = WC_LOC_QP_OP_ERR
+				continue
+			}
 			w.assigned = true
 			w.firstPSN = r.psn
 			w.npkts = packets(w, qp.pmtu)

@@ -1016,11 +1016,40 @@ XROCE_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, 
 	return fail(ENOSYS);
 }
 
-/* rdma_migrate_id sends the id's events to channel from now on; NULL makes the id
- * synchronous with a channel of its own (EINVAL if it is already). A synchronous
- * id's old channel and pending event go. Unlike librdmacm, it does not wait for the
- * application to ack the id's events already on the old channel: those stay there
- * (and are skipped when read, as events of an id the channel no longer has). */
+/* move_events moves x's events that wait unread on channel from to channel to,
+ * as the kernel's rdma_migrate_id moves them (ucma_move_events): the waiting
+ * messages are read, x's written to to's other end, the rest back to from's, each
+ * in their order. */
+static void move_events(struct xcm_id *x, struct rdma_event_channel *from, struct rdma_event_channel *to)
+{
+	struct xroce_cm_event m;
+	int back = ((struct xcm_chan *)from)->peer, ahead = ((struct xcm_chan *)to)->peer;
+	struct xroce_cm_event *keep = NULL;
+	size_t n = 0, i;
+
+	while (recv(from->fd, &m, sizeof(m), MSG_DONTWAIT) == (ssize_t)sizeof(m)) {
+		if (m.cookie == (uintptr_t)x || (!m.cookie && m.handle == x->h)) {
+			if (write(ahead, &m, sizeof(m)) != (ssize_t)sizeof(m))
+				warnx("rdma_migrate_id: an event could not move to the new channel: %s", strerror(errno));
+			continue;
+		}
+		struct xroce_cm_event *k = realloc(keep, (n + 1) * sizeof(*k));
+		if (!k)
+			break;
+		keep = k;
+		keep[n++] = m;
+	}
+	for (i = 0; i < n; i++)
+		if (write(back, &keep[i], sizeof(keep[i])) != (ssize_t)sizeof(keep[i]))
+			warnx("rdma_migrate_id: an event of another id was lost: %s", strerror(errno));
+	free(keep);
+}
+
+/* rdma_migrate_id sends the id's events to channel from now on, those waiting
+ * unread on its old channel included; NULL makes the id synchronous with a channel
+ * of its own (EINVAL if it is already, as librdmacm). A synchronous id's old channel
+ * and pending event go. Unlike librdmacm, it does not wait for the application to
+ * ack the id's events it already read. */
 XROCE_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
 	struct xcm_id *x = to_id(id);
@@ -1043,6 +1072,7 @@ XROCE_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channe
 			return fail(ret);
 		}
 	}
+	move_events(x, id->channel, ch);
 	if (x->sync) {
 		if (id->event) {
 			rdma_ack_cm_event(id->event);

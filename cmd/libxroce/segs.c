@@ -28,14 +28,19 @@
  * Regions on the same pages share it; refs counts them. */
 struct seg {
 	uintptr_t start, len;
-	int fd;
+	int fd; /* -1 once retired past the revivable ones */
 	int refs;
 	int forking; /* on the stack of the thread that is forking: private until it returns */
+	ino_t ino;   /* the memfd's, to know its mapping (still_mapped) */
 	struct seg *next;
 };
 
 static pthread_mutex_t segs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg *segs;
+/* Segments no region uses any more: their pages stay on the memfd (moving them back
+ * at deregistration would lose what other threads write to those pages meanwhile)
+ * until a fork gives the child private copies of them (fork_child). */
+static struct seg *retired;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 int seg_fd(const struct seg *g)
@@ -191,6 +196,91 @@ static int replace_stack_pages(uintptr_t s, size_t len, int fd)
 	return away.err;
 }
 
+/* read_maps returns /proc/self/maps, NUL-terminated (free it), or NULL. */
+static char *read_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char *buf = NULL;
+	size_t n = 0, len = 0;
+
+	if (!f)
+		return NULL;
+	for (;;) {
+		if (n - len < 4096) {
+			char *nb = realloc(buf, n = n ? 2 * n : 65536);
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				return NULL;
+			}
+			buf = nb;
+		}
+		size_t k = fread(buf + len, 1, n - len - 1, f);
+		if (!k)
+			break;
+		len += k;
+	}
+	fclose(f);
+	buf[len] = 0;
+	return buf;
+}
+
+/* still_mapped says whether maps (read_maps) has the pages [start, start+len) as
+ * one mapping of g's memfd (its inode): not when the application unmapped them, or
+ * mapped something else there, or part of them. */
+static int still_mapped(const char *maps, const struct seg *g)
+{
+	const char *l;
+	unsigned long lo, hi, ino;
+
+	for (l = maps; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		if (sscanf(l, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) == 3 && lo == g->start)
+			return hi == g->start + g->len && ino == (unsigned long)g->ino;
+	return 0;
+}
+
+/* prune_retired forgets the retired segments whose pages are no longer their
+ * memfd's mapping (unmapped, or mapped anew), and those made private at a fork;
+ * segs_lock is held. */
+static void prune_retired(void)
+{
+	struct seg **pp = &retired, *g;
+	char *maps;
+
+	if (!retired)
+		return;
+	maps = read_maps();
+	while ((g = *pp))
+		if (maps && still_mapped(maps, g) && !g->forking) {
+			pp = &g->next;
+		} else {
+			*pp = g->next;
+			if (g->fd >= 0)
+				close(g->fd);
+			free(g);
+		}
+	free(maps);
+}
+
+/* revive takes back the retired segment holding the page at p, whose pages are
+ * still its memfd's, for a new registration: no copy of the pages (which would lose
+ * what other threads write to them meanwhile). NULL when there is none; segs_lock is
+ * held, prune_retired ran. */
+static struct seg *revive(uintptr_t p)
+{
+	struct seg **pp, *g;
+
+	for (pp = &retired; (g = *pp); pp = &g->next)
+		if (p >= g->start && p < g->start + g->len && g->fd >= 0) {
+			*pp = g->next;
+			g->refs = 1;
+			g->next = segs;
+			segs = g;
+			return g;
+		}
+	return NULL;
+}
+
 /* fork_prepare (the parent, before the fork) gives the forking thread's own stack
  * segments private copies, so that the frames both processes write as soon as the
  * fork returns are each their own. segs_lock stays held through the fork. */
@@ -202,6 +292,10 @@ static void fork_prepare(void)
 	for (g = segs; g; g = g->next)
 		if ((g->forking = on_own_stack(g->start, g->start + g->len)) && replace_stack_pages(g->start, g->len, -1))
 			g->forking = 0; /* no copy: the pages stay shared */
+	prune_retired();
+	for (g = retired; g; g = g->next) /* the forking thread's: private for good (no daemon maps them) */
+		if (on_own_stack(g->start, g->start + g->len) && !replace_stack_pages(g->start, g->len, -1))
+			g->forking = 1;
 }
 
 /* fork_parent moves the forking thread's stack segments back onto their memfds,
@@ -216,6 +310,7 @@ static void fork_parent(void)
 			warnx("fork: a registered region on this thread's stack could not be shared again with the daemon "
 			      "(%s): the daemon no longer sees its writes",
 			      strerror(err));
+	prune_retired(); /* the retired ones made private above are anonymous memory again */
 	pthread_mutex_unlock(&segs_lock);
 }
 
@@ -227,6 +322,9 @@ static void fork_child(void)
 	struct seg *g;
 
 	for (g = segs; g; g = g->next)
+		if (!g->forking)
+			replace_pages(g->start, g->len, -1);
+	for (g = retired; g; g = g->next)
 		if (!g->forking)
 			replace_pages(g->start, g->len, -1);
 	pthread_mutex_unlock(&segs_lock);
@@ -281,9 +379,15 @@ static struct seg *seg_new(uintptr_t s, uintptr_t e, int *err)
 	*err = on_own_stack(s, e) ? replace_stack_pages(s, len, fd) : replace_pages(s, len, fd);
 	if (*err)
 		goto fail;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		*err = errno;
+		goto fail;
+	}
 	g->start = s;
 	g->len = len;
 	g->fd = fd;
+	g->ino = st.st_ino;
 	g->refs = 1;
 	g->next = segs;
 	segs = g;
@@ -313,6 +417,7 @@ int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_m
 	pthread_once(&init_once, segs_init);
 	*n = 0;
 	pthread_mutex_lock(&segs_lock);
+	prune_retired();
 	while (p < e && !err) {
 		if (*n == XROCE_MR_PIECES) {
 			warnx("ibv_reg_mr: the pages [%#lx, %#lx) lie on more than %d earlier registrations' pages",
@@ -322,7 +427,7 @@ int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_m
 		}
 		if ((g = seg_at(p))) {
 			g->refs++;
-		} else if (!(g = seg_new(p, seg_gap_end(p, e), &err))) {
+		} else if (!(g = revive(p)) && !(g = seg_new(p, seg_gap_end(p, e), &err))) {
 			break;
 		}
 		end = g->start + g->len < e ? g->start + g->len : e;
@@ -339,26 +444,15 @@ int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_m
 	return err;
 }
 
-/* still_mapped says whether the pages [start, start+len) are still one mapping of
- * g's memfd (proc(5): /proc/self/map_files names each mapping by its range); not
- * when the application unmapped them, or mapped something else there. */
-static int still_mapped(const struct seg *g)
-{
-	char path[64];
-	struct stat a, b;
-
-	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)g->start,
-		 (unsigned long)(g->start + g->len));
-	return !stat(path, &a) && !fstat(g->fd, &b) && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-}
-
-/* seg_put drops a region's reference; the last one forgets the segment, and its
- * pages go back to private anonymous memory, as they were before the registration
- * (a fork then copies them for the child; left on the memfd they would stay shared
- * with it). */
+/* seg_put drops a region's reference; the last one retires the segment: its pages
+ * stay on the memfd, the application's memory; a later registration of them takes
+ * it back (revive), and a fork gives the child private copies of them as of a live
+ * segment's. The memfds of the newest maxRevivable retired segments stay open. */
 void seg_put(struct seg *g)
 {
+	enum { maxRevivable = 64 };
 	struct seg **pp;
+	int n = 0;
 
 	pthread_mutex_lock(&segs_lock);
 	if (--g->refs == 0) {
@@ -367,14 +461,14 @@ void seg_put(struct seg *g)
 				*pp = g->next;
 				break;
 			}
-		if (still_mapped(g)) {
-			if (on_own_stack(g->start, g->start + g->len))
-				replace_stack_pages(g->start, g->len, -1);
-			else
-				replace_pages(g->start, g->len, -1);
-		}
-		close(g->fd);
-		free(g);
+		g->forking = 0;
+		g->next = retired;
+		retired = g;
+		for (g = retired; g; g = g->next)
+			if (g->fd >= 0 && ++n > maxRevivable) {
+				close(g->fd);
+				g->fd = -1;
+			}
 	}
 	pthread_mutex_unlock(&segs_lock);
 }

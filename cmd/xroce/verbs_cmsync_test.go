@@ -104,3 +104,26 @@ func TestVerbsRdmaServerClient(t *testing.T) {
 func TestVerbsUcmatoseMigrate(t *testing.T) {
 	cmatoseTest(t, "ucmatose", "-c", "2", "-m")
 }
+
+// TestVerbsMigratePending: rdma_migrate_id moves the id's events that wait unread
+// on its old channel to the new one, as the kernel's does (ucma_move_events): a
+// client connects to an rping server on an event channel, leaves the ESTABLISHED
+// event unread, migrates the id, and reads ESTABLISHED on the new channel, then
+// DISCONNECTED there (testdata/cmsync.c migrate). Before, the event stayed behind
+// and an application waiting on the new channel waited for ever.
+func TestVerbsMigratePending(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/cmsync.c", "-lrdmacm")
+	_, sdone := cmServer(t, p, "rping", "-s", "-a", p.n.IPA.String(), "-p", "7301")
+	_, out, done := app(t, p.n.NsB, p.dirB, prog, "migrate", p.n.IPA.String(), "7301")
+	want := "after the migration: RDMA_CM_EVENT_ESTABLISHED on the new channel\nafter the disconnect: RDMA_CM_EVENT_DISCONNECTED\n"
+	if err := wait(t, "migrate", done, out, 30*time.Second); err != nil || out.String() != want {
+		t.Errorf("migrate: %v\n%s\nwant:\n%s", err, out.String(), want)
+	}
+	select { // the server ends when its client goes
+	case <-sdone:
+	case <-time.After(10 * time.Second):
+		t.Error("rping server still running 10 s after its client disconnected")
+	}
+}

@@ -7,13 +7,18 @@
  *                             "ping K" on each and answers "pong K"
  *   cmsync client ADDR PORT K connects, sends "ping K", expects "pong K"
  *   cmsync refused ADDR PORT  connects where nothing listens
+ *   cmsync migrate ADDR PORT  connects on an event channel, leaves the
+ *                             ESTABLISHED event unread, migrates the id to a new
+ *                             channel and reads it there (then disconnects)
  *
  * Each step prints one line; any failure prints why and exits 1.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
@@ -179,6 +184,50 @@ static void refused(const char *addr, const char *port)
 	rdma_destroy_ep(id);
 }
 
+/* next_event waits up to 5 s for an event on ch and returns its type, or -1. */
+static int next_event(struct rdma_event_channel *ch)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *e;
+	int t;
+
+	if (poll(&p, 1, 5000) != 1 || rdma_get_cm_event(ch, &e))
+		return -1;
+	t = e->event;
+	rdma_ack_cm_event(e);
+	return t;
+}
+
+static void migrate(const char *addr, const char *port)
+{
+	struct rdma_addrinfo *res = lookup(addr, port, 0);
+	struct rdma_event_channel *ch = rdma_create_event_channel(), *ch2 = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	struct ibv_qp_init_attr a;
+	int t;
+
+	if (!ch || !ch2 || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, res->ai_dst_addr, 2000) || next_event(ch) != RDMA_CM_EVENT_ADDR_RESOLVED ||
+	    rdma_resolve_route(id, 2000) || next_event(ch) != RDMA_CM_EVENT_ROUTE_RESOLVED)
+		die("resolving");
+	caps(&a);
+	a.qp_type = IBV_QPT_RC;
+	if (rdma_create_qp(id, NULL, &a) || rdma_connect(id, NULL))
+		die("rdma_connect");
+	usleep(500000); /* the ESTABLISHED event comes, and waits on ch */
+	if (rdma_migrate_id(id, ch2))
+		die("rdma_migrate_id");
+	t = next_event(ch2);
+	printf("after the migration: %s on the new channel\n", t < 0 ? "nothing" : rdma_event_str(t));
+	if (rdma_disconnect(id))
+		die("rdma_disconnect");
+	t = next_event(ch2);
+	printf("after the disconnect: %s\n", t < 0 ? "nothing" : rdma_event_str(t));
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_freeaddrinfo(res);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -188,8 +237,10 @@ int main(int argc, char **argv)
 		client(argv[2], argv[3], argv[4]);
 	else if (argc == 4 && !strcmp(argv[1], "refused"))
 		refused(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "migrate"))
+		migrate(argv[2], argv[3]);
 	else {
-		fprintf(stderr, "usage: cmsync server|refused ADDR PORT | cmsync client ADDR PORT K\n");
+		fprintf(stderr, "usage: cmsync server|refused|migrate ADDR PORT | cmsync client ADDR PORT K\n");
 		return 2;
 	}
 	return 0;
