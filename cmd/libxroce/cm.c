@@ -36,7 +36,8 @@ struct xcm_id {
 	struct xctx *xc; /* the session the id is bound to; NULL before */
 	uint32_t h;      /* the daemon's handle */
 	uint8_t tos;
-	int sync; /* created without a channel: id.channel is its own, each call waits for its event */
+	int sync;      /* created without a channel: id.channel is its own, each call waits for its event */
+	int listening; /* rdma_listen succeeded */
 	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep's, for rdma_get_request (passive ids) */
 	struct xcm_id *next;
 };
@@ -251,9 +252,8 @@ static struct xcm_id *new_id(struct rdma_event_channel *channel, void *context, 
 XROCE_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
 				enum rdma_port_space ps)
 {
-	struct xcm_id *x;
-
 	struct rdma_event_channel *own = NULL;
+	struct xcm_id *x;
 
 	if (!id)
 		return fail(EINVAL);
@@ -462,6 +462,7 @@ XROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if ((ret = ctx_call(x->xc, XROCE_OP_CM_LISTEN, &req, sizeof(req), &r, sizeof(r))))
 		return fail(ret);
 	from_cm_addr(&id->route.addr.src_storage, &r);
+	x->listening = 1;
 	return 0;
 }
 
@@ -519,7 +520,6 @@ XROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *con
 XROCE_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	int ud = id && id->ps == RDMA_PS_UDP;
-
 	struct xcm_id *x = to_id(id);
 
 	if (conn_op(id, conn_param, XROCE_OP_CM_ACCEPT, ud ? 136 : 196))
@@ -1101,6 +1101,10 @@ XROCE_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id *
 
 	if (!l || !id || !l->sync)
 		return fail(EINVAL);
+	if (!l->listening) { /* librdmacm would wait for ever for a request that never comes */
+		warnx("rdma_get_request on an id that does not listen: call rdma_listen on it first");
+		return fail(EINVAL);
+	}
 	if (listen->event) {
 		rdma_ack_cm_event(listen->event);
 		listen->event = NULL;

@@ -370,6 +370,7 @@ static struct seg *seg_new(uintptr_t s, uintptr_t e, int *err)
 	struct seg *g = calloc(1, sizeof(*g));
 	size_t len = e - s;
 	int fd = memfd_create("xroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	struct stat st;
 
 	if (!g || fd < 0 || ftruncate(fd, len) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
@@ -379,7 +380,6 @@ static struct seg *seg_new(uintptr_t s, uintptr_t e, int *err)
 	*err = on_own_stack(s, e) ? replace_stack_pages(s, len, fd) : replace_pages(s, len, fd);
 	if (*err)
 		goto fail;
-	struct stat st;
 	if (fstat(fd, &st) < 0) {
 		*err = errno;
 		goto fail;

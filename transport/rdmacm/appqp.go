@@ -38,14 +38,19 @@ func (p *qpParams) attrs(state transport.QPState) (transport.QPAttr, transport.Q
 // QPAttrs returns the attributes and mask for moving the connection's QP to state
 // (INIT, RTR or RTS; rdma_init_qp_attr): on the passive side from the connection
 // request on, with the REQ's path and PSN, this side's own PSN (which the REP will
-// carry) and the resources the REQ offered; on the active side once the REP came
-// (EventConnectResponse). ErrParam for another state, ErrQPState before the REP.
+// carry) and the resources the REQ offered; on the active side INIT's from the REQ
+// on, RTR's and RTS's once the REP came (EventConnectResponse). ErrParam for
+// another state, ErrQPState for RTR or RTS before the REP.
 func (c *Conn) QPAttrs(state transport.QPState) (transport.QPAttr, transport.QPAttrMask, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	switch {
 	case state != transport.QPS_INIT && state != transport.QPS_RTR && state != transport.QPS_RTS:
 		return transport.QPAttr{}, 0, fmt.Errorf("rdmacm: QP attributes are given for INIT, RTR and RTS, not %v: %w", state, ErrParam)
+	case c.params == nil && state == transport.QPS_INIT: // ib_cm answers INIT in REQ_SENT too
+		p := qpParams{respRes: c.id.REQ().ResponderResources}
+		a, m := p.attrs(state)
+		return a, m, nil
 	case c.params == nil:
 		return transport.QPAttr{}, 0, fmt.Errorf("rdmacm: no QP attributes before the peer's REP (RDMA_CM_EVENT_CONNECT_RESPONSE): %w", transport.ErrQPState)
 	}
@@ -86,8 +91,7 @@ func (c *Conn) Establish() error {
 		c.end(err)
 		return err
 	}
-	c.isEstab = true
-	close(c.established)
+	c.markEstablished()
 	c.s.kick()
 	return nil
 }

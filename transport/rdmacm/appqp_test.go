@@ -56,7 +56,11 @@ func TestAppManagedQP(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, _, err := ca.QPAttrs(transport.QPS_RTR); !errors.Is(err, transport.ErrQPState) {
-		t.Errorf("client's attributes before the REP: %v, want ErrQPState", err)
+		t.Errorf("client's RTR attributes before the REP: %v, want ErrQPState", err)
+	}
+	if a, m, err := ca.QPAttrs(transport.QPS_INIT); err != nil || m != transport.QP_STATE|transport.QP_ACCESS_FLAGS|transport.QP_PKEY_INDEX|transport.QP_PORT ||
+		a.AccessFlags != transport.AccessRemoteWrite|transport.AccessRemoteRead|transport.AccessRemoteAtomic {
+		t.Errorf("client's INIT attributes before the REP: %+v %v %v", a, m, err)
 	}
 	req, err := l.Accept(ctx5(t))
 	if err != nil {

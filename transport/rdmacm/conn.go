@@ -147,14 +147,22 @@ func (c *Conn) closeLocked(now time.Time, err error) {
 	c.end(err)
 }
 
-// setEstablished marks the connection established; s.mu is held.
+// setEstablished marks the connection established and reports it; s.mu is held.
 func (c *Conn) setEstablished() {
+	if c.markEstablished() {
+		c.s.emit(Event{Type: EventEstablished, Conn: c})
+	}
+}
+
+// markEstablished marks the connection established, unless it is already or has
+// ended, and says whether it did; s.mu is held.
+func (c *Conn) markEstablished() bool {
 	if c.ended || c.isEstab {
-		return
+		return false
 	}
 	c.isEstab = true
 	close(c.established)
-	c.s.emit(Event{Type: EventEstablished, Conn: c})
+	return true
 }
 
 // report tells OnEvent how the connection ended, once (a failure, or

@@ -139,8 +139,8 @@ func (s *session) cmCreateID(c *cmDevice, r *CMCreateIDReq) (*Handle, error) {
 
 // cmMigrate points an id's events at another of the session's channels: the
 // events delivered after it returns go there (deliver writes under c.mu); those
-// already written stay on the old channel, as the kernel's rdma_migrate_id leaves
-// the events reported before it.
+// already written wait on the old channel, from which the library's
+// rdma_migrate_id moves the id's to the new one (cm.c move_events).
 func (s *session) cmMigrate(c *cmDevice, r *CMMigrateReq) error {
 	ch := s.chans[r.Channel]
 	if ch == nil {

@@ -6,7 +6,8 @@
  *                             twice), accepts them in reverse order, receives
  *                             "ping K" on each and answers "pong K"
  *   cmsync client ADDR PORT K connects, sends "ping K", expects "pong K"
- *   cmsync refused ADDR PORT  connects where nothing listens
+ *   cmsync refused ADDR PORT  connects where nothing listens, then asks the id
+ *                             (not listening) for a request
  *   cmsync migrate ADDR PORT  connects on an event channel, leaves the
  *                             ESTABLISHED event unread, migrates the id to a new
  *                             channel and reads it there (then disconnects)
@@ -178,9 +179,13 @@ static void refused(const char *addr, const char *port)
 	if (rdma_create_ep(&id, res, NULL, &a))
 		die("rdma_create_ep");
 	rdma_freeaddrinfo(res);
+	struct rdma_cm_id *req;
+
 	ret = rdma_connect(id, NULL);
 	printf("rdma_connect %d %s, %s status %d\n", ret, strerror(errno), rdma_event_str(id->event->event),
 	       id->event->status);
+	ret = rdma_get_request(id, &req); /* not listening: an error, not a wait for ever */
+	printf("rdma_get_request %d %s\n", ret, strerror(errno));
 	rdma_destroy_ep(id);
 }
 
