@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -63,6 +64,7 @@ type mrTable struct {
 	regions []*MemoryRegion       // index → region (nil when free); index 0 is never used
 	chosen  map[int]*MemoryRegion // regions registered with a chosen key beyond regions
 	keyGen  uint8
+	gen     atomic.Uint64 // deregistrations so far: a poster's mrCache is good while it stays
 }
 
 // Errors of memory registration.
@@ -174,6 +176,7 @@ func (mr *MemoryRegion) Dereg() error {
 		return ErrMRInvalid
 	}
 	mr.valid = false
+	t.gen.Add(1)
 	if idx := int(mr.lkey >> 8); t.chosen[idx] == mr {
 		delete(t.chosen, idx)
 	} else {

@@ -148,3 +148,44 @@ func TestChosenKeys(t *testing.T) {
 		t.Errorf("index free again after Dereg: %v", err)
 	}
 }
+
+// TestPostResolvesAfterDereg: a send WR's region is remembered from the last post
+// (mrCache); once the region is deregistered its lkey is refused
+// (IBV_WC_LOC_PROT_ERR) on the very next post, as is a range past the end of a
+// remembered region, and posts alternating between two regions place each one's
+// bytes.
+func TestPostResolvesAfterDereg(t *testing.T) {
+	write := func(id uint64, sg []transport.SGE, b *side, off int) transport.SendWR {
+		return transport.SendWR{WRID: id, Opcode: transport.WR_RDMA_WRITE, SGList: sg, Flags: transport.SendSignaled,
+			RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey()}
+	}
+	t.Run("deregistered", func(t *testing.T) {
+		p := newPair(t, pairConfig{})
+		a, b := p.a, p.b
+		other := make([]byte, 128)
+		fill(other, 2)
+		mr, err := a.pd.RegMR(other, transport.AccessLocalWrite)
+		must(t, err)
+		otherSG := []transport.SGE{{Addr: mr.Addr(), Length: 128, LKey: mr.LKey()}}
+		fill(a.buf[:192], 1)
+		for i, w := range []transport.SendWR{write(1, sge(a, 0, 64), b, 0), write(2, otherSG, b, 64), write(3, sge(a, 64, 64), b, 192)} {
+			must(t, postSend(a, w))
+			checkWC(t, p.waitWCs(a, 1, time.Second)[0], uint64(i+1), transport.WC_SUCCESS, transport.WC_RDMA_WRITE, -1)
+		}
+		checkBytes(t, "first region", b.buf[:64], a.buf[:64])
+		checkBytes(t, "second region", b.buf[64:192], other)
+		checkBytes(t, "first region again", b.buf[192:256], a.buf[64:128])
+		// a.mr is the remembered region now.
+		must(t, a.mr.Dereg())
+		must(t, postSend(a, write(4, sge(a, 0, 64), b, 0)))
+		checkWC(t, p.waitWCs(a, 1, time.Second)[0], 4, transport.WC_LOC_PROT_ERR, transport.WC_RDMA_WRITE, -1)
+	})
+	t.Run("past the end", func(t *testing.T) {
+		p := newPair(t, pairConfig{})
+		a, b := p.a, p.b
+		must(t, postSend(a, write(1, sge(a, 0, 64), b, 0)))
+		checkWC(t, p.waitWCs(a, 1, time.Second)[0], 1, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, -1)
+		must(t, postSend(a, write(2, sge(a, len(a.buf)-8, 16), b, 0)))
+		checkWC(t, p.waitWCs(a, 1, time.Second)[0], 2, transport.WC_LOC_PROT_ERR, transport.WC_RDMA_WRITE, -1)
+	})
+}

@@ -93,7 +93,7 @@ func (qp *QueuePair) postSend(wr *SendWR) error {
 		}
 		w.sg.segs = append(w.sg.segs[:0], w.inline)
 		w.sg.total = len(w.inline)
-	} else if !qp.dev.resolve(wr.SGList, qp.pd, need, &w.sg) {
+	} else if !qp.dev.resolveCached(wr.SGList, qp.pd, need, &w.sg, &qp.sendMR) {
 		w.status = WC_LOC_PROT_ERR
 	}
 	qp.pendSQ = append(qp.pendSQ, w)

@@ -52,6 +52,7 @@ type QueuePair struct {
 	// posting (post.go)
 	postMu sync.Mutex // guards pendSQ, pendRQ and the pools
 	pendSQ []*sendWQE // posted, not yet taken in by the engine
+	sendMR mrCache    // the region of the last send WR's SGE
 	pendRQ []*recvWQE
 	sqPool []*sendWQE
 	rqPool []*recvWQE

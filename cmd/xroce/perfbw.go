@@ -197,11 +197,14 @@ func (r *bwRun) finished() bool {
 // signaled, and the last of the run (signaled).
 func (r *bwRun) post() error {
 	list, depth := r.c.o.postList, r.c.o.txDepth
+	if !r.deadline.IsZero() && !time.Now().Before(r.deadline) {
+		return nil // -D's time is up: one clock read a call, not one a work request
+	}
 	for i, qp := range r.c.qps {
 		for {
 			r.batch = r.batch[:0]
 			for r.posted[i]+len(r.batch)+list <= r.iters && r.posted[i]+len(r.batch)+list-r.completed[i] <= depth &&
-				(r.deadline.IsZero() || time.Now().Before(r.deadline)) && (list == 1 || len(r.batch) == 0) {
+				(list == 1 || len(r.batch) == 0) {
 				for j := 0; j < list; j++ {
 					wr := r.wrs[i]
 					wr.WRID = wrID(i, uint64(r.posted[i]+len(r.batch)))

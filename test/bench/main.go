@@ -104,8 +104,9 @@ func run() int {
 	}
 	b.plan = buildPlan(*scale, libNote == "", lossNote == "")
 	if *only != "" {
+		prefixes := onlyPrefixes(*only)
 		b.plan = slices.DeleteFunc(b.plan, func(m measurement) bool {
-			return !slices.ContainsFunc(strings.Split(*only, ","), func(p string) bool { return strings.HasPrefix(m.key, p) })
+			return !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(m.key, p) })
 		})
 		if len(b.plan) == 0 {
 			fmt.Fprintf(os.Stderr, "bench: -only %q: no measurement's key starts with it\n", *only)
@@ -298,4 +299,16 @@ func brief(r result) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// onlyPrefixes splits -only's comma-separated key prefixes, trimmed; an empty one
+// (a trailing comma) is left out, or it would select every measurement.
+func onlyPrefixes(s string) []string {
+	var ps []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }

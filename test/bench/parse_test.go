@@ -244,3 +244,14 @@ func TestPlanPairs(t *testing.T) {
 		t.Errorf("raw rtt ppoll at %d, xdp write_lat at %d: want the busy-poll round trip between them only", a, b)
 	}
 }
+
+// TestOnlyPrefixes: -only's empty elements (a trailing comma) select nothing.
+func TestOnlyPrefixes(t *testing.T) {
+	got := onlyPrefixes("xdp write 64, raw pps 64,,")
+	if len(got) != 2 || got[0] != "xdp write 64" || got[1] != "raw pps 64" {
+		t.Fatalf("onlyPrefixes = %q", got)
+	}
+	if got := onlyPrefixes(","); len(got) != 0 {
+		t.Fatalf("onlyPrefixes(\",\") = %q, want none", got)
+	}
+}
