@@ -149,8 +149,8 @@ func TestChosenKeys(t *testing.T) {
 	}
 }
 
-// TestPostResolvesAfterDereg: a send WR's region is remembered from the last post
-// (mrCache); once the region is deregistered its lkey is refused
+// TestPostResolvesAfterDereg: a send or receive WR's region is remembered from the
+// last post (mrCache); once the region is deregistered its lkey is refused
 // (IBV_WC_LOC_PROT_ERR) on the very next post, as is a range past the end of a
 // remembered region, and posts alternating between two regions place each one's
 // bytes.
@@ -179,6 +179,26 @@ func TestPostResolvesAfterDereg(t *testing.T) {
 		must(t, a.mr.Dereg())
 		must(t, postSend(a, write(4, sge(a, 0, 64), b, 0)))
 		checkWC(t, p.waitWCs(a, 1, time.Second)[0], 4, transport.WC_LOC_PROT_ERR, transport.WC_RDMA_WRITE, -1)
+	})
+	t.Run("receive", func(t *testing.T) {
+		p := newPair(t, pairConfig{})
+		a, b := p.a, p.b
+		recv := func(id uint64) {
+			_, err := b.qp.PostRecv(transport.RecvWR{WRID: id, SGList: sge(b, 0, 64)})
+			must(t, err)
+		}
+		send := transport.SendWR{WRID: 1, Opcode: transport.WR_SEND, Flags: transport.SendSignaled, SGList: sge(a, 0, 64)}
+		fill(a.buf[:64], 3)
+		recv(1)
+		must(t, postSend(a, send))
+		checkWC(t, p.waitWCs(b, 1, time.Second)[0], 1, transport.WC_SUCCESS, transport.WC_RECV, 64)
+		checkBytes(t, "received", b.buf[:64], a.buf[:64])
+		p.waitWCs(a, 1, time.Second)
+		must(t, b.mr.Dereg())
+		recv(2)
+		send.WRID = 2
+		must(t, postSend(a, send))
+		checkWC(t, p.waitWCs(b, 1, time.Second)[0], 2, transport.WC_LOC_PROT_ERR, transport.WC_RECV, -1)
 	})
 	t.Run("past the end", func(t *testing.T) {
 		p := newPair(t, pairConfig{})

@@ -126,7 +126,7 @@ func (qp *QueuePair) PostRecv(wrs ...RecvWR) (int, error) {
 		}
 		r := qp.newRecvWQE()
 		r.wrid = wr.WRID
-		if !qp.dev.resolve(wr.SGList, qp.pd, AccessLocalWrite, &r.sg) {
+		if !qp.dev.resolveCached(wr.SGList, qp.pd, AccessLocalWrite, &r.sg, &qp.recvMR) {
 			r.sg.total = -1 // marks a protection error, reported when used
 		}
 		qp.pendRQ = append(qp.pendRQ, r)

@@ -50,10 +50,11 @@ type QueuePair struct {
 	fatal     bool // lost a completion to a CQ overrun: to ERR at the end of the pass
 
 	// posting (post.go)
-	postMu sync.Mutex // guards pendSQ, pendRQ and the pools
+	postMu sync.Mutex // guards pendSQ, pendRQ, the pools and the MR caches
 	pendSQ []*sendWQE // posted, not yet taken in by the engine
-	sendMR mrCache    // the region of the last send WR's SGE
 	pendRQ []*recvWQE
+	sendMR mrCache // the regions of the last send and receive WRs' SGEs
+	recvMR mrCache
 	sqPool []*sendWQE
 	rqPool []*recvWQE
 	sqUsed atomic.Int32 // send WQEs posted and not completed (max_send_wr)
