@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,16 +91,20 @@ func TestConformSelf(t *testing.T) {
 // order) and how it ended.
 func checkResponderRuns(t *testing.T, results []conform.Result) {
 	t.Helper()
-	want := map[string]struct{ psns, end string }{
+	want := map[string]struct{ psns, end, again string }{
 		// Five WRITEs; the first timeout halves xroce's window (still five
 		// packets of 64 B), the later ones drop it to one packet (transport/
 		// cwnd.go timeout), so six more retries resend +0 alone: 1 + retry_cnt
 		// (7) passes, and the WR fails.
-		"resp-retry-exhausted": {"0 1 2 3 4 0 1 2 3 4 0 0 0 0 0 0", "IBV_WC_RETRY_EXC_ERR"},
+		"resp-retry-exhausted": {"0 1 2 3 4 0 1 2 3 4 0 0 0 0 0 0", "IBV_WC_RETRY_EXC_ERR", ""},
 		// Five WRITEs lost, a ghost ACK ignored, all five again after the timeout.
-		"resp-ghost-ack": {"0 1 2 3 4 0 1 2 3 4", ""},
-		// Five 4-packet READ requests, then again from the gap at +1.
-		"resp-read-gap": {"0 4 8 12 16 1 4 8 12 16", ""},
+		"resp-ghost-ack": {"0 1 2 3 4 0 1 2 3 4", "", ""},
+		// Five 4-packet READ requests, then again from the gap at +1. On a
+		// starved CPU the adaptive retransmit timer (which spends no retry_cnt,
+		// transport/requester.go) may fire before the answers to that pass are
+		// taken in, and ask from +1 again: seen once under a loaded make test.
+		// Such a pass may only repeat the go-back's PSNs.
+		"resp-read-gap": {"0 4 8 12 16 1 4 8 12 16", "", "1 4 8 12 16"},
 	}
 	seen := 0
 	for _, r := range results {
@@ -115,8 +120,10 @@ func checkResponderRuns(t *testing.T, results []conform.Result) {
 		for _, q := range r.Requests {
 			psns = append(psns, fmt.Sprint(q.PSN))
 		}
-		if got := strings.Join(psns, " "); got != w.psns {
+		if got := strings.Join(psns, " "); !psnsMatch(got, w.psns, w.again) {
 			t.Errorf("%s: the client's PSN offsets %s, want %s", r.Name, got, w.psns)
+		} else if got != w.psns {
+			t.Logf("%s: the client's PSN offsets %s: the go-back pass repeated after %s", r.Name, got, w.psns)
 		}
 		if !strings.Contains(r.PeerOutput, w.end) {
 			t.Errorf("%s: the client's output lacks %q:\n%s", r.Name, w.end, r.PeerOutput)
@@ -125,6 +132,20 @@ func checkResponderRuns(t *testing.T, results []conform.Result) {
 	if seen < 8 {
 		t.Errorf("%d responder-role scenarios ran, want at least 8", seen)
 	}
+}
+
+// psnsMatch says whether got is want, followed by nothing or by PSNs of again only.
+func psnsMatch(got, want, again string) bool {
+	rest, ok := strings.CutPrefix(got, want)
+	if !ok || rest != "" && rest[0] != ' ' {
+		return false
+	}
+	for _, p := range strings.Fields(rest) {
+		if !slices.Contains(strings.Fields(again), p) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestConformErrors: a server that is not there is named within seconds; a
@@ -194,5 +215,28 @@ func TestConformDefaultRoles(t *testing.T) {
 		if req, resp := count(defaultRoles(all, c.server, c.client)); req != c.req || resp != c.resp {
 			t.Errorf("server %v, client %v: %d and %d kept, want %d and %d", c.server, c.client, req, resp, c.req, c.resp)
 		}
+	}
+}
+
+// TestPSNsMatch: the responder-role check takes the exact PSNs, then only repeats
+// of the allowed ones.
+func TestPSNsMatch(t *testing.T) {
+	for _, c := range []struct {
+		got  string
+		want bool
+	}{
+		{"0 4 8 12 16 1 4 8 12 16", true},
+		{"0 4 8 12 16 1 4 8 12 16 1 4 8 12 16", true},
+		{"0 4 8 12 16 1 4 8 12 16 8 12 16", true},
+		{"0 4 8 12 16 1 4 8 12 16 0 4", false},
+		{"0 4 8 12 16 1 4 8 12 160", false},
+		{"0 4 8 12 16 1 4 8 12", false},
+	} {
+		if got := psnsMatch(c.got, "0 4 8 12 16 1 4 8 12 16", "1 4 8 12 16"); got != c.want {
+			t.Errorf("psnsMatch(%q) = %v, want %v", c.got, got, c.want)
+		}
+	}
+	if psnsMatch("0 1 2 3 4 0 1 2 3 4 0", "0 1 2 3 4 0 1 2 3 4", "") {
+		t.Error("a repeat matched with none allowed")
 	}
 }
