@@ -115,7 +115,8 @@ var ErrFrameTooLong = errors.New("xdp: frame longer than the AF_XDP link carries
 // Open attaches the XDP program to the interface and opens one AF_XDP socket per
 // receive queue. Errors name the cause: missing privileges (bpf.ErrPermission), no
 // such interface (ErrNoInterface), another XDP program attached (bpf.ErrBusy), an
-// MTU too large for the XDP mode (bpf.ErrMTU), RLIMIT_MEMLOCK (bpf.ErrMemlock).
+// MTU too large for the XDP mode (bpf.ErrMTU), RLIMIT_MEMLOCK (bpf.ErrMemlock for
+// the program's maps, ErrUMEMLimit for the sockets' memory).
 func Open(cfg Config) (*Link, error) {
 	l := &Link{}
 	err := inNetns(cfg.Netns, func() error {
@@ -175,6 +176,7 @@ func Open(cfg Config) (*Link, error) {
 // openQueues opens one socket per receive queue of the interface, or none.
 func openQueues(ifc *iface, multi bool, bind Bind) ([]*queue, error) {
 	var qs []*queue
+	raiseMemlock(ifc.queues)
 	for q := 0; q < ifc.queues; q++ {
 		qu, err := newQueue(ifc.index, q, multi, bind)
 		if err != nil {
@@ -212,8 +214,8 @@ func newQueue(ifindex, q int, multi bool, bind Bind) (qu *queue, err error) {
 		}
 	}
 	if err != nil {
-		if errors.Is(err, unix.ENOMEM) {
-			return nil, fmt.Errorf("%w: %v", bpf.ErrMemlock, err)
+		if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) {
+			return nil, umemError(err)
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, fmt.Errorf("%w: %v", bpf.ErrPermission, err)

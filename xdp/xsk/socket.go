@@ -96,7 +96,8 @@ func Open(ifindex, queue int, cfg Config) (s *Socket, err error) {
 	}
 	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&s.umem[0]))), Len: uint64(len(s.umem)), Size: cfg.FrameSize}
 	if err := setsockopt(fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
-		// ENOMEM/EPERM here is RLIMIT_MEMLOCK: the UMEM is pinned.
+		// ENOBUFS here is RLIMIT_MEMLOCK (without CAP_IPC_LOCK, xdp_umem_account_pages),
+		// ENOMEM pages that cannot be pinned: package xdp names the limit.
 		return s, fmt.Errorf("xsk: registering the UMEM (%d bytes, locked memory): %w", len(s.umem), err)
 	}
 	for _, r := range []struct {
