@@ -116,6 +116,9 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		if err := c.peerCheck(waited); err != nil {
 			return 0, err
 		}
+		if err := c.bidirIdle(waited); err != nil {
+			return 0, err
+		}
 		// Packets longer than our path MTU came (UD and UC drop them; RC's NAK
 		// fails the QP): the two sides' -m differ, for the whole run.
 		if n := c.oversized(); n > 0 {
@@ -255,7 +258,7 @@ func (c *conn) peerCheck(waited time.Duration) error {
 		return fmt.Errorf("%w while this side waits for the test (after %v of waiting): the peer exited or failed (see its output); if it ended without an error, it ran fewer iterations or sizes (-n, -D, -a) than this side: give both the same%s", err, waited.Round(time.Millisecond), c.peerHint())
 	}
 	if pending && waited >= peerMovedOn {
-		return fmt.Errorf("the peer ended its test (it began the closing exchange) while this side still waits for it (%v): the two sides run different tests, -n, -D or -a; give both the same", waited.Round(time.Millisecond))
+		return fmt.Errorf("the peer ended its test (it began the closing exchange) while this side still waits for it (%v): the two sides run different tests, -n, -D, -a or -b; give both the same", waited.Round(time.Millisecond))
 	}
 	return nil
 }

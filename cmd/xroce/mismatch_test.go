@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -265,5 +266,64 @@ func TestPingpongPeerGone(t *testing.T) {
 	const cliWant = "xroce pingpong: nothing came back from the peer for 5s after this side's first message: it exited or failed (see its output), or runs another connection type (--connection) or test\n"
 	if exitCode(r.cliErr) != 1 || !strings.HasSuffix(r.cli, cliWant) || r.cliTook > 8*time.Second {
 		t.Errorf("UD client against an RC server: %v after %v:\n%s\nwant exit status 1 within 8s and %q", r.cliErr, r.cliTook.Round(time.Millisecond), r.cli, cliWant)
+	}
+}
+
+// TestBidirMismatch: -b on one side only ends within seconds, exit 1, with the
+// side that can tell naming -b: perftest's exchange does not carry it, so a WRITE
+// or READ side tells from the requests the peer ran against it, and a send_bw -b
+// side from SENDs that never come once its own are done (found by a fresh user's
+// trial: both sides exited 0 with different figures, or the -b side waited 30 s
+// blaming a stopped peer).
+func TestBidirMismatch(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	const (
+		ranNone  = "-b: the peer ran no RDMA %s against this side: it runs without -b; give both sides -b or neither"
+		ranSome  = "the peer ran 100 RDMA %s requests against this side's buffer: it runs with -b (bidirectional) and this side does not; give both sides -b or neither"
+		sendNone = "-b: this side's SENDs are done and the peer has sent none in 2"
+		moved    = "the two sides run different tests, -n, -D, -a or -b; give both the same"
+	)
+	for _, c := range []struct {
+		cmd        string
+		srvB, cliB bool
+		who, want  string
+		bothFail   bool
+		bound      time.Duration
+	}{
+		{"write_bw", false, true, "client", fmt.Sprintf(ranNone, "WRITE"), true, 5 * time.Second},
+		{"write_bw", true, false, "client", fmt.Sprintf(ranSome, "WRITE"), false, 5 * time.Second},
+		{"read_bw", false, true, "client", fmt.Sprintf(ranNone, "READ"), true, 5 * time.Second},
+		{"read_bw", true, false, "client", fmt.Sprintf(ranSome, "READ"), false, 5 * time.Second},
+		{"send_bw", false, true, "client", sendNone, true, 6 * time.Second},
+		{"send_bw", true, false, "server", moved, true, 6 * time.Second},
+	} {
+		srvArgs := []string{c.cmd, "-n", "100", "-d", n.IfB}
+		cliArgs := []string{c.cmd, "-n", "100", "-d", n.IfA, n.IPB.String()}
+		if c.srvB {
+			srvArgs = append(srvArgs, "-b")
+		}
+		if c.cliB {
+			cliArgs = append(cliArgs[:len(cliArgs)-1], "-b", n.IPB.String())
+		}
+		t.Run(fmt.Sprintf("%s/server-b=%v", c.cmd, c.srvB), func(t *testing.T) {
+			r := timedPair(t, n, srvArgs, cliArgs)
+			out, err := r.cli, r.cliErr
+			if c.who == "server" {
+				out, err = r.srv, r.srvErr
+			}
+			if exitCode(err) != 1 || !strings.Contains(out, c.want) {
+				t.Errorf("want the %s to fail with %q:\nserver: %v\n%s\nclient: %v\n%s", c.who, c.want, r.srvErr, r.srv, r.cliErr, r.cli)
+			}
+			if c.bothFail && (exitCode(r.srvErr) != 1 || exitCode(r.cliErr) != 1) {
+				t.Errorf("exit statuses: server %v, client %v; want 1 and 1", r.srvErr, r.cliErr)
+			}
+			if r.cliTook > c.bound || r.srvTook > c.bound {
+				t.Errorf("the client ended after %v, the server after %v; want both within %v", r.cliTook.Round(time.Millisecond), r.srvTook.Round(time.Millisecond), c.bound)
+			}
+		})
+	}
+	// Both with -b: no complaint.
+	for _, cmd := range []string{"write_bw", "read_bw", "send_bw"} {
+		pair(t, n, []string{cmd, "-b", "-n", "100", "-d", n.IfB}, []string{cmd, "-b", "-n", "100", "-d", n.IfA, n.IPB.String()})
 	}
 }

@@ -88,14 +88,20 @@ type conn struct {
 	client bool
 	cq     compQueue
 	qps    []queuePair
-	mr     memRegion
-	buf    []byte
-	half   int // each QP has 2*half bytes of buf; the receive half (latency tests) starts at half
-	size   int // the message size being run (each in turn with -a)
-	local  []oob.Dest
-	remote []oob.Dest
-	mtu    roce.MTU
-	cm     *cmConns // -R: the RDMA CM's connections
+	// awaitsPeerSends: a send_bw -b side whose SENDs are done waits for the
+	// peer's first one (bidirIdle).
+	awaitsPeerSends bool
+	// peerRequests counts the RDMA requests the peer runs against this side of
+	// a WRITE or READ test (bidirWatch).
+	peerRequests func() uint64
+	mr           memRegion
+	buf          []byte
+	half         int // each QP has 2*half bytes of buf; the receive half (latency tests) starts at half
+	size         int // the message size being run (each in turn with -a)
+	local        []oob.Dest
+	remote       []oob.Dest
+	mtu          roce.MTU
+	cm           *cmConns // -R: the RDMA CM's connections
 
 	linkLooked time.Time // when linkCheckDue last looked
 
@@ -200,6 +206,7 @@ func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 	s.Alive = func() bool { return rcvd() > 0 }
 	s.Quiet = c.quiet
 	c.strays = markStrays(e)
+	c.peerRequests = c.bidirWatch() // before the exchange: a peer's requests may follow it at once
 	ours := c.ourMTU()
 	remote, peerMTU, err := s.Connect(c.local, ours, c.connect)
 	if err != nil {
@@ -219,6 +226,11 @@ func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 		return err
 	}
 	got, err := s.Finish(res)
+	if err == nil && !c.o.bidir && !t.lat {
+		// After the closing exchange, which a -b peer begins once its own
+		// requests are done.
+		err = c.bidirCheck(c.peerRequests)
+	}
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,9 @@ func (c *conn) bwSizes(ctx context.Context, s *oob.Session) (oob.Results, error)
 		// -b: the row is the sum of both directions (perftest's
 		// print_full_bw_report with the peer's results).
 		peer, both, err := s.AfterSize(res)
+		if err == nil && c.o.bidir {
+			err = c.bidirCheck(c.peerRequests)
+		}
 		if err != nil {
 			return res, err
 		}
@@ -86,6 +89,7 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 				return res, err
 			}
 		}
+		c.awaitsPeerSends = r.sender && r.receiver && r.done >= r.iters*len(c.qps) && r.recvd == 0
 		got, err := c.completionsUntil(wcs, r.deadline)
 		if err != nil {
 			return res, err
@@ -95,6 +99,7 @@ func (c *conn) runBW(ctx context.Context) (oob.Results, error) {
 		}
 		r.progress()
 	}
+	c.awaitsPeerSends = false
 	done := r.counted()
 	rate := float64(done) / time.Since(r.rate.start).Seconds()
 	if r.sent > r.done {
