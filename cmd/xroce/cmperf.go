@@ -175,18 +175,22 @@ func (cm *cmConns) connectData(ctx context.Context) error {
 			return errors.New("-R needs xroce's engine: the tools' RDMA CM is transport/rdmacm")
 		}
 		if cm.c.client {
-			conn, err := cm.dial(ctx, qp, p)
+			var conn *rdmacm.Conn
+			var err error
+			if i == 0 {
+				conn, err = cm.dial(ctx, qp, p)
+			} else {
+				conn, err = cm.dialMore(ctx, qp, p, i)
+			}
 			if err != nil {
 				return fmt.Errorf("-R: QP %d of %d: %w", i+1, len(cm.c.qps), err)
 			}
 			cm.data = append(cm.data, conn)
 			continue
 		}
-		actx, cancel := context.WithTimeout(ctx, cmStepLimit)
-		req, err := cm.l.Accept(actx)
-		cancel()
+		req, err := cm.acceptData(ctx, i)
 		if err != nil {
-			return fmt.Errorf("-R: no connection for test QP %d of %d within %v: does the peer run with -R and the same -q? %w", i+1, len(cm.c.qps), cmStepLimit, err)
+			return err
 		}
 		conn, err := req.Accept(qp, p)
 		if err != nil {
@@ -204,6 +208,46 @@ func (cm *cmConns) connectData(ctx context.Context) error {
 	}
 	return nil
 }
+
+// dialMore connects the test QP after the first i: the server took i already,
+// so a REJ means it wanted no more, without a retry.
+func (cm *cmConns) dialMore(ctx context.Context, qp *transport.QueuePair, p rdmacm.Param, i int) (*rdmacm.Conn, error) {
+	conn, _, err := cm.dialOnce(ctx, qp, p, cmStepLimit, nil)
+	// No listener (reason 8), or the listener closed with this REQ queued
+	// (ib_cm's destroy of a REQ_RCVD id: consumer defined, 28).
+	var rej *rdmacm.RejectError
+	if errors.As(err, &rej) {
+		return nil, fmt.Errorf("the server accepted %d of this side's %d test QP connections and then stopped listening (REJ reason %d): it runs with -q %d; give both sides the same -q", i, len(cm.c.qps), rej.Reason, i)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("no answer from %v within %v: %w", cm.dst, cmStepLimit, err)
+	}
+	return conn, err
+}
+
+// acceptData waits for the connection of test QP i+1 and looks, meanwhile, at the
+// exchange's connection: the client's key message there means it connected all its
+// test QPs, i of them.
+func (cm *cmConns) acceptData(ctx context.Context, i int) (*rdmacm.Request, error) {
+	end := time.Now().Add(cmStepLimit)
+	for {
+		actx, cancel := context.WithTimeout(ctx, min(cmPeek, time.Until(end)))
+		req, err := cm.l.Accept(actx)
+		cancel()
+		if err == nil {
+			return req, nil
+		}
+		if moved, _ := cm.ch.Pending(); moved {
+			return nil, fmt.Errorf("-R: the client connected %d of this side's %d test QPs and went on with the exchange: it runs with -q %d; give both sides the same -q", i, len(cm.c.qps), i)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || !time.Now().Before(end) {
+			return nil, fmt.Errorf("-R: no connection for test QP %d of %d within %v: does the peer run with -R and the same -q? %w", i+1, len(cm.c.qps), cmStepLimit, err)
+		}
+	}
+}
+
+// cmPeek is how often acceptData looks at the exchange's connection.
+const cmPeek = 200 * time.Millisecond
 
 // dial connects qp to the server, trying again after a REJ as perftest's client
 // does (the server may not listen yet). A host with no RoCE endpoint answers the

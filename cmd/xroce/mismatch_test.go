@@ -207,6 +207,34 @@ func TestRDMACMMismatch(t *testing.T) {
 	}
 }
 
+// TestRDMACMQPsMismatch: with -R, each test QP is an RDMA CM connection made
+// before the key messages, so -q differing between the sides shows there: a client
+// with more QPs gets a REJ (no listener) for the first QP the server did not want,
+// and says so at once; a server with more QPs sees the client's key message come
+// while it waits for the next connection. Found by the trial: the first blamed a
+// server not running or without -R after 5 s of retries, the second waited 30 s.
+func TestRDMACMQPsMismatch(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	const closed = "closed the exchange early: the peer exited or failed (see its output), or runs another test or tool"
+	for _, c := range []struct {
+		srvQ, cliQ       string
+		srvWant, cliWant string
+	}{
+		{"1", "3", closed, "xroce write_bw: -R: QP 2 of 3: the server accepted 1 of this side's 3 test QP connections and then stopped listening (REJ reason 8): it runs with -q 1; give both sides the same -q\n"},
+		{"3", "1", "xroce write_bw: -R: the client connected 1 of this side's 3 test QPs and went on with the exchange: it runs with -q 1; give both sides the same -q\n", closed},
+	} {
+		t.Run(c.srvQ+"/"+c.cliQ, func(t *testing.T) {
+			r := timedPair(t, n, []string{"write_bw", "-R", "-q", c.srvQ, "-d", n.IfB}, []string{"write_bw", "-R", "-q", c.cliQ, "-d", n.IfA, n.IPB.String()})
+			if exitCode(r.srvErr) != 1 || exitCode(r.cliErr) != 1 || !strings.Contains(r.srv, c.srvWant) || !strings.Contains(r.cli, c.cliWant) {
+				t.Errorf("want exit statuses 1 and 1:\nserver: %v, want %q\n%s\nclient: %v, want %q\n%s", r.srvErr, c.srvWant, r.srv, r.cliErr, c.cliWant, r.cli)
+			}
+			if r.cliTook > 5*time.Second || r.srvTook > 5*time.Second {
+				t.Errorf("the client ended after %v, the server after %v; want both within 5s", r.cliTook.Round(time.Millisecond), r.srvTook.Round(time.Millisecond))
+			}
+		})
+	}
+}
+
 // TestConnectionMismatch: pingpong's server on a UD QP and its client on an RC
 // QP (no --connection): the client's SENDs reach no QP of the server's test, so
 // the client ends with retry-exceeded, naming the connection type among the
