@@ -105,7 +105,8 @@ func replay(args []string, w io.Writer) error {
 	}
 
 	frames, err := pcap.ReadFile(fs.Arg(0))
-	if errors.Is(err, pcap.ErrTorn) && len(frames) > 0 {
+	torn := errors.Is(err, pcap.ErrTorn) && len(frames) > 0
+	if torn {
 		// A recording cut short: replay the whole frames before the torn record,
 		// up to the emulated endpoint's last answer (the answers to the requests
 		// after it are lost with the torn record).
@@ -126,6 +127,12 @@ func replay(args []string, w io.Writer) error {
 	conns, err = ov.apply(conns, frames, as)
 	if err != nil {
 		return err
+	}
+	if torn {
+		var cut int
+		if frames, cut = trimUnanswered(frames, conns, as); cut > 0 {
+			fmt.Fprintf(w, "note: %d more requests left out: the recording lost their answers (READs the peer sent ahead of %s's last answer)\n", cut, as)
+		}
 	}
 	rep, err := pcap.Replay(frames, pcap.ReplayConfig{As: as, Conns: conns})
 	if err != nil {
