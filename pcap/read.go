@@ -113,6 +113,9 @@ func Read(r io.Reader) (frames []Frame, err error) {
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(4)
 	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			return nil, err // a directory (EISDIR), an I/O error
+		}
 		if len(magic) == 0 {
 			return nil, fmt.Errorf("%w: the file is empty", ErrNotCapture)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/gopacket"
@@ -316,5 +317,15 @@ func TestReadMixedLinkTypes(t *testing.T) {
 	}
 	if ok != 12 {
 		t.Errorf("%d RoCE frames with a valid ICRC, want 12 (6 on each interface)", ok)
+	}
+}
+
+// TestReadDirectory: a directory is named as such, not as an empty file (found by
+// the trial: `xroce dump /tmp` said "the file is empty").
+func TestReadDirectory(t *testing.T) {
+	dir := t.TempDir()
+	_, err := pcap.ReadFile(dir)
+	if !errors.Is(err, syscall.EISDIR) || errors.Is(err, pcap.ErrNotCapture) || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("ReadFile(%s) = %v, want EISDIR", dir, err)
 	}
 }
