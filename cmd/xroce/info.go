@@ -7,10 +7,12 @@ import (
 	"os"
 
 	"net"
+	"strings"
 
 	"github.com/spf13/pflag"
 	"github.com/vishvananda/netlink"
 
+	"github.com/xroce/xroce/cmd/xroce/daemon"
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/xdp"
 )
@@ -70,6 +72,11 @@ func devArg(cmd string, args []string, w io.Writer) (*string, error) {
 func runDevinfo(name string, args []string) error { return devinfo(args, os.Stdout) }
 
 func devinfo(args []string, w io.Writer) error {
+	for _, a := range args {
+		if a == "-v" || a == "--verbose" {
+			return fmt.Errorf("%s: the device's full attributes (ibv_devinfo -v) come through the verbs library: `xroce daemon -d IFACE`, then `xroce run -- ibv_devinfo -v`", a)
+		}
+	}
 	dev, err := devArg("devinfo", args, w)
 	if err != nil {
 		return err
@@ -83,8 +90,10 @@ func devinfo(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ll := roce.LinkLocalGID(mac)
-	guid := fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x", ll[8], ll[9], ll[10], ll[11], ll[12], ll[13], ll[14], ll[15])
+	// The values the daemon's device reports, rdma_rxe's (daemon.RXEDeviceAttr).
+	attr := daemon.RXEDeviceAttr(mac)
+	g := attr.NodeGUID
+	guid := fmt.Sprintf("%04x:%04x:%04x:%04x", g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff)
 	state := "PORT_DOWN (1)"
 	if a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown && a.Flags&net.FlagUp != 0 {
 		state = "PORT_ACTIVE (4)"
@@ -92,12 +101,12 @@ func devinfo(args []string, w io.Writer) error {
 	active := roce.MTUFromNetdev(a.MTU)
 	fmt.Fprintf(w, "hca_id:\txroce_%s\n", *dev)
 	fmt.Fprintf(w, "\ttransport:\t\t\tInfiniBand (0)\n")
-	fmt.Fprintf(w, "\tfw_ver:\t\t\t\t0.0.0\n")
+	fmt.Fprintf(w, "\tfw_ver:\t\t\t\t%s\n", strings.TrimRight(string(attr.FwVer[:]), "\x00"))
 	fmt.Fprintf(w, "\tnode_guid:\t\t\t%s\n", guid)
 	fmt.Fprintf(w, "\tsys_image_guid:\t\t\t%s\n", guid)
-	fmt.Fprintf(w, "\tvendor_id:\t\t\t0x0000\n")
-	fmt.Fprintf(w, "\tvendor_part_id:\t\t\t0\n")
-	fmt.Fprintf(w, "\thw_ver:\t\t\t\t0x0\n")
+	fmt.Fprintf(w, "\tvendor_id:\t\t\t0x%04x\n", attr.VendorID)
+	fmt.Fprintf(w, "\tvendor_part_id:\t\t\t%d\n", attr.VendorPartID)
+	fmt.Fprintf(w, "\thw_ver:\t\t\t\t0x%X\n", attr.HwVer)
 	fmt.Fprintf(w, "\tphys_port_cnt:\t\t\t1\n")
 	fmt.Fprintf(w, "\t\tport:\t1\n")
 	fmt.Fprintf(w, "\t\t\tstate:\t\t\t%s\n", state)
