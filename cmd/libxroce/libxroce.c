@@ -1011,6 +1011,7 @@ struct xmr {
 	struct ibv_mr mr;
 	struct seg *segs[XROCE_MR_PIECES]; /* the pieces' segments, in address order */
 	int nsegs;
+	uint64_t npages; /* charged to RLIMIT_MEMLOCK (memlock.c) */
 };
 
 struct xctx *ctx_of(struct ibv_context *c)
@@ -1087,7 +1088,14 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		errno = ENOMEM;
 		return NULL;
 	}
+	m->npages = (e - s) / page;
+	if ((ret = memlock_charge(m->npages))) {
+		free(m);
+		errno = ret;
+		return NULL;
+	}
 	if ((ret = segs_cover(s, e, m->segs, &m->nsegs, req.pieces))) {
+		memlock_uncharge(m->npages);
 		free(m);
 		errno = ret;
 		return NULL;
@@ -1106,6 +1114,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	if (ret) {
 		while (m->nsegs)
 			seg_put(m->segs[--m->nsegs]);
+		memlock_uncharge(m->npages);
 		free(m);
 		errno = ret;
 		return NULL;
@@ -1151,6 +1160,7 @@ XROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 		return ret;
 	while (m->nsegs)
 		seg_put(m->segs[--m->nsegs]);
+	memlock_uncharge(m->npages);
 	free(m);
 	return 0;
 }

@@ -511,6 +511,28 @@ func TestVerbsRegStack(t *testing.T) {
 	}
 }
 
+// TestVerbsRegMemlock: registrations count against RLIMIT_MEMLOCK as on rdma_rxe
+// (ib_umem_get): under a 64 KiB limit without CAP_IPC_LOCK a registration beyond
+// it fails with ENOMEM and a deregistration gives its pages back; with
+// CAP_IPC_LOCK the limit does not apply (testdata/reglimit.c; found by the trial:
+// the library ignored the limit).
+func TestVerbsRegMemlock(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/reglimit.c")
+	for _, c := range []struct {
+		mode string
+		args []string
+	}{
+		{"limited", []string{"prlimit", "--memlock=65536", "setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prog, "limited"}},
+		{"capable", []string{"prlimit", "--memlock=65536", prog, "capable"}},
+	} {
+		_, out, done := app(t, p.n.NsA, p.dirA, c.args...)
+		if err := wait(t, "reglimit "+c.mode, done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
+			t.Errorf("reglimit %s: %v\n%s", c.mode, err, out.String())
+		}
+	}
+}
+
 // TestVerbsRegThreads: registering and deregistering a region 200 times while
 // another thread writes other data on the same page loses none of its writes: the
 // pages move onto a memfd once and a later registration takes that memfd back
