@@ -457,6 +457,30 @@ func TestVerbsUnsupported(t *testing.T) {
 	}
 }
 
+// TestVerbsCMUnsupported: librdmacm's multicast, SRQ helpers, ECE and rsockets
+// fail with ENOSYS and a message (testdata/cmunsup.c), and Debian's rstream ends
+// saying so: left to the real librdmacm with xroce's objects, mckey and rstream
+// crashed (found by a fresh user's trial).
+func TestVerbsCMUnsupported(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/cmunsup.c", "-lrdmacm")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog)
+	err := wait(t, "cmunsup", done, out, 20*time.Second)
+	nosys := fmt.Sprint(int(syscall.ENOSYS))
+	want := "rdma_join_multicast -1 errno " + nosys + "\nrdma_create_srq -1 errno " + nosys + "\nrdma_set_local_ece -1 errno " + nosys + "\nrsocket -1 errno " + nosys + "\n"
+	if got := out.String(); err != nil || stripWarnings(got) != want || !strings.Contains(got, "xroce: xroce does not support rsockets (rsocket, rconnect, ...: librdmacm's sockets over RDMA) yet: it fails with ENOSYS") {
+		t.Errorf("cmunsup: %v\n%s\nwant\n%s", err, got, want)
+	}
+	if _, err := os.Stat("/usr/bin/rstream"); err != nil {
+		t.Skip("no rstream: apt-get install rdmacm-utils (.ci/run installs it)")
+	}
+	_, out, done = app(t, p.n.NsA, p.dirA, "rstream", "-s", p.n.IPA.String(), "-p", "20058")
+	err = wait(t, "rstream", done, out, 20*time.Second)
+	if got := out.String(); exitCode(err) == 139 || !strings.Contains(got, "rsocket failed: Function not implemented") {
+		t.Errorf("rstream: %v\n%s", err, got)
+	}
+}
+
 // stripWarnings removes the library's "xroce: " lines from out.
 func stripWarnings(out string) string {
 	var b strings.Builder
