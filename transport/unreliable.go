@@ -168,11 +168,22 @@ func (qp *QueuePair) checkUnreliable(wr *SendWR, total uint64) error {
 	if wr.AH == nil || wr.AH.pd != qp.pd {
 		return fmt.Errorf("transport: QP 0x%x: a UD send needs an address handle of the QP's protection domain: %w", qp.qpn, ErrBadWR)
 	}
-	if total > uint64(qp.udMTU) {
-		return fmt.Errorf("transport: QP 0x%x: a UD message of %d bytes exceeds the path MTU of %d bytes (UD messages are one packet): %w",
-			qp.qpn, total, qp.udMTU, ErrMsgSize)
+	return nil // a message longer than the MTU is accepted: oversizeUD
+}
+
+// oversizeUD completes a UD message longer than the port's MTU without sending
+// anything, successfully: "the CI shall not emit any packets for this message ...
+// shall not generate an error" (IBTA Vol 1 C10-93.1.1), as rdma_rxe's requester
+// fakes a successful UD send, its PSN used (rxe_req.c).
+func (r *requester) oversizeUD(qp *QueuePair, w *sendWQE) bool {
+	if qp.svc != roce.ServiceUD || w.length <= qp.udMTU {
+		return false
 	}
-	return nil
+	w.assigned = true
+	w.firstPSN = r.psn
+	r.psn = roce.PSNNext(r.psn)
+	qp.completeHead(WC_SUCCESS)
+	return true
 }
 
 // stepUnreliable sends up to budget packets of a UC or UD QP's send queue, in order,
@@ -189,6 +200,10 @@ func (r *requester) stepUnreliable(qp *QueuePair, budget int) bool {
 		if !w.assigned {
 			if qp.state != QPS_RTS { // SQD: finish the message under way, start no other
 				break
+			}
+			if r.oversizeUD(qp, w) {
+				did = true
+				continue
 			}
 			w.assigned = true
 			w.firstPSN = r.psn

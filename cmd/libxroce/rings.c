@@ -131,14 +131,15 @@ static int is_atomic(uint32_t op)
 
 /* service_ok: what the QP's service carries (IBTA Vol 1 Table 38; the engine's
  * checkUnreliable): UC no RDMA READ or atomics; UD SEND and SEND with immediate
- * only, one packet each (at most max_ud_msg bytes). */
-static int service_ok(const struct xqp *q, uint32_t opcode, uint64_t total)
+ * only. A UD message longer than max_ud_msg is posted: the engine completes it
+ * successfully without sending it, as rdma_rxe does (C10-93.1.1). */
+static int service_ok(const struct xqp *q, uint32_t opcode)
 {
 	switch (q->qp.qp_type) {
 	case IBV_QPT_UC:
 		return opcode != IBV_WR_RDMA_READ && !is_atomic(opcode);
 	case IBV_QPT_UD:
-		return (opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM) && total <= q->max_ud_msg;
+		return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM;
 	default:
 		return 1;
 	}
@@ -150,7 +151,7 @@ static int check_send(const struct xqp *q, uint32_t opcode, uint32_t num_sge, ui
 {
 	if (!send_state_ok(q->qp.state) || num_sge > q->cap.max_send_sge || opcode > IBV_WR_ATOMIC_FETCH_AND_ADD ||
 	    total > (1ull << 31) || (is_atomic(opcode) && total != 8) || (inl && total > q->cap.max_inline_data) ||
-	    !service_ok(q, opcode, total))
+	    !service_ok(q, opcode))
 		return EINVAL;
 	return 0;
 }
