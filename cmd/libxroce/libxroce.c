@@ -1070,7 +1070,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	int fds[XROCE_MR_PIECES];
 	struct xctx *xc;
 	struct xmr *m;
-	int i, ret = 0;
+	int i, ret = 0, writable;
 
 	if (!pd || !(xc = ctx_of(pd->context)) || !addr || !length || (uintptr_t)addr + length < (uintptr_t)addr) {
 		errno = EINVAL;
@@ -1094,7 +1094,9 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		errno = ret;
 		return NULL;
 	}
-	if ((ret = segs_cover(s, e, m->segs, &m->nsegs, req.pieces))) {
+	/* ib_access_writable: the device may write the pages (ib_umem_get's FOLL_WRITE) */
+	writable = !!(access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND));
+	if ((ret = segs_cover(s, e, writable, m->segs, &m->nsegs, req.pieces))) {
 		memlock_uncharge(m->npages);
 		free(m);
 		errno = ret;

@@ -162,7 +162,7 @@ size_t put_sges(unsigned char *buf, size_t len, const struct ibv_sge *sg, int n)
 
 /* segs.c */
 struct seg;
-int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_mr_piece *pc);
+int segs_cover(uintptr_t s, uintptr_t e, int writable, struct seg **gs, int *n, struct xroce_mr_piece *pc);
 
 /* memlock.c: RLIMIT_MEMLOCK as ib_umem_get charges it (ENOMEM beyond it without
  * CAP_IPC_LOCK); uncharge on deregistration. */

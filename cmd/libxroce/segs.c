@@ -239,6 +239,69 @@ static int still_mapped(const char *maps, const struct seg *g)
 	return 0;
 }
 
+/* maps_line parses one line of /proc/self/maps: its range, protection and
+ * whether it is shared, and whether it is one of the library's own memfds. 0 at
+ * the end or on a line it cannot read. */
+static int maps_line(const char *l, unsigned long *lo, unsigned long *hi, int *prot, int *shared, int *ours)
+{
+	char perms[5];
+	int path = 0;
+
+	if (sscanf(l, "%lx-%lx %4s %*s %*s %*s %n", lo, hi, perms, &path) < 3)
+		return 0;
+	*prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
+	*shared = perms[3] == 's';
+	*ours = path && !strncmp(l + path, "/memfd:xroce-mr", 15);
+	return 1;
+}
+
+/* pages_ok checks the mappings over [s, e) before a registration moves them, as
+ * ib_umem_get's get_user_pages would: EFAULT where a page is unmapped or
+ * unreadable, or, for a region the device may write (writable), not writable
+ * (FOLL_WRITE). Pages of a shared mapping (a file mapped MAP_SHARED, shared
+ * anonymous or SysV memory) are moved like the others, which ends their sharing
+ * (rdma_rxe pins them in place): it says so once (docs/verbs-library.md). */
+static int pages_ok(const char *maps, uintptr_t s, uintptr_t e, int writable)
+{
+	static int said;
+	unsigned long lo, hi;
+	int prot, shared, ours;
+	uintptr_t p = s;
+	const char *l;
+
+	for (l = maps; l && *l && p < e; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (!maps_line(l, &lo, &hi, &prot, &shared, &ours) || hi <= p)
+			continue;
+		if (lo > p)
+			return EFAULT; /* a hole */
+		if (!(prot & PROT_READ) || (writable && !(prot & PROT_WRITE)))
+			return EFAULT;
+		if (shared && !ours && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+			warnx("ibv_reg_mr: the pages [%#lx, %#lx) are a shared mapping (a MAP_SHARED file, shared or SysV memory): xroce moves registered pages onto its own memory, so from now on this process and the others sharing them no longer see each other's writes there (rdma_rxe pins them in place)",
+			      (unsigned long)s, (unsigned long)e);
+		p = hi;
+	}
+	return p < e ? EFAULT : 0;
+}
+
+/* restore_prot gives the pages [s, e), just moved onto a memfd mapped read-write,
+ * their protections of before (maps: /proc/self/maps read before the move), so a
+ * read-only or executable page stays so. */
+static void restore_prot(const char *maps, uintptr_t s, uintptr_t e)
+{
+	unsigned long lo, hi;
+	int prot, shared, ours;
+	const char *l;
+
+	for (l = maps; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (!maps_line(l, &lo, &hi, &prot, &shared, &ours) || hi <= s || lo >= e || prot == (PROT_READ | PROT_WRITE))
+			continue;
+		lo = lo < s ? s : lo;
+		hi = hi > e ? e : hi;
+		mprotect((void *)lo, hi - lo, prot);
+	}
+}
+
 /* prune_retired forgets the retired segments whose pages are no longer their
  * memfd's mapping (unmapped, or mapped anew), and those made private at a fork;
  * segs_lock is held. */
@@ -365,7 +428,7 @@ static uintptr_t seg_gap_end(uintptr_t p, uintptr_t e)
  * them, so the application keeps its data at its addresses and the daemon can map
  * the same pages. segs_lock is held.
  */
-static struct seg *seg_new(uintptr_t s, uintptr_t e, int *err)
+static struct seg *seg_new(uintptr_t s, uintptr_t e, const char *maps, int *err)
 {
 	struct seg *g = calloc(1, sizeof(*g));
 	size_t len = e - s;
@@ -380,6 +443,7 @@ static struct seg *seg_new(uintptr_t s, uintptr_t e, int *err)
 	*err = on_own_stack(s, e) ? replace_stack_pages(s, len, fd) : replace_pages(s, len, fd);
 	if (*err)
 		goto fail;
+	restore_prot(maps, s, e);
 	if (fstat(fd, &st) < 0) {
 		*err = errno;
 		goto fail;
@@ -408,16 +472,22 @@ fail:
  * on a new one, and the daemon maps the pieces side by side. 0, or an errno with
  * no reference taken.
  */
-int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_mr_piece *pc)
+int segs_cover(uintptr_t s, uintptr_t e, int writable, struct seg **gs, int *n, struct xroce_mr_piece *pc)
 {
 	uintptr_t p = s, end;
 	struct seg *g;
+	char *maps;
 	int err = 0;
 
 	pthread_once(&init_once, segs_init);
 	*n = 0;
 	pthread_mutex_lock(&segs_lock);
 	prune_retired();
+	maps = read_maps();
+	if (!maps)
+		err = errno ? errno : ENOMEM;
+	else
+		err = pages_ok(maps, s, e, writable);
 	while (p < e && !err) {
 		if (*n == XROCE_MR_PIECES) {
 			warnx("ibv_reg_mr: the pages [%#lx, %#lx) lie on more than %d earlier registrations' pages",
@@ -427,7 +497,7 @@ int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_m
 		}
 		if ((g = seg_at(p))) {
 			g->refs++;
-		} else if (!(g = revive(p)) && !(g = seg_new(p, seg_gap_end(p, e), &err))) {
+		} else if (!(g = revive(p)) && !(g = seg_new(p, seg_gap_end(p, e), maps, &err))) {
 			break;
 		}
 		end = g->start + g->len < e ? g->start + g->len : e;
@@ -437,6 +507,7 @@ int segs_cover(uintptr_t s, uintptr_t e, struct seg **gs, int *n, struct xroce_m
 		p = end;
 	}
 	pthread_mutex_unlock(&segs_lock);
+	free(maps);
 	if (err) {
 		while (*n)
 			seg_put(gs[--*n]);

@@ -535,6 +535,20 @@ func TestVerbsRegStack(t *testing.T) {
 	}
 }
 
+// TestVerbsRegProt: a registration keeps its pages' protections (a read-only page
+// stays read-only, a code page executable) and refuses, as ib_umem_get does, a
+// read-only page the device may write and an unmapped page (EFAULT)
+// (testdata/regprot.c; found by a fresh user's trial: registered pages became
+// read-write, and a registered code page killed the process).
+func TestVerbsRegProt(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/regprot.c")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog)
+	if err := wait(t, "regprot", done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
+		t.Errorf("regprot: %v\n%s", err, out.String())
+	}
+}
+
 // TestVerbsRegMemlock: registrations count against RLIMIT_MEMLOCK as on rdma_rxe
 // (ib_umem_get): under a 64 KiB limit without CAP_IPC_LOCK a registration beyond
 // it fails with ENOMEM and a deregistration gives its pages back; with
