@@ -16,10 +16,10 @@ var ErrUMEMLimit = errors.New("the AF_XDP UMEM is locked memory beyond RLIMIT_ME
 // umemBytes is the locked memory one queue's socket pins.
 const umemBytes = (RxFrames + TxFrames) * FrameSize
 
-// raiseMemlock lifts RLIMIT_MEMLOCK so that queues sockets' UMEMs fit beside what
-// the process has locked already: to unlimited where the process may raise its hard
-// limit (CAP_SYS_RESOURCE), else the soft limit to the hard one. Failures are left
-// to the bind, whose error names the limit (umemError).
+// raiseMemlock lifts RLIMIT_MEMLOCK for the sockets' UMEMs (queues of them): to
+// unlimited where the process may raise its hard limit (CAP_SYS_RESOURCE), else the
+// soft limit to the hard one when the soft one is too low for them. Failures are
+// left to the bind, whose error names the limit (umemError).
 func raiseMemlock(queues int) {
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) != nil || lim.Cur == unix.RLIM_INFINITY {
@@ -33,12 +33,9 @@ func raiseMemlock(queues int) {
 	}
 }
 
-// umemError names the locked-memory limit when err is the kernel refusing to pin a
+// umemError names the locked-memory limit for err, the kernel refusing to pin a
 // UMEM (ENOBUFS over RLIMIT_MEMLOCK, ENOMEM when the pages cannot be pinned).
 func umemError(err error) error {
-	if !errors.Is(err, unix.ENOBUFS) && !errors.Is(err, unix.ENOMEM) {
-		return err
-	}
 	var lim unix.Rlimit
 	limit := "unknown"
 	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil {

@@ -1445,7 +1445,6 @@ static struct xqp *new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	q->cap.max_send_sge = r.max_send_sge;
 	q->cap.max_recv_sge = r.max_recv_sge;
 	q->cap.max_inline_data = r.max_inline;
-	q->max_ud_msg = r.max_ud_msg;
 	q->sq_sig_all = attr->sq_sig_all;
 	attr->cap = q->cap; /* as providers do: the capabilities granted */
 	q->qp.context = pd->context;

@@ -116,7 +116,6 @@ struct xqp {
 	};
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
-	uint32_t max_ud_msg; /* UD: the largest message the daemon's engine sends */
 	int ex;             /* qpx is valid: ibv_qp_to_qp_ex returns it */
 	uint64_t send_ops;  /* IBV_QP_EX_WITH_* the QP was created with */
 	/* The ibv_wr_* batch between wr_start and wr_complete: records of

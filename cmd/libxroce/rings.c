@@ -131,8 +131,8 @@ static int is_atomic(uint32_t op)
 
 /* service_ok: what the QP's service carries (IBTA Vol 1 Table 38; the engine's
  * checkUnreliable): UC no RDMA READ or atomics; UD SEND and SEND with immediate
- * only. A UD message longer than max_ud_msg is posted: the engine completes it
- * successfully without sending it, as rdma_rxe does (C10-93.1.1). */
+ * only. A UD message longer than the port's MTU is posted: the engine completes
+ * it successfully without sending it, as rdma_rxe does (C10-93.1.1). */
 static int service_ok(const struct xqp *q, uint32_t opcode)
 {
 	switch (q->qp.qp_type) {

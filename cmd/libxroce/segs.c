@@ -247,10 +247,12 @@ static int maps_line(const char *l, unsigned long *lo, unsigned long *hi, int *p
 	char perms[5];
 	int path = 0;
 
-	if (sscanf(l, "%lx-%lx %4s %*s %*s %*s %n", lo, hi, perms, &path) < 3)
+	if (sscanf(l, "%lx-%lx %4s %*s %*s %*s%n", lo, hi, perms, &path) < 3)
 		return 0;
 	*prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
 	*shared = perms[3] == 's';
+	while (path && l[path] == ' ') /* to the path, if the line has one */
+		path++;
 	*ours = path && !strncmp(l + path, "/memfd:xroce-mr", 15);
 	return 1;
 }

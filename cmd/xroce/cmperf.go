@@ -237,7 +237,11 @@ func (cm *cmConns) acceptData(ctx context.Context, i int) (*rdmacm.Request, erro
 		if err == nil {
 			return req, nil
 		}
-		if moved, _ := cm.ch.Pending(); moved {
+		moved, perr := cm.ch.Pending()
+		if perr != nil { // the client went away
+			return nil, fmt.Errorf("-R: waiting for the connection of test QP %d of %d: %w", i+1, len(cm.c.qps), perr)
+		}
+		if moved {
 			return nil, fmt.Errorf("-R: the client connected %d of this side's %d test QPs and went on with the exchange: it runs with -q %d; give both sides the same -q", i, len(cm.c.qps), i)
 		}
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || !time.Now().Before(end) {
