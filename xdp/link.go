@@ -102,7 +102,7 @@ type queue struct {
 	kicks    uint64   // sendto calls
 	slots    int      // free TX ring slots during a Send; -1 before Send looks
 	rxRefill []uint64 // chunks handed out by the last Recv, to give back to the fill ring
-	rxSpare  []uint64 // receive chunks kept out of the fill ring until the link streams (rxfill.go)
+	rxSpare  []uint64 // receive chunks kept out of the working set (rxfill.go)
 	txFree   []uint64 // free TX chunk addresses
 	descs    []unix.XDPDesc
 	rxChain  []unix.XDPDesc // scratch: the descriptors of one received chain

@@ -15,18 +15,23 @@ package xdp
 //
 // So in copy mode the fill ring starts with fillStart chunks and the others wait in
 // rxSpare. A chunk Recv hands out goes back to the fill ring at the next Recv, so the
-// kernel always holds fillStart: a ping-pong keeps landing in the same few chunks.
-// The first time a Recv finds growAt frames or more waiting on the RX ring (a stream,
-// or an engine that was descheduled), the fill ring gets every spare chunk, as it had
-// before: a link that streams once buffers as much as ever. Until then a burst of
-// more than fillStart frames that the engine does not read in time is dropped
-// (counted in the socket's rx_fill_ring_empty_descs) and retransmitted. Zero-copy
+// kernel always holds the working set: a ping-pong keeps landing in the same few
+// chunks. The working set doubles (from rxSpare) whenever a Recv finds half of it or
+// more waiting on the RX ring: the engine is that far behind, and a longer delay
+// would leave the kernel no chunk to fill (a frame then is dropped, counted in the
+// socket's rx_fill_ring_empty_descs, and retransmitted).
+//
+// It grows no further than that because a stream is faster in a small working set
+// too: the engine reads every frame it receives (the ICRC, the payload it places),
+// which takes the frame's cache lines from the CPU that wrote them (on veth, the
+// sender's: its softirq runs the XDP program and copies into the UMEM), and that
+// CPU's next write to the chunk must take them back. In a few hundred chunks that
+// exchange stays within the caches. Alternating runs of WRITE 64 KiB at PMTU 1024
+// gave 758-790 MiB/s this way against 678-690 with all 2048 chunks in the fill ring
+// once the link streamed (docs/afxdp.md). Zero-copy
 // drivers fill their own descriptor rings (hundreds of entries) from the fill ring,
 // so they get every chunk at once.
-const (
-	fillStart = 256
-	growAt    = 16
-)
+const fillStart = 256
 
 // initFill gives the kernel the first receive chunks and keeps the rest in rxSpare.
 func (q *queue) initFill() {
@@ -43,12 +48,13 @@ func (q *queue) initFill() {
 	q.refill(0)
 }
 
-// refill gives back to the fill ring the chunks the last Recv handed out, and every
-// spare chunk the first time avail frames wait on the RX ring (growAt or more).
+// refill gives back to the fill ring the chunks the last Recv handed out, and doubles
+// the working set when avail frames wait on the RX ring, half of it or more.
 func (q *queue) refill(avail int) {
-	if avail >= growAt && len(q.rxSpare) > 0 {
-		q.rxRefill = append(q.rxRefill, q.rxSpare...)
-		q.rxSpare = nil
+	if set := RxFrames - len(q.rxSpare); avail >= set/2 && len(q.rxSpare) > 0 {
+		n := min(set, len(q.rxSpare))
+		q.rxRefill = append(q.rxRefill, q.rxSpare[:n]...)
+		q.rxSpare = q.rxSpare[n:]
 	}
 	if len(q.rxRefill) > 0 {
 		n := q.xsk.Fill.Put(q.rxRefill)
@@ -58,8 +64,8 @@ func (q *queue) refill(avail int) {
 }
 
 // RxWorkingSet returns how many receive chunks the kernel may fill, over all queues:
-// fillStart per copy-mode queue until the link first streams, RxFrames per queue
-// after it (and always in zero-copy mode).
+// per copy-mode queue fillStart, doubled each time the engine fell half of it behind,
+// at most RxFrames; RxFrames per zero-copy queue.
 func (l *Link) RxWorkingSet() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
