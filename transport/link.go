@@ -61,6 +61,19 @@ type TxLender interface {
 	ReturnTx(buf []byte)
 }
 
+// RxReserver is a Link that holds receive buffers for the frames the engine may have
+// in flight towards it: the AF_XDP link keeps a small working set of receive chunks
+// (its fill ring) and grows it on demand, and a working set grown too late drops a
+// burst. The engine calls ReserveRx with MaxUnackedPSN frames per QP whenever it
+// creates a QP: each RC QP's peer may have that many request packets, and each of
+// its reads that many response packets, in flight (rdma_rxe's RXE_MAX_UNACKED_PSNS;
+// xroce's requester window).
+type RxReserver interface {
+	// ReserveRx asks the link to keep room for frames received frames at once. It
+	// never shrinks what the link holds.
+	ReserveRx(frames int)
+}
+
 // LinkCaps describes what a link can carry and what it guarantees about the frames
 // it receives, beyond its netdev MTU. The zero value is a link with no limit of its
 // own that delivers frames exactly as they were on the wire (the Pipe, by default).

@@ -60,3 +60,43 @@ func TestPathMTULimits(t *testing.T) {
 		must(t, dev.Close())
 	}
 }
+
+// reservingLink is a PipeEnd that records the engine's ReserveRx calls.
+type reservingLink struct {
+	*transport.PipeEnd
+	frames []int
+}
+
+func (l *reservingLink) ReserveRx(frames int) { l.frames = append(l.frames, frames) }
+
+// TestReserveRx: each QP created asks a link that holds receive buffers
+// (transport.RxReserver, the AF_XDP link) for MaxUnackedPSN more frames in flight.
+func TestReserveRx(t *testing.T) {
+	end, _ := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	link := &reservingLink{PipeEnd: end}
+	dev, err := transport.Open(link, transport.Options{Clock: transport.NewFakeClock()})
+	must(t, err)
+	defer dev.Close()
+	cq := dev.CreateCQ(16)
+	pd := dev.AllocPD()
+	var qps []*transport.QueuePair
+	for range 3 {
+		qp, err := pd.CreateQP(transport.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: transport.QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+		must(t, err)
+		qps = append(qps, qp)
+	}
+	must(t, qps[1].Destroy())
+	if _, err := pd.CreateQP(transport.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: transport.QPCap{MaxSendWR: 4, MaxRecvWR: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []int{128, 256, 384, 384}
+	if len(link.frames) != len(want) {
+		t.Fatalf("ReserveRx calls %v, want %v", link.frames, want)
+	}
+	for i := range want {
+		if link.frames[i] != want[i] {
+			t.Fatalf("ReserveRx calls %v, want %v", link.frames, want)
+		}
+	}
+}

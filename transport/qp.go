@@ -208,6 +208,9 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	if attr.SRQ != nil {
 		attr.SRQ.qps++
 	}
+	if r, ok := d.link.(RxReserver); ok {
+		r.ReserveRx(len(d.qps) * MaxUnackedPSN)
+	}
 	return qp, nil
 }
 

@@ -1,5 +1,7 @@
 package xdp
 
+import "github.com/xroce/xroce/transport"
+
 // The receive chunks' working set (docs/afxdp.md, Sizing).
 //
 // The kernel takes receive chunks from the fill ring in the order they were put
@@ -16,21 +18,24 @@ package xdp
 // So in copy mode the fill ring starts with fillStart chunks and the others wait in
 // rxSpare. A chunk Recv hands out goes back to the fill ring at the next Recv, so the
 // kernel always holds the working set: a ping-pong keeps landing in the same few
-// chunks. The working set doubles (from rxSpare) whenever a Recv finds half of it or
-// more waiting on the RX ring: the engine is that far behind, and a longer delay
-// would leave the kernel no chunk to fill (a frame then is dropped, counted in the
-// socket's rx_fill_ring_empty_descs, and retransmitted).
+// chunks. The set grows two ways. The engine reserves MaxUnackedPSN frames for each
+// QP it creates (ReserveRx, two chunks a frame), so one QP streams in 256 chunks and
+// eight in all 2048. And on demand (refill): what the kernel holds is the working set
+// less the frames waiting on the RX ring and the chunks the last Recv handed out,
+// known without a system call; below half the set, the set doubles, and below a
+// quarter, close to running dry, the kernel gets every chunk. A frame that finds no
+// chunk is dropped (counted in the socket's rx_fill_ring_empty_descs) and RC
+// retransmits it.
 //
-// It grows no further than that because a stream is faster in a small working set
-// too: the engine reads every frame it receives (the ICRC, the payload it places),
-// which takes the frame's cache lines from the CPU that wrote them (on veth, the
-// sender's: its softirq runs the XDP program and copies into the UMEM), and that
-// CPU's next write to the chunk must take them back. In a few hundred chunks that
-// exchange stays within the caches. Alternating runs of WRITE 64 KiB at PMTU 1024
-// gave 758-790 MiB/s this way against 678-690 with all 2048 chunks in the fill ring
-// once the link streamed (docs/afxdp.md). Zero-copy
-// drivers fill their own descriptor rings (hundreds of entries) from the fill ring,
-// so they get every chunk at once.
+// It grows no sooner because a stream is faster in a small working set too: the
+// engine reads every frame it receives (the ICRC, the payload it places), which takes
+// the frame's cache lines from the CPU that wrote them (on veth, the sender's: its
+// softirq runs the XDP program and copies into the UMEM), and that CPU's next write
+// to the chunk must take them back. In a few hundred chunks that exchange stays
+// within the caches. Alternating runs of WRITE 64 KiB at PMTU 1024 gave 777-803
+// MiB/s so against 684-699 when the first 16 frames found waiting gave the kernel
+// all 2048 chunks (docs/afxdp.md). Zero-copy drivers fill their own descriptor rings
+// (hundreds of entries) from the fill ring, so they get every chunk at once.
 const fillStart = 256
 
 // initFill gives the kernel the first receive chunks and keeps the rest in rxSpare.
@@ -45,17 +50,24 @@ func (q *queue) initFill() {
 	}
 	q.rxSpare = fill[n:]
 	q.rxRefill = fill[:n:n]
-	q.refill(0)
+	q.putFill()
 }
 
-// refill gives back to the fill ring the chunks the last Recv handed out, and doubles
-// the working set when avail frames wait on the RX ring, half of it or more.
+// refill gives back to the fill ring the chunks the last Recv handed out, after
+// growing the working set when avail frames waiting on the RX ring leave the kernel
+// less than half of it.
 func (q *queue) refill(avail int) {
-	if set := RxFrames - len(q.rxSpare); avail >= set/2 && len(q.rxSpare) > 0 {
-		n := min(set, len(q.rxSpare))
-		q.rxRefill = append(q.rxRefill, q.rxSpare[:n]...)
-		q.rxSpare = q.rxSpare[n:]
+	set := RxFrames - len(q.rxSpare)
+	if held := set - avail - len(q.rxRefill); held < set/4 {
+		q.grow(len(q.rxSpare))
+	} else if held < set/2 {
+		q.grow(set)
 	}
+	q.putFill()
+}
+
+// putFill moves the chunks in rxRefill to the fill ring.
+func (q *queue) putFill() {
 	if len(q.rxRefill) > 0 {
 		n := q.xsk.Fill.Put(q.rxRefill)
 		m := copy(q.rxRefill, q.rxRefill[n:])
@@ -63,9 +75,35 @@ func (q *queue) refill(avail int) {
 	}
 }
 
+// ReserveRx implements transport.RxReserver: every queue's working set becomes at
+// least twice frames chunks (a PMTU-4096 frame takes two; at most RxFrames), so that
+// the QPs the engine has can all stream at once without the working set growing
+// behind them. Without it, eight QPs streaming WRITE 64 KiB outgrew 256 chunks faster
+// than the Recvs saw it in most runs on this VM, lost frames and sent their QPs into
+// adaptive retransmissions (docs/afxdp.md).
+func (l *Link) ReserveRx(frames int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	for _, q := range l.queues {
+		q.grow(2*frames - (RxFrames - len(q.rxSpare)))
+		q.putFill()
+	}
+}
+
+// grow moves up to n chunks from rxSpare into the working set (on rxRefill, for
+// putFill); n ≤ 0 moves none.
+func (q *queue) grow(n int) {
+	n = min(max(n, 0), len(q.rxSpare))
+	q.rxRefill = append(q.rxRefill, q.rxSpare[:n]...)
+	q.rxSpare = q.rxSpare[n:]
+}
+
 // RxWorkingSet returns how many receive chunks the kernel may fill, over all queues:
-// per copy-mode queue fillStart, doubled each time the engine fell half of it behind,
-// at most RxFrames; RxFrames per zero-copy queue.
+// per copy-mode queue fillStart, doubled or made RxFrames as the engine fell behind
+// (refill); RxFrames per zero-copy queue.
 func (l *Link) RxWorkingSet() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -75,3 +113,5 @@ func (l *Link) RxWorkingSet() int {
 	}
 	return n
 }
+
+var _ transport.RxReserver = (*Link)(nil)
