@@ -356,6 +356,20 @@ static void from_cm_addr(struct sockaddr_storage *ss, const struct xroce_cm_addr
 	}
 }
 
+/* is_loopback reports whether sa is an IPv4 or IPv6 loopback address
+ * (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104). */
+static int is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return 0;
+}
+
 static socklen_t sa_len(const struct sockaddr *sa)
 {
 	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -372,6 +386,11 @@ XROCE_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	if (!x || !addr)
 		return fail(EINVAL);
 	if (!(c = cm_ctx_for(addr, 1))) {
+		/* A loopback address is on lo, which no RDMA device serves: rdma_cm
+		 * answers ENODEV (cma.c, cma_acquire_dev_by_src_ip) without a word.
+		 * libfabric's verbs provider binds 127.0.0.1 to probe, so no message. */
+		if (is_loopback(addr))
+			return fail(ENODEV);
 		warnx("rdma_bind_addr: no xroce device has this address (is `xroce daemon` running on its interface? a daemon takes an address added to it within 0.5 s)");
 		return fail(EADDRNOTAVAIL);
 	}

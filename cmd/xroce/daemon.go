@@ -86,10 +86,16 @@ func serveDevice(eng *runningEngine, c deviceConfig) error {
 		return err
 	}
 	lg, dev := c.log, eng.dev
-	// SIGINT and SIGTERM: remove the socket, stop the engine, close the link (the
-	// XDP program goes with it), flush --pcap; handleSignals then exits.
+	removeNode, err := makeDevNode(c.name)
+	if err != nil {
+		lg.Printf("warning: %v", err)
+	}
+	// SIGINT and SIGTERM: remove the socket and the device node, stop the engine,
+	// close the link (the XDP program goes with it), flush --pcap; handleSignals
+	// then exits.
 	stop := atExit(func() {
 		srv.Close()
+		removeNode()
 		eng.stop()
 		lg.Printf("%s stopped", c.name)
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/test/testnet"
@@ -529,5 +532,42 @@ func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces, XDP)")
+	}
+}
+
+// TestDaemonDevNode: a daemon makes /dev/infiniband/<its name>, a character device
+// with /dev/null's numbers and mode 0666, for UCX, which lists only devices whose
+// node it can open read-write (uct_ib_device_is_accessible). Two daemons of one
+// name (run directories apart) share it; it goes when the last of them stops, and
+// /dev/infiniband with it when that was not there before.
+func TestDaemonDevNode(t *testing.T) {
+	needRoot(t)
+	path := filepath.Join(devDir, "xroce0")
+	if _, err := os.Lstat(path); err == nil {
+		t.Skipf("%s exists already (a daemon running, or one killed)", path)
+	}
+	_, dirErr := os.Stat(devDir)
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	_, stopA := startDaemon(t, n.NsA, n.IfA, t.TempDir())
+	_, stopB := startDaemon(t, n.NsB, n.IfB, t.TempDir())
+	var st unix.Stat_t
+	for deadline := time.Now().Add(5 * time.Second); unix.Lstat(path, &st) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not made within 5 s of the daemons' sockets", path)
+		}
+	}
+	if st.Mode != unix.S_IFCHR|0o666 || unix.Major(st.Rdev) != 1 || unix.Minor(st.Rdev) != 3 {
+		t.Fatalf("%s: mode %#o, device %d, %d; want a character device 0666, 1, 3", path, st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	stopA()
+	if err := unix.Lstat(path, &st); err != nil {
+		t.Fatalf("%s went with the first daemon while the second serves: %v", path, err)
+	}
+	stopB()
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s after both daemons stopped: %v, want it gone", path, err)
+	}
+	if _, err := os.Stat(devDir); dirErr != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s, made by the daemons, is still there after both stopped: %v", devDir, err)
 	}
 }

@@ -481,6 +481,24 @@ func TestVerbsCMUnsupported(t *testing.T) {
 	}
 }
 
+// TestVerbsBindLoopback: rdma_bind_addr to a loopback address fails with ENODEV
+// without a message, as rdma_cm's (libfabric's verbs provider probes 127.0.0.1, and
+// the message cluttered every fi_info and MPI rank in a trial); an address of no
+// device keeps EADDRNOTAVAIL and its hint.
+func TestVerbsBindLoopback(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/bindlo.c", "-lrdmacm")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog)
+	err := wait(t, "bindlo", done, out, 20*time.Second)
+	nodev, noaddr := fmt.Sprint(int(syscall.ENODEV)), fmt.Sprint(int(syscall.EADDRNOTAVAIL))
+	want := "127.0.0.1 -1 errno " + nodev + "\n127.5.6.7 -1 errno " + nodev + "\n::1 -1 errno " + nodev +
+		"\n::ffff:127.0.0.1 -1 errno " + nodev + "\nxroce: rdma_bind_addr: no xroce device has this address" +
+		" (is `xroce daemon` running on its interface? a daemon takes an address added to it within 0.5 s)\n192.0.2.1 -1 errno " + noaddr + "\n"
+	if got := out.String(); err != nil || got != want {
+		t.Errorf("bindlo: %v\n%s\nwant\n%s", err, got, want)
+	}
+}
+
 // stripWarnings removes the library's "xroce: " lines from out.
 func stripWarnings(out string) string {
 	var b strings.Builder
