@@ -257,28 +257,46 @@ static struct xdev *to_xdev(struct ibv_device *dev)
 	return xd && xd->magic == XDEV_MAGIC ? xd : NULL;
 }
 
-/* ctx_call is xcall on an open device's session. */
-int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, void *out, size_t outlen)
+/* hung_up reports whether the daemon closed its end of the session socket fd. */
+int hung_up(int fd)
 {
-	int ret;
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
 
-	pthread_mutex_lock(&xc->lock);
-	ret = xcall(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, out, outlen);
-	pthread_mutex_unlock(&xc->lock);
-	return ret;
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
 /* ctx_call_fds is xcall_ex on an open device's session: the nsend descriptors
- * sendfds go with the request, nrecv descriptors come with a successful reply. */
+ * sendfds go with the request, nrecv descriptors come with a successful reply.
+ * Once the daemon has gone away (said once, by xcall_ex, daemon_gone or
+ * read_channel), every call fails with EIO at once, as ib_uverbs fails every
+ * command on a context it disassociated from a removed device, and says nothing
+ * more: an
+ * application that retries in a loop (UCX polls its event channel and rearms its
+ * CQs) printed the message thousands of times a second. errno is set to a failure's
+ * value too, since applications print errno (%m) after a verb that returns one. */
 int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, const int *sendfds, int nsend,
 			void *out, size_t outlen, int *recvfds, int nrecv)
 {
-	int ret;
+	int ret = EIO;
 
 	pthread_mutex_lock(&xc->lock);
-	ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, sendfds, nsend, out, outlen, NULL, recvfds, nrecv);
+	if (!__atomic_load_n(&xc->gone, __ATOMIC_RELAXED)) {
+		ret = xcall_ex(xc->fd, &xc->seq, xc->xd->path, op, req, reqlen, sendfds, nsend, out, outlen, NULL, recvfds, nrecv);
+		if (ret == ENODEV && hung_up(xc->fd)) { /* not the daemon's own ENODEV status */
+			__atomic_store_n(&xc->gone, 1, __ATOMIC_RELAXED);
+			ret = EIO;
+		}
+	}
 	pthread_mutex_unlock(&xc->lock);
+	if (ret)
+		errno = ret;
 	return ret;
+}
+
+/* ctx_call is ctx_call_fds without descriptors. */
+int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, void *out, size_t outlen)
+{
+	return ctx_call_fds(xc, op, req, reqlen, NULL, 0, out, outlen, NULL, 0);
 }
 
 /* ---- device list ---------------------------------------------------------- */
@@ -898,7 +916,8 @@ static ssize_t read_channel(struct xctx *xc, int fd, void *buf, size_t len, cons
 	ssize_t n = read(fd, buf, len);
 
 	if (n == 0) {
-		warnx("the daemon at %s closed the %s channel: restart it with `xroce daemon -d IFACE`", xc->xd->path, what);
+		if (!__atomic_exchange_n(&xc->gone, 1, __ATOMIC_RELAXED))
+			warnx("the daemon at %s closed the %s channel: restart it with `xroce daemon -d IFACE`", xc->xd->path, what);
 		errno = ENODEV;
 		return -1;
 	}

@@ -422,9 +422,7 @@ static void fill_wc(struct xqp *q, const struct xroce_cqe *e, struct ibv_wc *wc)
  * where an HCA, or rdma_rxe's softirq, never waits for the application.) */
 static int daemon_gone(struct xctx *xc)
 {
-	struct pollfd p = { .fd = xc->fd, .events = POLLRDHUP };
-
-	if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+	if (!hung_up(xc->fd))
 		return 0;
 	if (!__atomic_exchange_n(&xc->gone, 1, __ATOMIC_RELAXED))
 		warnx("the daemon at %s went away: restart it with `xroce daemon -d IFACE`", xc->xd->path);

@@ -571,3 +571,64 @@ func TestDaemonDevNode(t *testing.T) {
 		t.Errorf("%s, made by the daemons, is still there after both stopped: %v", devDir, err)
 	}
 }
+
+// TestDaemonDevNodeOthers: what a daemon finds at /dev/infiniband/NAME that it did
+// not make (found by a trial): a regular file is left as it is and the log says what
+// it is and what to do; a node of xroce's numbers at another mode is made 0666 (UCX
+// needs read-write access) and removed at the end; a node replaced while the daemon
+// serves (another daemon's by then) is not removed when it stops.
+func TestDaemonDevNodeOthers(t *testing.T) {
+	needRoot(t)
+	n := testnet.New(t, testnet.Options{MTU: 1500})
+	_, dirErr := os.Stat(devDir)
+	if err := os.MkdirAll(devDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file, node, replaced := filepath.Join(devDir, "xrtfile"), filepath.Join(devDir, "xrtmode"), filepath.Join(devDir, "xrtrepl")
+	t.Cleanup(func() {
+		for _, p := range []string{file, node, replaced} {
+			os.Remove(p)
+		}
+		if dirErr != nil {
+			os.Remove(devDir)
+		}
+	})
+	must(t, os.WriteFile(file, []byte("data\n"), 0o644))
+	must(t, unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))))
+	must(t, os.Chmod(node, 0o600))
+
+	_, stop := startDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtfile")
+	log, _ := stop()
+	if want := "warning: /dev/infiniband/xrtfile is a regular file, not the node xroce makes (a character device 1, 3), and is left as it is: " +
+		"UCX lists xrtfile only when that path is a character device it can open read-write; remove it and restart the daemon"; !strings.Contains(log, want) {
+		t.Errorf("daemon log has no %q:\n%s", want, log)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "data\n" {
+		t.Errorf("%s after the daemon: %q, %v; want it untouched", file, b, err)
+	}
+
+	_, stop = startDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtmode")
+	var st unix.Stat_t
+	for deadline := time.Now().Add(5 * time.Second); unix.Lstat(node, &st) != nil || st.Mode&0o777 != 0o666; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: mode %#o 5 s after the daemon started, want 0666", node, st.Mode&0o777)
+		}
+	}
+	stop()
+	if _, err := os.Lstat(node); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s after its daemon stopped: %v, want it gone", node, err)
+	}
+
+	_, stop = startDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtrepl")
+	for deadline := time.Now().Add(5 * time.Second); unix.Lstat(replaced, &st) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not made within 5 s", replaced)
+		}
+	}
+	must(t, os.Remove(replaced))
+	must(t, unix.Mknod(replaced, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+	stop()
+	if _, err := os.Lstat(replaced); err != nil {
+		t.Errorf("%s, made again after the daemon's was removed, went with the daemon: %v", replaced, err)
+	}
+}

@@ -28,11 +28,12 @@ var nullDev = unix.Mkdev(1, 3)
 //
 // Daemons of one name with different run directories share the node. Each holds a
 // shared flock on it; the returned remove drops the daemon's lock and removes the
-// node when no other daemon holds one, and devDir with it when that is then empty
-// (udev makes it again for an RDMA device the kernel registers). A node left by a daemon that was killed is taken over. When the node
-// cannot be made (no CAP_MKNOD, a read-only /dev), or devDir/name is something
-// else, the error says what UCX will then not see and how to fix it; the daemon
-// serves on regardless.
+// node when no other daemon holds one and the path is still the node it locked,
+// and devDir with it when that is then empty (udev makes it again for an RDMA
+// device the kernel registers). A node left by a daemon that was killed is taken
+// over, and made 0666 again if another hand changed its mode. When the node cannot
+// be made (no CAP_MKNOD, a read-only /dev), or devDir/name is something else (left
+// as it is), the error says so and what to do; the daemon serves on regardless.
 func makeDevNode(name string) (remove func(), err error) {
 	path := filepath.Join(devDir, name)
 	if err := os.Mkdir(devDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -42,13 +43,13 @@ func makeDevNode(name string) (remove func(), err error) {
 		f, err := openDevNode(path)
 		if err != nil {
 			os.Remove(devDir) // only if empty
-			return func() {}, devNodeError(name, err)
+			return func() {}, err
 		}
 		if f == nil {
 			continue // removed by another daemon as this one locked it
 		}
 		return func() {
-			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil && sameFile(f, path) {
 				os.Remove(path)
 				os.Remove(devDir) // only if empty: udev makes it again for a device
 			}
@@ -58,44 +59,77 @@ func makeDevNode(name string) (remove func(), err error) {
 	return func() {}, devNodeError(name, errors.New("removed again and again by other daemons"))
 }
 
-// openDevNode creates the node at path if it is missing, opens it and takes a
-// shared flock. It returns nil (and no error) when the node was removed between
-// the open and the lock, and an error when path is something other than the node.
+// openDevNode creates the node at path if it is missing (or gives a node of ours
+// that another hand left at another mode 0666 again), opens it and takes a shared
+// flock. It returns nil (and no error) when the node was removed between the open
+// and the lock, and an error when path is something other than such a node.
 func openDevNode(path string) (*os.File, error) {
-	err := unix.Mknod(path, unix.S_IFCHR|0o666, int(nullDev))
-	if err == nil {
-		err = os.Chmod(path, 0o666) // mknod's mode went through the umask
-	} else if errors.Is(err, unix.EEXIST) {
-		err = nil
+	name := filepath.Base(path)
+	var st unix.Stat_t
+	err := unix.Lstat(path, &st)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		err = unix.Mknod(path, unix.S_IFCHR|0o666, int(nullDev))
+		if err == nil || errors.Is(err, unix.EEXIST) { // EEXIST: another daemon made it meanwhile
+			err = unix.Lstat(path, &st)
+		}
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == nullDev:
+	case err == nil:
+		return nil, fmt.Errorf("%s is %s, not the node xroce makes (a character device %d, %d), and is left as it is: "+
+			"UCX lists %s only when that path is a character device it can open read-write; remove it and restart the daemon",
+			path, describeNode(&st), unix.Major(nullDev), unix.Minor(nullDev), name)
+	}
+	if err == nil && st.Mode&0o777 != 0o666 {
+		err = os.Chmod(path, 0o666) // mknod's mode went through the umask, or another hand's did
 	}
 	if err != nil {
-		return nil, err
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
-		return nil, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != nullDev {
-		return nil, fmt.Errorf("it exists and is not a node xroce made (a character device %d, %d)", unix.Major(nullDev), unix.Minor(nullDev))
+		return nil, devNodeError(name, err)
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
-		return nil, err
+		return nil, devNodeError(name, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
 		f.Close()
-		return nil, err
+		return nil, devNodeError(name, err)
 	}
-	var held unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &held) != nil || unix.Lstat(path, &st) != nil || st.Ino != held.Ino {
+	if !sameFile(f, path) {
 		f.Close()
 		return nil, nil
 	}
 	return f, nil
 }
 
-// devNodeError explains a node that could not be made.
+// sameFile reports whether path is still the file f has open.
+func sameFile(f *os.File, path string) bool {
+	var held, st unix.Stat_t
+	return unix.Fstat(int(f.Fd()), &held) == nil && unix.Lstat(path, &st) == nil && st.Dev == held.Dev && st.Ino == held.Ino
+}
+
+// describeNode names what st is: a regular file, a directory, ...
+func describeNode(st *unix.Stat_t) string {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "a regular file"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	case unix.S_IFCHR:
+		return fmt.Sprintf("a character device %d, %d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	case unix.S_IFBLK:
+		return fmt.Sprintf("a block device %d, %d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	return fmt.Sprintf("a file of type %#o", st.Mode&unix.S_IFMT)
+}
+
+// devNodeError explains a node that could not be made: what UCX will then not see,
+// and how to make it.
 func devNodeError(name string, err error) error {
-	return fmt.Errorf("%s/%s: %w: UCX (ucx_info, ucx_perftest, Open MPI's pml ucx) will not list %s; "+
-		"run the daemon as root, or create it: mkdir -p %s && mknod -m 666 %s/%s c 1 3", devDir, name, err, name, devDir, devDir, name)
+	fix := "create it"
+	if errors.Is(err, unix.EPERM) {
+		fix = "run the daemon as root (it needs CAP_MKNOD), or create it"
+	}
+	return fmt.Errorf("%s/%s: %w: UCX (ucx_info, ucx_perftest, Open MPI's pml ucx) will not list %s; %s: "+
+		"mkdir -p %s && mknod -m 666 %s/%s c 1 3", devDir, name, err, name, fix, devDir, devDir, name)
 }
