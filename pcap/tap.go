@@ -327,6 +327,16 @@ func (t *Tap) Recv(frames [][]byte) (int, error) {
 	return n, err
 }
 
+// ReserveRx implements transport.RxReserver by passing the reservation on to the
+// inner link when it holds receive buffers (the AF_XDP link): a Tap hides the
+// inner link's other methods, and without it a capture turned the reservation
+// off.
+func (t *Tap) ReserveRx(frames int) {
+	if r, ok := t.Link.(transport.RxReserver); ok {
+		r.ReserveRx(frames)
+	}
+}
+
 // Flush writes buffered frames to the file.
 func (t *Tap) Flush() error {
 	t.mu.Lock()

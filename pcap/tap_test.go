@@ -261,3 +261,36 @@ func TestTapForwards(t *testing.T) {
 		t.Errorf("recv %d %v", n, err)
 	}
 }
+
+// reservingPipe is a PipeEnd that records ReserveRx, as the AF_XDP link takes it.
+type reservingPipe struct {
+	*transport.PipeEnd
+	frames []int
+}
+
+func (l *reservingPipe) ReserveRx(frames int) { l.frames = append(l.frames, frames) }
+
+// TestTapReserveRx: a Tap passes the engine's receive reservation on to an inner
+// link that takes one (a review found --pcap turning it off), and takes it without
+// effect over one that does not.
+func TestTapReserveRx(t *testing.T) {
+	a, _ := transport.NewPipe(transport.PipeConfig{MAC: srvMAC, Addrs: []netip.Addr{srvAddr}},
+		transport.PipeConfig{MAC: cliMAC, Addrs: []netip.Addr{cliAddr}})
+	inner := &reservingPipe{PipeEnd: a}
+	tap, err := pcap.NewTap(inner, filepath.Join(t.TempDir(), "r.pcapng"), pcap.TapOptions{})
+	must(t, err)
+	defer tap.Close()
+	var link transport.Link = tap
+	r, ok := link.(transport.RxReserver)
+	if !ok {
+		t.Fatal("a Tap is not a transport.RxReserver")
+	}
+	r.ReserveRx(256)
+	if len(inner.frames) != 1 || inner.frames[0] != 256 {
+		t.Errorf("the inner link got %v, want [256]", inner.frames)
+	}
+	plain, err := pcap.NewTap(a, filepath.Join(t.TempDir(), "p.pcapng"), pcap.TapOptions{})
+	must(t, err)
+	defer plain.Close()
+	plain.ReserveRx(128) // a Pipe holds no receive buffers: nothing to pass on
+}

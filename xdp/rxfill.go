@@ -59,9 +59,9 @@ func (q *queue) initFill() {
 func (q *queue) refill(avail int) {
 	set := RxFrames - len(q.rxSpare)
 	if held := set - avail - len(q.rxRefill); held < set/4 {
-		q.grow(len(q.rxSpare))
+		q.rxRefill = append(q.rxRefill, q.grow(len(q.rxSpare))...)
 	} else if held < set/2 {
-		q.grow(set)
+		q.rxRefill = append(q.rxRefill, q.grow(set)...)
 	}
 	q.putFill()
 }
@@ -88,21 +88,27 @@ func (l *Link) ReserveRx(frames int) {
 		return
 	}
 	for _, q := range l.queues {
-		q.grow(2*frames - (RxFrames - len(q.rxSpare)))
-		q.putFill()
+		// Only the new chunks go to the fill ring now: those on rxRefill hold the
+		// frames the last Recv returned, valid until the next Recv (transport.Link).
+		more := q.grow(2*frames - (RxFrames - len(q.rxSpare)))
+		if n := q.xsk.Fill.Put(more); n < len(more) { // not expected: the ring holds every chunk
+			q.rxRefill = append(q.rxRefill, more[n:]...)
+		}
 	}
 }
 
-// grow moves up to n chunks from rxSpare into the working set (on rxRefill, for
-// putFill); n ≤ 0 moves none.
-func (q *queue) grow(n int) {
+// grow takes up to n chunks out of rxSpare into the working set and returns them,
+// for the fill ring; n ≤ 0 takes none.
+func (q *queue) grow(n int) []uint64 {
 	n = min(max(n, 0), len(q.rxSpare))
-	q.rxRefill = append(q.rxRefill, q.rxSpare[:n]...)
+	more := q.rxSpare[:n:n]
 	q.rxSpare = q.rxSpare[n:]
+	return more
 }
 
 // RxWorkingSet returns how many receive chunks the kernel may fill, over all queues:
-// per copy-mode queue fillStart, doubled or made RxFrames as the engine fell behind
+// per copy-mode queue fillStart, or twice the frames the engine reserved
+// (ReserveRx), grown further (doubled, or to RxFrames) as the engine fell behind
 // (refill); RxFrames per zero-copy queue.
 func (l *Link) RxWorkingSet() int {
 	l.mu.Lock()

@@ -268,7 +268,8 @@ int hung_up(int fd)
 /* ctx_call_fds is xcall_ex on an open device's session: the nsend descriptors
  * sendfds go with the request, nrecv descriptors come with a successful reply.
  * Once the daemon has gone away (said once, by xcall_ex, daemon_gone or
- * read_channel), every call fails with EIO at once, as ib_uverbs fails every
+ * read_channel; threads that notice it at the same moment may each say it), every
+ * call fails with EIO at once, as ib_uverbs fails every
  * command on a context it disassociated from a removed device, and says nothing
  * more: an
  * application that retries in a loop (UCX polls its event channel and rearms its
@@ -291,6 +292,15 @@ int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, c
 	if (ret)
 		errno = ret;
 	return ret;
+}
+
+/* destroy_failed reports whether a destroy verb's call failed for a reason that
+ * keeps the object: not when the daemon is gone, whose objects went with it; the
+ * library then frees its side and the verb succeeds, as rdma-core's destroys
+ * succeed on a context disassociated from a removed device. */
+int destroy_failed(struct xctx *xc, int ret)
+{
+	return ret && !__atomic_load_n(&xc->gone, __ATOMIC_RELAXED);
 }
 
 /* ctx_call is ctx_call_fds without descriptors. */
@@ -1075,7 +1085,7 @@ XROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 		return EINVAL;
 	req.handle = pd->handle;
 	ret = ctx_call(xc, XROCE_OP_DEALLOC_PD, &req, sizeof(req), NULL, 0);
-	if (ret)
+	if (destroy_failed(xc, ret))
 		return ret;
 	free(pd);
 	return 0;
@@ -1177,7 +1187,7 @@ XROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 		return EINVAL;
 	req.handle = mr->handle;
 	ret = ctx_call(xc, XROCE_OP_DEREG_MR, &req, sizeof(req), NULL, 0);
-	if (ret && ret != ENODEV)
+	if (destroy_failed(xc, ret))
 		return ret;
 	while (m->nsegs)
 		seg_put(m->segs[--m->nsegs]);
@@ -1237,7 +1247,7 @@ XROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 		return EBUSY;
 	req.handle = c->h;
 	ret = ctx_call(xc, XROCE_OP_DESTROY_CHANNEL, &req, sizeof(req), NULL, 0);
-	if (ret && ret != ENODEV)
+	if (destroy_failed(xc, ret))
 		return ret;
 	close(channel->fd);
 	free(c);
@@ -1342,7 +1352,7 @@ XROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 		return EINVAL;
 	req.handle = cq->handle;
 	ret = ctx_call(xc, XROCE_OP_DESTROY_CQ, &req, sizeof(req), NULL, 0);
-	if (ret && ret != ENODEV)
+	if (destroy_failed(xc, ret))
 		return ret;
 	pthread_mutex_lock(&xc->objs);
 	for (pp = &xc->cqs; *pp; pp = &(*pp)->next)
@@ -1600,7 +1610,7 @@ XROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		return EINVAL;
 	req.handle = qp->handle;
 	ret = ctx_call(xc, XROCE_OP_DESTROY_QP, &req, sizeof(req), NULL, 0);
-	if (ret && ret != ENODEV)
+	if (destroy_failed(xc, ret))
 		return ret;
 	qp_table_del(xc, (struct xqp *)qp);
 	qp_rings_free((struct xqp *)qp);
@@ -2035,7 +2045,7 @@ XROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 		return EINVAL;
 	req.handle = ah->handle;
 	ret = ctx_call(xc, XROCE_OP_DESTROY_AH, &req, sizeof(req), NULL, 0);
-	if (ret && ret != ENODEV)
+	if (destroy_failed(xc, ret))
 		return ret;
 	free(ah);
 	return 0;

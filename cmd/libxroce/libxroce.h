@@ -146,6 +146,7 @@ struct xqp {
 /* libxroce.c */
 struct xctx *ctx_of(struct ibv_context *c);
 int hung_up(int fd);
+int destroy_failed(struct xctx *xc, int ret);
 int ctx_call(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, void *out, size_t outlen);
 int ctx_call_fds(struct xctx *xc, uint16_t op, const void *req, size_t reqlen, const int *sendfds, int nsend,
 		 void *out, size_t outlen, int *recvfds, int nrecv);

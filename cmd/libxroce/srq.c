@@ -130,7 +130,7 @@ XROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	if (!srq || !(xc = ctx_of(srq->context)))
 		return EINVAL;
 	h.handle = srq->handle;
-	if ((ret = ctx_call(xc, XROCE_OP_DESTROY_SRQ, &h, sizeof(h), NULL, 0)) && ret != ENODEV)
+	if (destroy_failed(xc, ret = ctx_call(xc, XROCE_OP_DESTROY_SRQ, &h, sizeof(h), NULL, 0)))
 		return ret; /* EBUSY while a QP uses it */
 	pthread_mutex_lock(&xc->objs);
 	for (pp = &xc->srqs; *pp; pp = &(*pp)->next)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -86,20 +87,29 @@ func serveDevice(eng *runningEngine, c deviceConfig) error {
 		return err
 	}
 	lg, dev := c.log, eng.dev
-	removeNode, err := makeDevNode(c.name)
-	if err != nil {
-		lg.Printf("warning: %v", err)
-	}
 	// SIGINT and SIGTERM: remove the socket and the device node, stop the engine,
 	// close the link (the XDP program goes with it), flush --pcap; handleSignals
-	// then exits.
+	// then exits. Registered before the node is made, so that a signal right after
+	// the socket appeared still removes it.
+	var nodeMu sync.Mutex
+	removeNode := func() {}
 	stop := atExit(func() {
 		srv.Close()
+		nodeMu.Lock()
 		removeNode()
+		removeNode = func() {}
+		nodeMu.Unlock()
 		eng.stop()
 		lg.Printf("%s stopped", c.name)
 	})
 	defer stop()
+	nodeMu.Lock()
+	remove, err := makeDevNode(c.name)
+	removeNode = remove
+	nodeMu.Unlock()
+	if err != nil {
+		lg.Printf("warning: %v", err)
+	}
 	lg.Printf("serving %s on %s (%s, %s) at %s", c.name, c.ifname, eng.desc, fmt.Sprintf("%d GID%s", len(dev.GIDTable()), plural(len(dev.GIDTable()))), srv.Path())
 	if w := noRoCEv2GID(c.ifname, dev.GIDTable()); w != "" {
 		lg.Printf("warning: %s", w)

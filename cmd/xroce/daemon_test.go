@@ -597,17 +597,21 @@ func TestDaemonDevNodeOthers(t *testing.T) {
 	must(t, unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))))
 	must(t, os.Chmod(node, 0o600))
 
-	_, stop := startDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtfile")
-	log, _ := stop()
-	if want := "warning: /dev/infiniband/xrtfile is a regular file, not the node xroce makes (a character device 1, 3), and is left as it is: " +
-		"UCX lists xrtfile only when that path is a character device it can open read-write; remove it and restart the daemon"; !strings.Contains(log, want) {
-		t.Errorf("daemon log has no %q:\n%s", want, log)
+	cmd, out, done := spawnDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtfile")
+	want := "warning: /dev/infiniband/xrtfile is a regular file, not the node xroce makes (a character device 1, 3), and is left as it is: " +
+		"UCX lists xrtfile only when that path is a character device it can open read-write; remove it and restart the daemon"
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon log has no %q within 10 s:\n%s", want, out.String())
+		}
 	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-done
 	if b, err := os.ReadFile(file); err != nil || string(b) != "data\n" {
 		t.Errorf("%s after the daemon: %q, %v; want it untouched", file, b, err)
 	}
 
-	_, stop = startDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtmode")
+	_, stop := startDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtmode")
 	var st unix.Stat_t
 	for deadline := time.Now().Add(5 * time.Second); unix.Lstat(node, &st) != nil || st.Mode&0o777 != 0o666; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -619,15 +623,16 @@ func TestDaemonDevNodeOthers(t *testing.T) {
 		t.Errorf("%s after its daemon stopped: %v, want it gone", node, err)
 	}
 
-	_, stop = startDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtrepl")
-	for deadline := time.Now().Add(5 * time.Second); unix.Lstat(replaced, &st) != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not made within 5 s", replaced)
+	cmd, out, done = spawnDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtrepl")
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving xrtrepl"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) { // logged once the node is made and locked
+			t.Fatalf("no \"serving xrtrepl\" within 10 s:\n%s", out.String())
 		}
 	}
 	must(t, os.Remove(replaced))
 	must(t, unix.Mknod(replaced, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
-	stop()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-done
 	if _, err := os.Lstat(replaced); err != nil {
 		t.Errorf("%s, made again after the daemon's was removed, went with the daemon: %v", replaced, err)
 	}

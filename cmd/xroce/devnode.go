@@ -36,11 +36,18 @@ var nullDev = unix.Mkdev(1, 3)
 // as it is), the error says so and what to do; the daemon serves on regardless.
 func makeDevNode(name string) (remove func(), err error) {
 	path := filepath.Join(devDir, name)
-	if err := os.Mkdir(devDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return func() {}, devNodeError(name, err)
-	}
 	for try := 0; try < 3; try++ {
+		// devDir and the node are made again on every try: the last daemon of
+		// another name may have removed both since (its remove below).
+		if err := os.Mkdir(devDir, 0o755); err == nil {
+			os.Chmod(devDir, 0o755) // Mkdir's mode went through the umask
+		} else if !errors.Is(err, fs.ErrExist) {
+			return func() {}, devNodeError(name, err)
+		}
 		f, err := openDevNode(path)
+		if errors.Is(err, unix.ENOENT) {
+			continue // devDir went between the Mkdir and the mknod
+		}
 		if err != nil {
 			os.Remove(devDir) // only if empty
 			return func() {}, err
@@ -62,28 +69,34 @@ func makeDevNode(name string) (remove func(), err error) {
 // openDevNode creates the node at path if it is missing (or gives a node of ours
 // that another hand left at another mode 0666 again), opens it and takes a shared
 // flock. It returns nil (and no error) when the node was removed between the open
-// and the lock, and an error when path is something other than such a node.
+// and the lock, an error wrapping ENOENT when the directory went, and another
+// error when path is something other than such a node.
 func openDevNode(path string) (*os.File, error) {
 	name := filepath.Base(path)
 	var st unix.Stat_t
 	err := unix.Lstat(path, &st)
-	switch {
-	case errors.Is(err, unix.ENOENT):
+	if errors.Is(err, unix.ENOENT) {
 		err = unix.Mknod(path, unix.S_IFCHR|0o666, int(nullDev))
-		if err == nil || errors.Is(err, unix.EEXIST) { // EEXIST: another daemon made it meanwhile
+		if errors.Is(err, unix.ENOENT) {
+			return nil, err
+		}
+		if err == nil || errors.Is(err, unix.EEXIST) { // EEXIST: made by another daemon meanwhile
 			err = unix.Lstat(path, &st)
 		}
-	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == nullDev:
-	case err == nil:
+	}
+	if err != nil {
+		return nil, devNodeError(name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != nullDev {
 		return nil, fmt.Errorf("%s is %s, not the node xroce makes (a character device %d, %d), and is left as it is: "+
 			"UCX lists %s only when that path is a character device it can open read-write; remove it and restart the daemon",
 			path, describeNode(&st), unix.Major(nullDev), unix.Minor(nullDev), name)
 	}
-	if err == nil && st.Mode&0o777 != 0o666 {
-		err = os.Chmod(path, 0o666) // mknod's mode went through the umask, or another hand's did
-	}
-	if err != nil {
-		return nil, devNodeError(name, err)
+	if st.Mode&0o777 != 0o666 {
+		// mknod's mode went through the umask, or another hand changed it
+		if err := os.Chmod(path, 0o666); err != nil {
+			return nil, devNodeError(name, err)
+		}
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {

@@ -648,7 +648,8 @@ func TestDaemonsShareRunDir(t *testing.T) {
 // TestVerbsDeviceFatal: an application blocked in ibv_get_async_event when its
 // device's daemon stops gets IBV_EVENT_DEVICE_FATAL, then EIO, as from a kernel
 // device that was removed (ib_uverbs disassociating the context), and every verb
-// after it fails with EIO as there, the library saying so once; testdata/fatal.c.
+// after it fails with EIO as there, the library saying so once, while destroying
+// the objects made before succeeds (the library frees its side); testdata/fatal.c.
 func TestVerbsDeviceFatal(t *testing.T) {
 	p := newVerbsPair(t)
 	prog := cBuild(t, "testdata/fatal.c")
@@ -660,7 +661,8 @@ func TestVerbsDeviceFatal(t *testing.T) {
 	log, _ := p.stopB()
 	err := wait(t, "fatal", done, out, 10*time.Second)
 	want := "ready\nevent local catastrophic error\nibv_get_async_event -1 Input/output error\n" +
-		"ibv_req_notify_cq failed 1000 of 1000, errno Input/output error\nibv_alloc_pd failed 1000 of 1000, errno Input/output error\n"
+		"ibv_req_notify_cq failed 1000 of 1000, errno Input/output error\nibv_alloc_pd failed 1000 of 1000, errno Input/output error\n" +
+		"ibv_dereg_mr 0\nibv_dealloc_pd 0\nibv_destroy_cq 0\nibv_close_device 0\n"
 	if got := stripWarnings(out.String()); err != nil || got != want {
 		t.Errorf("fatal: %v\n%s\nwant\n%s\ndaemon B:\n%s", err, out.String(), want, log)
 	}
