@@ -14,6 +14,7 @@ import (
 
 	"github.com/xroce/xroce/pcap"
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/testlink"
 	"github.com/xroce/xroce/transport"
 )
 
@@ -262,21 +263,13 @@ func TestTapForwards(t *testing.T) {
 	}
 }
 
-// reservingPipe is a PipeEnd that records ReserveRx, as the AF_XDP link takes it.
-type reservingPipe struct {
-	*transport.PipeEnd
-	frames []int
-}
-
-func (l *reservingPipe) ReserveRx(frames int) { l.frames = append(l.frames, frames) }
-
 // TestTapReserveRx: a Tap passes the engine's receive reservation on to an inner
 // link that takes one (a review found --pcap turning it off), and takes it without
 // effect over one that does not.
 func TestTapReserveRx(t *testing.T) {
 	a, _ := transport.NewPipe(transport.PipeConfig{MAC: srvMAC, Addrs: []netip.Addr{srvAddr}},
 		transport.PipeConfig{MAC: cliMAC, Addrs: []netip.Addr{cliAddr}})
-	inner := &reservingPipe{PipeEnd: a}
+	inner := &testlink.Reserving{Link: a}
 	tap, err := pcap.NewTap(inner, filepath.Join(t.TempDir(), "r.pcapng"), pcap.TapOptions{})
 	must(t, err)
 	defer tap.Close()
@@ -286,8 +279,8 @@ func TestTapReserveRx(t *testing.T) {
 		t.Fatal("a Tap is not a transport.RxReserver")
 	}
 	r.ReserveRx(256)
-	if len(inner.frames) != 1 || inner.frames[0] != 256 {
-		t.Errorf("the inner link got %v, want [256]", inner.frames)
+	if len(inner.Frames) != 1 || inner.Frames[0] != 256 {
+		t.Errorf("the inner link got %v, want [256]", inner.Frames)
 	}
 	plain, err := pcap.NewTap(a, filepath.Join(t.TempDir(), "p.pcapng"), pcap.TapOptions{})
 	must(t, err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/test/testlink"
 	"github.com/xroce/xroce/transport"
 )
 
@@ -61,20 +62,12 @@ func TestPathMTULimits(t *testing.T) {
 	}
 }
 
-// reservingLink is a PipeEnd that records the engine's ReserveRx calls.
-type reservingLink struct {
-	*transport.PipeEnd
-	frames []int
-}
-
-func (l *reservingLink) ReserveRx(frames int) { l.frames = append(l.frames, frames) }
-
 // TestReserveRx: each QP created asks a link that holds receive buffers
 // (transport.RxReserver, the AF_XDP link) for MaxUnackedPSN more frames in flight.
 func TestReserveRx(t *testing.T) {
 	end, _ := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
 		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
-	link := &reservingLink{PipeEnd: end}
+	link := &testlink.Reserving{Link: end}
 	dev, err := transport.Open(link, transport.Options{Clock: transport.NewFakeClock()})
 	must(t, err)
 	defer dev.Close()
@@ -91,12 +84,12 @@ func TestReserveRx(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []int{128, 256, 384, 384}
-	if len(link.frames) != len(want) {
-		t.Fatalf("ReserveRx calls %v, want %v", link.frames, want)
+	if len(link.Frames) != len(want) {
+		t.Fatalf("ReserveRx calls %v, want %v", link.Frames, want)
 	}
 	for i := range want {
-		if link.frames[i] != want[i] {
-			t.Fatalf("ReserveRx calls %v, want %v", link.frames, want)
+		if link.Frames[i] != want[i] {
+			t.Fatalf("ReserveRx calls %v, want %v", link.Frames, want)
 		}
 	}
 }
