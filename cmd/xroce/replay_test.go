@@ -327,16 +327,24 @@ func TestPcapFlags(t *testing.T) {
 	}
 }
 
+// recordServer runs tool with args between namespaces B (the server, recording
+// with --pcap) and A (the client) and returns the recording's path and bytes.
+func recordServer(t *testing.T, n *testnet.Net, tool string, args ...string) (string, []byte) {
+	t.Helper()
+	rec := filepath.Join(t.TempDir(), "rec.pcapng")
+	pair(t, n, append(append([]string{tool}, args...), "--pcap", rec, "-d", n.IfB), append(append([]string{tool}, args...), "-d", n.IfA, n.IPB.String()))
+	b, err := os.ReadFile(rec)
+	must(t, err)
+	return rec, b
+}
+
 // TestTornRecording: a --pcap recording whose last block is cut short, as xroce
 // killed with SIGKILL in the middle of a write leaves it, dumps and replays: the
 // whole frames before the torn block, with a note, exit status 0 (replay refused
 // the whole file, dump exited 1).
 func TestTornRecording(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
-	rec := filepath.Join(t.TempDir(), "rec.pcapng")
-	pair(t, n, []string{"write_bw", "-n", "50", "-s", "4096", "--pcap", rec, "-d", n.IfB}, []string{"write_bw", "-n", "50", "-s", "4096", "-d", n.IfA, n.IPB.String()})
-	b, err := os.ReadFile(rec)
-	must(t, err)
+	rec, b := recordServer(t, n, "write_bw", "-n", "50", "-s", "4096")
 	must(t, os.WriteFile(rec, b[:len(b)-37], 0o644)) // into the last block
 	const note = "the capture ends in the middle of a record (its recorder was stopped while writing); "
 	out, err := exec.Command(bin, "dump", rec).CombinedOutput()
@@ -364,10 +372,7 @@ func TestTornRecording(t *testing.T) {
 // recording of read_bw reported a response "captured: nothing", exit 1).
 func TestTornReadRecording(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
-	rec := filepath.Join(t.TempDir(), "rec.pcapng")
-	pair(t, n, []string{"read_bw", "-n", "300", "-s", "10000", "--pcap", rec, "-d", n.IfB}, []string{"read_bw", "-n", "300", "-s", "10000", "-d", n.IfA, n.IPB.String()})
-	b, err := os.ReadFile(rec)
-	must(t, err)
+	_, b := recordServer(t, n, "read_bw", "-n", "300", "-s", "10000")
 	cut := filepath.Join(t.TempDir(), "cut.pcapng")
 	leftOut := 0
 	for _, share := range []int{23, 41, 58, 77, 93} {

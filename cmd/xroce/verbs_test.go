@@ -499,6 +499,17 @@ func TestVerbsBindLoopback(t *testing.T) {
 	}
 }
 
+// expectOK runs args through xroce run in namespace A and wants it to exit 0
+// within d having printed exactly "ok" (the testdata programs that check their own
+// results print that and nothing else).
+func (p *verbsPair) expectOK(t *testing.T, what string, d time.Duration, args ...string) {
+	t.Helper()
+	_, out, done := app(t, p.n.NsA, p.dirA, args...)
+	if err := wait(t, what, done, out, d); err != nil || out.String() != "ok\n" {
+		t.Errorf("%s: %v\n%s", what, err, out.String())
+	}
+}
+
 // stripWarnings removes the library's "xroce: " lines from out.
 func stripWarnings(out string) string {
 	var b strings.Builder
@@ -528,10 +539,7 @@ func cBuild(t *testing.T, src string, libs ...string) string {
 func TestVerbsRegOverlap(t *testing.T) {
 	p := newVerbsPair(t)
 	prog := cBuild(t, "testdata/regoverlap.c")
-	_, out, done := app(t, p.n.NsA, p.dirA, prog)
-	if err := wait(t, "regoverlap", done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
-		t.Errorf("regoverlap: %v\n%s", err, out.String())
-	}
+	p.expectOK(t, "regoverlap", 20*time.Second, prog)
 }
 
 // TestVerbsRegStack: a region on the calling thread's stack registers (its pages
@@ -546,10 +554,7 @@ func TestVerbsRegStack(t *testing.T) {
 	p := newVerbsPair(t)
 	prog := cBuild(t, "testdata/regstack.c", "-lpthread")
 	for _, mode := range []string{"main", "thread"} { // the main thread's stack, and a thread's
-		_, out, done := app(t, p.n.NsA, p.dirA, prog, mode)
-		if err := wait(t, "regstack "+mode, done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
-			t.Errorf("regstack %s: %v\n%s", mode, err, out.String())
-		}
+		p.expectOK(t, "regstack "+mode, 20*time.Second, prog, mode)
 	}
 }
 
@@ -561,10 +566,7 @@ func TestVerbsRegStack(t *testing.T) {
 func TestVerbsRegProt(t *testing.T) {
 	p := newVerbsPair(t)
 	prog := cBuild(t, "testdata/regprot.c")
-	_, out, done := app(t, p.n.NsA, p.dirA, prog)
-	if err := wait(t, "regprot", done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
-		t.Errorf("regprot: %v\n%s", err, out.String())
-	}
+	p.expectOK(t, "regprot", 20*time.Second, prog)
 }
 
 // TestVerbsRegMemlock: registrations count against RLIMIT_MEMLOCK as on rdma_rxe
@@ -582,10 +584,7 @@ func TestVerbsRegMemlock(t *testing.T) {
 		{"limited", []string{"prlimit", "--memlock=65536", "setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prog, "limited"}},
 		{"capable", []string{"prlimit", "--memlock=65536", prog, "capable"}},
 	} {
-		_, out, done := app(t, p.n.NsA, p.dirA, c.args...)
-		if err := wait(t, "reglimit "+c.mode, done, out, 20*time.Second); err != nil || out.String() != "ok\n" {
-			t.Errorf("reglimit %s: %v\n%s", c.mode, err, out.String())
-		}
+		p.expectOK(t, "reglimit "+c.mode, 20*time.Second, c.args...)
 	}
 }
 
@@ -597,10 +596,7 @@ func TestVerbsRegMemlock(t *testing.T) {
 func TestVerbsRegThreads(t *testing.T) {
 	p := newVerbsPair(t)
 	prog := cBuild(t, "testdata/regthreads.c", "-lpthread")
-	_, out, done := app(t, p.n.NsA, p.dirA, prog)
-	if err := wait(t, "regthreads", done, out, 30*time.Second); err != nil || out.String() != "ok\n" {
-		t.Errorf("regthreads: %v\n%s", err, out.String())
-	}
+	p.expectOK(t, "regthreads", 30*time.Second, prog)
 }
 
 // TestDaemonsShareRunDir: two daemons in one run directory, each in its own network
