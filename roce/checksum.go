@@ -23,18 +23,21 @@ func fold(s uint32) uint16 {
 	return ^uint16(s)
 }
 
-// ipv4HeaderChecksum returns the checksum of a 20-byte IPv4 header whose checksum
-// field is taken as zero. It adds the header as 32-bit words (the checksum field's
-// half of the third one left out) and folds the sum: one's-complement addition
-// does not depend on the word size (RFC 1071 §2(B)), and it runs on every frame
-// sent, where the 16-bit loop cost 25 ns a frame.
-func ipv4HeaderChecksum(h []byte) uint16 {
-	_ = h[19]
-	s := uint64(binary.BigEndian.Uint32(h[0:4])) + uint64(binary.BigEndian.Uint32(h[4:8])) +
-		uint64(binary.BigEndian.Uint16(h[8:10]))<<16 +
-		uint64(binary.BigEndian.Uint32(h[12:16])) + uint64(binary.BigEndian.Uint32(h[16:20]))
-	s = s>>32 + s&0xFFFFFFFF
-	return fold(uint32(s>>32 + s&0xFFFFFFFF))
+// checksum returns the header checksum (RFC 791) of the 20-byte IPv4 header that
+// Encode writes for h with the given total length: version 4, IHL 5, protocol UDP.
+// It adds the header's 16-bit words from the field values rather than reading the
+// header back: a read of bytes just stored one or two at a time waits for the
+// stores to reach the cache (store-to-load forwarding cannot join them), and on
+// the development VM that made the checksum 10 of Encode's 54 ns for a 64-byte
+// RDMA WRITE ONLY. One's-complement addition does not depend on the order of the
+// words (RFC 1071 §2).
+func (h *IPv4) checksum(totalLen uint16) uint16 {
+	be := binary.BigEndian
+	s := uint32(0x4500|uint16(h.TOS)) + uint32(totalLen) + uint32(h.ID) + uint32(h.FlagsFrag) +
+		uint32(uint16(h.TTL)<<8|17) +
+		uint32(be.Uint16(h.Src[0:2])) + uint32(be.Uint16(h.Src[2:4])) +
+		uint32(be.Uint16(h.Dst[0:2])) + uint32(be.Uint16(h.Dst[2:4]))
+	return fold(s)
 }
 
 // udpChecksum returns the UDP checksum of the datagram udp (header and data, with the

@@ -423,7 +423,7 @@ func (p *Packet) Encode(buf []byte) (int, error) {
 		ip[9] = 17
 		copy(ip[12:16], h.Src[:])
 		copy(ip[16:20], h.Dst[:])
-		h.Checksum = ipv4HeaderChecksum(ip)
+		h.Checksum = h.checksum(uint16(n - l3))
 		binary.BigEndian.PutUint16(ip[10:12], h.Checksum)
 	}
 	u := f[l4:bth]

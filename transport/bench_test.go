@@ -10,20 +10,26 @@ import (
 
 // benchWrite measures RDMA WRITE engine to engine over the in-memory Pipe, both
 // devices driven from this goroutine, keeping depth WRs in flight.
-func benchWrite(b *testing.B, size int, mtu roce.MTU) { benchWriteIdle(b, size, mtu, 0) }
+func benchWrite(b *testing.B, size int, mtu roce.MTU) { benchWriteIdle(b, size, mtu, 0, 1) }
 
-// benchWriteIdle is benchWrite with idle connected QPs on the sending device.
-func benchWriteIdle(b *testing.B, size int, mtu roce.MTU, idle int) {
+// benchWriteIdle is benchWrite with idle connected QPs on the sending device and a
+// completion asked for every every-th WR (and the last), as perftest's CQ
+// moderation (-Q) does.
+func benchWriteIdle(b *testing.B, size int, mtu roce.MTU, idle, every int) {
 	p := newPair(b, pairConfig{mtu: mtu, bufSize: 2 * size})
 	a, bb := p.a, p.b
 	addIdleQPs(b, a, bb, idle)
 	const depth = 64
-	wr := transport.SendWR{Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, size), Flags: transport.SendSignaled,
+	wr := transport.SendWR{Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, size),
 		RemoteAddr: bb.mr.Addr(), RKey: bb.mr.RKey()}
 	var wcs [depth]transport.WorkCompletion
-	posted, done := 0, 0
+	posted, done, total := 0, 0, 3*depth
 	step := func() {
-		for posted-done < depth && posted < b.N {
+		for posted-done < depth && posted < total {
+			wr.Flags, wr.WRID = 0, uint64(posted+1) // WRID: the WRs done when it completes
+			if (posted+1)%every == 0 || posted+1 == total {
+				wr.Flags = transport.SendSignaled
+			}
 			if _, err := a.qp.PostSend(wr); err != nil {
 				b.Fatal(err)
 			}
@@ -36,18 +42,18 @@ func benchWriteIdle(b *testing.B, size int, mtu roce.MTU, idle int) {
 			if wc.Status != transport.WC_SUCCESS {
 				b.Fatalf("completion %+v", wc)
 			}
+			done = int(wc.WRID)
 		}
-		done += n
 	}
 	// Warm up pools and rings, then measure.
-	for i := 0; i < 3*depth; i++ {
+	for done < total {
 		step()
 	}
-	posted, done = 0, 0
+	posted, done, total = 0, 0, b.N
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
-	for done < b.N {
+	for done < total {
 		step()
 	}
 	b.StopTimer()
@@ -55,8 +61,12 @@ func benchWriteIdle(b *testing.B, size int, mtu roce.MTU, idle int) {
 	b.ReportMetric(float64(pkts)/float64(b.N), "pkts/op")
 }
 
-func BenchmarkWrite64(b *testing.B)  { benchWrite(b, 64, roce.MTU1024) }
-func BenchmarkWrite64K(b *testing.B) { benchWrite(b, 64<<10, roce.MTU4096) }
+func BenchmarkWrite64(b *testing.B) { benchWrite(b, 64, roce.MTU1024) }
+
+// BenchmarkWrite64Moderated is BenchmarkWrite64 with a completion every 16 WRs, as
+// perftest's ib_write_bw asks for them (CQ moderation; xroce write_bw -Q).
+func BenchmarkWrite64Moderated(b *testing.B) { benchWriteIdle(b, 64, roce.MTU1024, 0, 16) }
+func BenchmarkWrite64K(b *testing.B)         { benchWrite(b, 64<<10, roce.MTU4096) }
 
 // pass makes one engine pass; unlike progress it does not call b.Helper, whose
 // cost (runtime.Callers) would dwarf an idle pass.
@@ -104,7 +114,7 @@ func BenchmarkProgressIdle(b *testing.B) {
 func BenchmarkWrite64Idle(b *testing.B) {
 	for _, n := range []int{0, 10000} {
 		b.Run(fmt.Sprintf("idle=%d", n), func(b *testing.B) {
-			benchWriteIdle(b, 64, roce.MTU1024, n)
+			benchWriteIdle(b, 64, roce.MTU1024, n, 1)
 		})
 	}
 }

@@ -61,7 +61,7 @@ func (d *Device) cnpReceived(p *roce.Packet) {
 		qp.fatal || p.SrcAddr() != qp.peer {
 		d.counters.inc(CntRpCNPIgnored)
 		if qp != nil {
-			qp.counters.inc(CntRpCNPIgnored)
+			qp.counters[CntRpCNPIgnored]++
 		}
 		return
 	}

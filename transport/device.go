@@ -423,7 +423,7 @@ func (d *Device) emit(qp *QueuePair) int {
 	}
 	d.txq.push(buf[:n])
 	d.txMeta.push(m)
-	qp.counters.inc(CntSentPkts)
+	qp.counters[CntSentPkts]++
 	return n
 }
 

@@ -23,7 +23,7 @@ func (d *Device) loopBack(qp *QueuePair, m *txInfo) int {
 		return 0
 	}
 	d.loop = append(d.loop, buf[:n])
-	qp.counters.inc(CntSentPkts)
+	qp.counters[CntSentPkts]++
 	d.counters.inc(CntSentPkts)
 	if m.qp != nil {
 		m.qp.req.departed(m.qp, m)

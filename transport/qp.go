@@ -203,7 +203,6 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	}
 	qp := &QueuePair{dev: d, pd: pd, init: attr, qpn: qpn}
 	qp.initService()
-	qp.counters = newCounters()
 	d.qps[qp.qpn] = qp
 	if attr.SRQ != nil {
 		attr.SRQ.qps++

@@ -39,9 +39,9 @@ type QueuePair struct {
 	rqDone   []*recvWQE
 	req      requester
 	resp     responder
-	rp       dcqcn     // DCQCN's reaction point: the QP's rate (dcqcn.go)
-	lastCNP  time.Time // when the notification point last sent this QP's peer a CNP (cnp.go)
-	counters *Counters
+	rp       dcqcn      // DCQCN's reaction point: the QP's rate (dcqcn.go)
+	lastCNP  time.Time  // when the notification point last sent this QP's peer a CNP (cnp.go)
+	counters qpCounters // the engine's, under the device lock (Counters copies them)
 
 	// scheduling (sched.go), under the device lock
 	ready     bool      // on the device's ready list
@@ -87,8 +87,18 @@ type recvWQE struct {
 	sg   sgList
 }
 
-// Counters returns the QP's counters.
-func (qp *QueuePair) Counters() *Counters { return qp.counters }
+// Counters returns a copy of the QP's counters as they are between two engine
+// passes (it waits for the device lock). The device's counters (Device.Counters)
+// count the same events for all its QPs, and the link's.
+func (qp *QueuePair) Counters() *Counters {
+	qp.dev.mu.Lock()
+	defer qp.dev.mu.Unlock()
+	c := newCounters()
+	for i, v := range qp.counters {
+		c.v[i].Store(v)
+	}
+	return c
+}
 
 // completeHead pops the oldest send WQE and reports it when it is signaled or failed.
 func (qp *QueuePair) completeHead(status WCStatus) {
