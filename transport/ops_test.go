@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -88,6 +89,30 @@ func TestScatterGather(t *testing.T) {
 	wcs = p.waitWCs(a, 1, time.Second)
 	checkWC(t, wcs[0], 2, transport.WC_SUCCESS, transport.WC_SEND, -1)
 	checkBytes(t, "unsignaled write", b.buf[30000:30010], a.buf[0:10])
+}
+
+// TestQPCapLimits: CreateQP refuses queue depths and SGE counts above rdma_rxe's
+// max_qp_wr and max_sge (ErrQPCap), and takes them at the limit.
+func TestQPCapLimits(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	a := p.a
+	for _, c := range []transport.QPCap{
+		{MaxSendWR: transport.MaxQPWR + 1}, {MaxRecvWR: 100000000},
+		{MaxSendSGE: transport.MaxSGE + 1}, {MaxRecvSGE: transport.MaxSGE + 1},
+	} {
+		_, err := a.pd.CreateQP(transport.QPInitAttr{SendCQ: a.cq, RecvCQ: a.cq, Cap: c})
+		if !errors.Is(err, transport.ErrQPCap) {
+			t.Errorf("%+v: %v, want ErrQPCap", c, err)
+		}
+	}
+	qp, err := a.pd.CreateQP(transport.QPInitAttr{SendCQ: a.cq, RecvCQ: a.cq,
+		Cap: transport.QPCap{MaxSendWR: transport.MaxQPWR, MaxRecvWR: transport.MaxQPWR, MaxSendSGE: transport.MaxSGE, MaxRecvSGE: transport.MaxSGE}})
+	if err != nil {
+		t.Fatalf("at the limits: %v", err)
+	}
+	if err := qp.Destroy(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestPostErrors(t *testing.T) {

@@ -145,6 +145,9 @@ const (
 	MaxUnackedPSN = 128     // RXE_MAX_UNACKED_PSNS: the requester's PSN window
 	MaxMsgSize    = 1 << 31 // max_msg_sz
 	MaxInline     = 512     // RXE_MAX_INLINE_DATA: max_inline_data's limit (32 SGEs' worth)
+	MaxQPWR       = 1 << 20 // max_qp_wr: a QP's send and receive queue depths (CreateQP)
+	MaxSGE        = 32      // max_sge: SGEs per send or receive WR (CreateQP)
+	MaxCQE        = 32767   // max_cqe: a CQ's depth (ibv_devinfo -v on rxe0, docs/verbs-library.md)
 	maxPktsPerAck = 64      // RXE_MAX_PKT_PER_ACK: AckReq at least this often
 )
 
@@ -156,10 +159,12 @@ var (
 	ErrInline     = errors.New("transport: inline data larger than max_inline_data")
 	ErrMsgSize    = errors.New("transport: message larger than max_msg_sz")
 	ErrBadWR      = errors.New("transport: malformed work request")
+	ErrQPCap      = errors.New("transport: QP capabilities above the device's max_qp_wr or max_sge")
 )
 
 // CreateQP creates a queue pair of attr.Type (RC by default) in RESET. QPNs start at
-// 17 as rdma_rxe's do.
+// 17 as rdma_rxe's do. Queue depths above MaxQPWR or SGE counts above MaxSGE fail
+// with ErrQPCap, as rdma_rxe refuses them (EINVAL).
 func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, fmt.Errorf("transport: CreateQP needs a send and a receive CQ")
@@ -184,6 +189,10 @@ func (pd *ProtectionDomain) CreateQP(attr QPInitAttr) (*QueuePair, error) {
 	}
 	if c.MaxInlineData < 0 || c.MaxInlineData > MaxInline {
 		return nil, fmt.Errorf("transport: max_inline_data %d out of range 0..%d", c.MaxInlineData, MaxInline)
+	}
+	if c.MaxSendWR > MaxQPWR || c.MaxRecvWR > MaxQPWR || c.MaxSendSGE > MaxSGE || c.MaxRecvSGE > MaxSGE {
+		return nil, fmt.Errorf("%w: max_send_wr %d, max_recv_wr %d (at most %d each), max_send_sge %d, max_recv_sge %d (at most %d each)",
+			ErrQPCap, c.MaxSendWR, c.MaxRecvWR, MaxQPWR, c.MaxSendSGE, c.MaxRecvSGE, MaxSGE)
 	}
 	d := pd.dev
 	d.mu.Lock()

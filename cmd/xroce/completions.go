@@ -30,8 +30,8 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	case transport.WC_REM_INV_REQ_ERR:
 		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, or a message larger than its receive buffer (give both sides the same -m, -s and test)", wc.Status, wc.Opcode)
 	case transport.WC_WR_FLUSH_ERR:
-		if n := c.oversized(); n > 0 {
-			return fmt.Errorf("completion %v (%v): the QP went to the error state after %s", wc.Status, wc.Opcode, c.oversizeCause(n))
+		if cause := c.pathMTUCause(); cause != "" {
+			return fmt.Errorf("completion %v (%v): the QP went to the error state after %s", wc.Status, wc.Opcode, cause)
 		}
 		return fmt.Errorf("completion %v (%v): the QP went to the error state before this work request completed, after a request of the peer's that this side refused (a packet that does not fit this side's path MTU: longer than it, or shorter in the middle of a message, as a peer with a smaller -m sends; a message longer than its receive buffer; an access outside its region) or an earlier failed completion: give both sides the same -m, -s and test, and see the peer's output for its first error", wc.Status, wc.Opcode)
 	case transport.WC_LOC_LEN_ERR:
@@ -119,10 +119,10 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 		if err := c.bidirIdle(waited); err != nil {
 			return 0, err
 		}
-		// Packets longer than our path MTU came (UD and UC drop them; RC's NAK
+		// Packets that do not fit our path MTU came (UD and UC drop them; RC's NAK
 		// fails the QP): the two sides' -m differ, for the whole run.
-		if n := c.oversized(); n > 0 {
-			return 0, fmt.Errorf("no completion for %v: %s", waited.Round(time.Millisecond), c.oversizeCause(n))
+		if cause := c.pathMTUCause(); cause != "" {
+			return 0, fmt.Errorf("no completion for %v: %s", waited.Round(time.Millisecond), cause)
 		}
 		// The peer answers, but only with RNR NAKs: it has no receive posted for our
 		// SEND and, a few seconds on, never will (rnr_retry 7 retries for ever).
@@ -165,24 +165,29 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 	}
 }
 
-// oversized is how many packets longer than the path MTU this side received
-// (rcvd_oversize; the tools' device is their own, so all of them this run).
-func (c *conn) oversized() uint64 {
+// pathMTUCause names the packets this side refused for not fitting its path MTU,
+// or is "" when there were none (the tools' device is their own, so all of them
+// this run): longer than it (rcvd_oversize; UD and UC drop them, RC answers NAK
+// Invalid Request), or FIRST and MIDDLE packets shorter than it (rcvd_undersize;
+// such a packet carries exactly one path MTU, IBA §9.7.5.1.4). Either way the two
+// sides' -m differ.
+func (c *conn) pathMTUCause() string {
 	if c.env == nil {
-		return 0
+		return ""
 	}
-	return c.env.prov.Counters()["rcvd_oversize"]
-}
-
-// oversizeCause names n packets longer than this side's path MTU (UD and UC drop
-// them, RC answers NAK Invalid Request): the two sides' -m differ.
-func (c *conn) oversizeCause(n uint64) string {
-	return fmt.Sprintf("this side refused %d packet%s longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", n, plural(int(n)), c.mtu.Bytes())
+	cnt := c.env.prov.Counters()
+	if n := cnt["rcvd_oversize"]; n > 0 {
+		return fmt.Sprintf("this side refused %d packet%s longer than its path MTU (%d): the peer runs a larger -m; give both sides the same -m", n, plural(int(n)), c.mtu.Bytes())
+	}
+	if n := cnt["rcvd_undersize"]; n > 0 {
+		return fmt.Sprintf("this side refused %d FIRST or MIDDLE packet%s shorter than its path MTU (%d): the peer runs a smaller -m; give both sides the same -m", n, plural(int(n)), c.mtu.Bytes())
+	}
+	return ""
 }
 
 // ucDropHint says, when this side dropped UC packets with the rest of their
 // message (rcvd_msg_dropped), why a message never completed; "" otherwise.
-// (Packets longer than the path MTU end a wait at once: waitCQ, oversizeCause.)
+// (Packets that do not fit the path MTU end a wait at once: waitCQ, pathMTUCause.)
 func (c *conn) ucDropHint() string {
 	if c.env == nil {
 		return ""

@@ -86,6 +86,10 @@ func TestErrorMessages(t *testing.T) {
 		{[]string{"devinfo", "-d", "nosuch0"}, []string{`interface "nosuch0": no such network interface in this network namespace`}},
 		{[]string{"write_lat", "-d", n.IfA, "-q", "2"}, []string{"-q 2: multiple QPs only available on bw tests"}},
 		{[]string{"write_bw", "-d", n.IfA, "-q", "0"}, []string{"-q 0: the number of QPs is 1..64"}},
+		// A receive depth the device cannot take is refused at once (it used to
+		// post 100 million receives, gigabytes, before opening its port).
+		{[]string{"pingpong", "-d", n.IfA, "-r", "100000000"}, []string{"-r 100000000: at most 32759 (the receives and a few sends complete to one CQ, and the device's max_cqe is 32767)"}},
+		{[]string{"pingpong", "-d", n.IfA, "--connection", "UD", "-r", "32760"}, []string{"-r 32760: at most 32759"}},
 		{[]string{"atomic_bw", "-d", n.IfA, "-a"}, []string{"-a: the message size cannot be changed for atomic tests"}},
 		{[]string{"write_bw", "-d", n.IfA, "-a", "-D", "2"}, []string{"-a runs -n iterations of each size", "-D"}},
 		{[]string{"atomic_bw", "-d", n.IfA, "-A", "SWAP"}, []string{"-A SWAP: FETCH_AND_ADD or CMP_AND_SWAP"}},

@@ -69,7 +69,7 @@ func TestPingpongMTUMismatch(t *testing.T) {
 	// packet shorter than its path MTU, and its hint names that case too.
 	srv, cli, srvErr, cliErr = pairRaw(t, n, []string{"pingpong", "-m", "4096", "-s", "8192", "-n", "10", "-d", n.IfB},
 		[]string{"pingpong", "-m", "1024", "-s", "8192", "-n", "10", "-d", n.IfA, n.IPB.String()})
-	wantErr(t, "server (-m 4096)", srv, srvErr, "IBV_WC_WR_FLUSH_ERR", "a packet that does not fit this side's path MTU: longer than it, or shorter in the middle of a message, as a peer with a smaller -m sends;", "give both sides the same -m")
+	wantErr(t, "server (-m 4096)", srv, srvErr, "IBV_WC_WR_FLUSH_ERR", "the QP went to the error state after this side refused 1 FIRST or MIDDLE packet shorter than its path MTU (4096): the peer runs a smaller -m; give both sides the same -m")
 	wantErr(t, "client (-m 1024)", cli, cliErr, "IBV_WC_REM_INV_REQ_ERR", "a path MTU mismatch")
 	// UC drops the longer packets, and the receiver says so at once instead of
 	// waiting 30 s for a message that cannot come.
@@ -79,6 +79,15 @@ func TestPingpongMTUMismatch(t *testing.T) {
 	wantErr(t, "UC server (-m 512)", srv, srvErr, "this side refused 1 packet longer than its path MTU (512): the peer runs a larger -m; give both sides the same -m")
 	if el := time.Since(start); el > 15*time.Second {
 		t.Errorf("the UC pair ended after %v; want the client's 5 s of silence and little more", el.Round(time.Millisecond))
+	}
+	// And the side with the larger -m drops the shorter FIRST and MIDDLE packets:
+	// it names them too, instead of blaming a loss after 30 s of waiting.
+	start = time.Now()
+	srv, _, srvErr, _ = pairRaw(t, n, []string{"pingpong", "--connection", "UC", "-m", "4096", "-s", "65536", "-n", "5", "-d", n.IfB},
+		[]string{"pingpong", "--connection", "UC", "-m", "1024", "-s", "65536", "-n", "5", "-d", n.IfA, n.IPB.String()})
+	wantErr(t, "UC server (-m 4096)", srv, srvErr, "shorter than its path MTU (4096): the peer runs a smaller -m; give both sides the same -m")
+	if el := time.Since(start); el > 15*time.Second {
+		t.Errorf("the UC pair with the server at -m 4096 ended after %v; want the client's 5 s of silence and little more", el.Round(time.Millisecond))
 	}
 }
 

@@ -95,9 +95,15 @@ func parsePerf(name string, args []string, out io.Writer) (*perfOptions, error) 
 // addFlags defines test name's flags on fs, with perftest's names and defaults.
 func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	lat := strings.HasSuffix(name, "_lat")
-	defSize, defIters := 65536, 5000
+	// perftest's defaults (perftest_parameters.c): 5000 iterations for
+	// ib_write_bw (DEF_ITERS_WB), 1000 for every other test (DEF_ITERS), so
+	// that a peer running Debian's perftest with its defaults runs as many.
+	defSize, defIters := 65536, 1000
+	if name == "write_bw" {
+		defIters = 5000
+	}
 	if lat {
-		defSize, defIters = 2, 1000
+		defSize = 2
 	}
 	if name == "atomic_bw" {
 		defSize = 8

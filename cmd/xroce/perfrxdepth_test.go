@@ -41,3 +41,21 @@ func TestResolveRxDepth(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultIters: -n defaults as perftest's (perftest_parameters.c): 5000 for
+// write_bw (DEF_ITERS_WB) and 1000 for every other test (DEF_ITERS), so a peer
+// running Debian's ib_send_bw or ib_read_bw with its defaults runs as many (with
+// 5000 for every bandwidth test, send_bw against ib_send_bw failed: issue 20's
+// trial).
+func TestDefaultIters(t *testing.T) {
+	for name, want := range map[string]int{"write_bw": 5000, "read_bw": 1000, "send_bw": 1000, "atomic_bw": 1000,
+		"write_lat": 1000, "read_lat": 1000, "send_lat": 1000, "atomic_lat": 1000} {
+		o, err := parsePerf(name, nil, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if o.iters != want {
+			t.Errorf("%s: -n defaults to %d, want %d", name, o.iters, want)
+		}
+	}
+}

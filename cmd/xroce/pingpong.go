@@ -22,6 +22,14 @@ func runPingpong(name string, args []string) error {
 	return pingpong(args, os.Stdout)
 }
 
+// pingpongSendCQE is the room pingpong's CQ keeps beside -r's receives for the
+// send completions; maxPingpongRx is the -r that leaves it in the device's max_cqe
+// (ibv_rc_pingpong's CQ of rx_depth + 1 fails to be created beyond it on rdma_rxe).
+const (
+	pingpongSendCQE = 8
+	maxPingpongRx   = transport.MaxCQE - pingpongSendCQE
+)
+
 func pingpong(args []string, w io.Writer) error {
 	fs := pflag.NewFlagSet(name0("pingpong"), pflag.ContinueOnError)
 	fs.SetOutput(w)
@@ -57,6 +65,8 @@ func pingpong(args []string, w io.Writer) error {
 		return fmt.Errorf("-g %d: GID indexes start at 0", lo.gidIndex)
 	case *size <= 0 || *iters <= 0 || *rxDepth <= 0:
 		return fmt.Errorf("-s, -n and -r must be positive")
+	case *rxDepth > maxPingpongRx:
+		return fmt.Errorf("-r %d: at most %d (the receives and a few sends complete to one CQ, and the device's max_cqe is %d)", *rxDepth, maxPingpongRx, transport.MaxCQE)
 	case *size > transport.MaxMsgSize/2:
 		return fmt.Errorf("-s %d: at most %d (a send and a receive buffer of that size)", *size, transport.MaxMsgSize/2)
 	case fs.NArg() > 1:
@@ -87,7 +97,7 @@ func pingpong(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cq, err := prov.CreateCQ(*rxDepth + 8)
+	cq, err := prov.CreateCQ(*rxDepth + pingpongSendCQE)
 	if err != nil {
 		return err
 	}

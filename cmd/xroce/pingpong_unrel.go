@@ -94,7 +94,7 @@ func pingpongUnreliable(w io.Writer, typ transport.QPType, a ppArgs, sizeSet boo
 	if a.chk {
 		chkArm(&a, buf[:a.size], buf[a.size+grh:2*a.size+grh], grh)
 	}
-	cq := dev.CreateCQ(a.rxDepth + 8)
+	cq := dev.CreateCQ(a.rxDepth + pingpongSendCQE)
 	qp, err := pd.CreateQP(transport.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
 		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: a.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {

@@ -67,7 +67,12 @@ func (e *engine) RegMR(buf []byte, access transport.Access) (memRegion, error) {
 	return e.pd.RegMR(buf, access)
 }
 
-func (e *engine) CreateCQ(depth int) (compQueue, error) { return e.dev.CreateCQ(depth), nil }
+func (e *engine) CreateCQ(depth int) (compQueue, error) {
+	if depth > transport.MaxCQE { // as rdma_rxe refuses it (rxe_cq_chk_attr)
+		return nil, fmt.Errorf("a CQ of %d entries: the device's max_cqe is %d", depth, transport.MaxCQE)
+	}
+	return e.dev.CreateCQ(depth), nil
+}
 
 func (e *engine) CreateQP(send, recv compQueue, cap transport.QPCap) (queuePair, error) {
 	s, ok1 := send.(*transport.CompletionQueue)

@@ -39,9 +39,9 @@ func (e *EngineSource) Engine() *transport.Device { return e.Dev }
 
 // Limits a session's request may ask for (rdma_rxe's, as DeviceAttr reports them).
 const (
-	maxCQE    = 32767
-	maxQPWR   = 1048576
-	maxSGE    = 32
+	maxCQE    = transport.MaxCQE
+	maxQPWR   = transport.MaxQPWR
+	maxSGE    = transport.MaxSGE
 	wcWithImm = 1 << 1 // IBV_WC_WITH_IMM
 	qptRC     = 2      // IBV_QPT_RC
 	qptUC     = 3      // IBV_QPT_UC
