@@ -96,7 +96,9 @@ func Listen(src Source, o Options) (*Server, error) {
 	if alive(path) {
 		return nil, fmt.Errorf("%w: device %s is already served at %s (xroce daemon status lists the devices; --name gives another)", ErrNameTaken, src.Name(), path)
 	}
-	_ = os.Remove(path) // a stale socket
+	if err := os.Remove(path); err == nil { // a stale socket: its daemon died (kill -9, a crash)
+		o.Log.Printf("%s: took over the socket a daemon that no longer answers left at %s", src.Name(), path)
+	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, fmt.Errorf("%w: another xroce daemon took %s at %s at the same moment: give each daemon its own --name (or, one per network namespace, its own XROCE_RUN_DIR)", ErrNameTaken, src.Name(), path)

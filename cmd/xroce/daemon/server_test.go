@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,6 +227,23 @@ func TestFreeNameAndStale(t *testing.T) {
 	}
 	if ds, _ := Devices(dir); len(ds) != 1 || ds[0] != "xroce0" {
 		t.Errorf("Devices = %v", ds)
+	}
+	// A daemon takes a stale socket of its name over and says so.
+	var logged strings.Builder
+	src := fakeSource{[6]byte{0x52, 0x54, 0, 0x81, 0, 0x0b}}
+	ln, err = net.ListenUnix("unixpacket", &net.UnixAddr{Name: SocketPath(dir, src.Name()), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	srv, err := Listen(src, Options{Dir: dir, Log: log.New(&logged, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if want := src.Name() + ": took over the socket a daemon that no longer answers left at " + SocketPath(dir, src.Name()) + "\n"; logged.String() != want {
+		t.Errorf("log %q, want %q", logged.String(), want)
 	}
 }
 
