@@ -64,6 +64,11 @@ type TapOptions struct {
 	RotateFiles int
 	// Now stamps the frames; nil means time.Now. Tests pass a fake clock's Now.
 	Now func() time.Time
+	// OnError, when set, is told the recording's first error (Err's) when it
+	// happens, so that a disk that fills up is reported then and not at Close: a
+	// recording stops at its first error. It runs once, on the goroutine that was
+	// recording (the engine's), and must not block.
+	OnError func(error)
 }
 
 // RotatedPath returns the name of the n-th file (from 0) of a rotated capture:
@@ -304,6 +309,9 @@ func (t *Tap) rotateDue(now time.Time) bool {
 func (t *Tap) fail(err error) {
 	if t.err == nil {
 		t.err = fmt.Errorf("pcap: recording to %s: %w", t.path, err)
+		if t.opts.OnError != nil {
+			t.opts.OnError(t.err)
+		}
 	}
 }
 

@@ -196,14 +196,17 @@ func TestTapErrors(t *testing.T) {
 	}
 
 	// A failure after the start (here: the next file of a rotation cannot be
-	// created) stops the recording, not the traffic; Close reports it.
+	// created) stops the recording, not the traffic; OnError hears of it then,
+	// once, and Close reports it.
 	dir := t.TempDir()
 	sub := filepath.Join(dir, "gone")
 	must(t, os.Mkdir(sub, 0o755))
 	var tap *pcap.Tap
+	var told []error
 	e := newEngines(t, func(l transport.Link, clock *transport.FakeClock) transport.Link {
 		var err error
-		tap, err = pcap.NewTap(l, filepath.Join(sub, "c.pcapng"), pcap.TapOptions{RotateSize: 1, Now: clock.Now})
+		tap, err = pcap.NewTap(l, filepath.Join(sub, "c.pcapng"), pcap.TapOptions{RotateSize: 1, Now: clock.Now,
+			OnError: func(err error) { told = append(told, err) }})
 		must(t, err)
 		return tap
 	})
@@ -212,8 +215,14 @@ func TestTapErrors(t *testing.T) {
 	if st := tap.Stats(); st.Lost == 0 || tap.Err() == nil {
 		t.Errorf("stats %+v, err %v", st, tap.Err())
 	}
+	if len(told) != 1 || told[0] != tap.Err() {
+		t.Errorf("OnError was told %v before Close; want once, %v", told, tap.Err())
+	}
 	if err := tap.Close(); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("close: %v", err)
+	}
+	if len(told) != 1 {
+		t.Errorf("OnError was told %d errors; want 1", len(told))
 	}
 }
 

@@ -169,6 +169,16 @@ func TestConformErrors(t *testing.T) {
 	if exitCode(err) != 1 || !strings.Contains(out, `xroce conform: broken.yaml: line 4: opcode "RC_WRITE_ONLY": want a name from IBTA Vol 1 Table 38`) {
 		t.Errorf("broken scenario: %v\n%s", err, out)
 	}
+	missing := filepath.Join(dir, "missing")
+	out, err = runXroce("conform", "--list", "--scenarios", missing)
+	if want := "xroce conform: --scenarios " + missing + ": no such file or directory (give a directory of *.yaml scenarios)\n"; exitCode(err) != 1 || out != want {
+		t.Errorf("--scenarios missing: %v\n%q\nwant %q", err, out, want)
+	}
+	file := filepath.Join(dir, "broken.yaml")
+	out, err = runXroce("conform", "--list", "--scenarios", file)
+	if want := "xroce conform: --scenarios " + file + ": not a directory (give a directory of *.yaml scenarios)\n"; exitCode(err) != 1 || out != want {
+		t.Errorf("--scenarios a file: %v\n%q\nwant %q", err, out, want)
+	}
 	out, err = runXroce("conform", "--list", "--run", "no-such-*")
 	if exitCode(err) != 1 || !strings.Contains(out, `--run "no-such-*" matches no scenario`) {
 		t.Errorf("--run without a match: %v\n%s", err, out)

@@ -111,7 +111,7 @@ func runConform(name string, args []string) error {
 			return err
 		}
 	}
-	link, _, err := openLink(lo)
+	link, _, err := openLink(lo, nil)
 	if err != nil {
 		return err
 	}
@@ -173,6 +173,12 @@ func loadScenarios(dir string, only []string) ([]*conform.Scenario, error) {
 	var err error
 	if dir == "" {
 		all, err = conform.Builtin()
+	} else if st, serr := os.Stat(dir); serr != nil || !st.IsDir() {
+		why := "not a directory" // os.DirFS would name only "." in its error
+		if serr != nil {
+			why = errors.Unwrap(serr).Error() // the *PathError's cause
+		}
+		err = fmt.Errorf("--scenarios %s: %s (give a directory of *.yaml scenarios)", dir, why)
 	} else {
 		all, err = conform.Load(os.DirFS(dir), ".")
 		if err == nil && len(all) == 0 {

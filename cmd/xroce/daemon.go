@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"log"
@@ -60,7 +61,9 @@ func runDaemon(name string, args []string) error {
 		return err
 	}
 	lg := log.New(os.Stderr, "xroce daemon: ", log.LstdFlags)
-	eng, err := startEngine(o, func(err error) { lg.Printf("--pcap: %v", err) })
+	eng, err := startEngine(o, func(err error) {
+		lg.Printf("--pcap: %v: the recording stops here (the file keeps the frames before it); the daemon serves on", err)
+	})
 	if err != nil {
 		return err
 	}
@@ -414,6 +417,9 @@ func libPath() (string, error) {
 		if _, err := os.Stat(p); err != nil {
 			return "", fmt.Errorf("XROCE_LIB: %w", err)
 		}
+		if err := checkLib(p); err != nil {
+			return "", fmt.Errorf("XROCE_LIB: %w: point it at libxroce.so (make libverbs builds bin/lib/libxroce.so)", err)
+		}
 		return filepath.Abs(p)
 	}
 	exe, err := os.Executable()
@@ -424,7 +430,33 @@ func libPath() (string, error) {
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("no verbs library at %s: build it with `make libverbs`, or point XROCE_LIB at libxroce.so", p)
 	}
+	if err := checkLib(p); err != nil {
+		return "", fmt.Errorf("%w: build it again with `make libverbs`", err)
+	}
 	return p, nil
+}
+
+// checkLib reports why p cannot be the verbs library: not an ELF shared object
+// that exports ibv_get_device_list. ld.so would only warn that it cannot preload
+// it ("ignored") and run the application without the xroce devices.
+func checkLib(p string) error {
+	f, err := elf.Open(p)
+	if err != nil {
+		return fmt.Errorf("%s is not a shared library (%v)", p, err)
+	}
+	defer f.Close()
+	if f.Type != elf.ET_DYN {
+		return fmt.Errorf("%s is an ELF %v, not a shared library", p, f.Type)
+	}
+	syms, err := f.DynamicSymbols()
+	if err == nil {
+		for _, s := range syms {
+			if s.Name == "ibv_get_device_list" && s.Section != elf.SHN_UNDEF {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%s is a shared library that does not define ibv_get_device_list, so not the xroce verbs library", p)
 }
 
 // runApp runs an unmodified verbs application on the xroce devices: it puts the

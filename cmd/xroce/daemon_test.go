@@ -637,3 +637,32 @@ func TestDaemonDevNodeOthers(t *testing.T) {
 		t.Errorf("%s, made again after the daemon's was removed, went with the daemon: %v", replaced, err)
 	}
 }
+
+// TestRunBadLib: `xroce run` refuses an XROCE_LIB that is not the verbs library
+// (random bytes, a directory, a shared library without the verbs API) with the
+// fix; ld.so would only warn that it ignored it and run the application without
+// the xroce devices, and run used to exit 0 then.
+func TestRunBadLib(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.so")
+	if err := os.WriteFile(junk, []byte("\x19\x1fnot an ELF file at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable() // a Go test binary: an ELF executable, not a shared object
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ lib, want string }{
+		{junk, junk + " is not a shared library (bad magic number"},
+		{dir, dir + " is not a shared library (read " + dir + ": is a directory)"},
+		{self, self + " is an ELF ET_EXEC, not a shared library"},
+	} {
+		cmd := exec.Command(bin, "run", "--", "/bin/true")
+		cmd.Env = append(os.Environ(), "XROCE_LIB="+c.lib)
+		out, err := cmd.CombinedOutput()
+		if exitCode(err) != 1 || !strings.HasPrefix(string(out), "xroce run: XROCE_LIB: "+c.want) ||
+			!strings.HasSuffix(string(out), ": point it at libxroce.so (make libverbs builds bin/lib/libxroce.so)\n") {
+			t.Errorf("XROCE_LIB=%s: %v\n%s\nwant exit status 1 and %q", c.lib, err, out, c.want)
+		}
+	}
+}

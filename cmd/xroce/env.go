@@ -75,7 +75,10 @@ func openEnv(o linkOptions) (*env, error) {
 	if o.dev == "" {
 		return nil, fmt.Errorf("no interface: give the network interface with -d (e.g. -d eth0)")
 	}
-	eng, err := startEngine(o, func(err error) { fmt.Fprintf(os.Stderr, "xroce: --pcap: %v\n", err) })
+	eng, err := startEngine(o, func(err error) {
+		recordingFailed.Store(true)
+		fmt.Fprintf(os.Stderr, "xroce: --pcap: %v: the recording stops here (the file keeps the frames before it) and the run goes on; it will exit with status 1\n", err)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +107,15 @@ type runningEngine struct {
 	died <-chan error
 }
 
+// recordingFailed: a tool's --pcap recording failed (a full disk); main then exits
+// with status 1 though the test itself passed, since the recording asked for is
+// incomplete.
+var recordingFailed atomic.Bool
+
 // startEngine opens the link as o says, opens a device on it and runs its loop.
-// pcapErr is told a --pcap recording's error when the engine stops.
+// pcapErr is told a --pcap recording's error when it happens (pcap.TapOptions.OnError).
 func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
-	link, tap, err := openLink(o)
+	link, _, err := openLink(o, pcapErr)
 	if err != nil {
 		return nil, err
 	}
@@ -120,11 +128,7 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 		link.Close()
 		return nil, err
 	}
-	return runEngine(link, transport.Options{BusyPoll: bp, CC: cc, DCQCN: dcqcn}, func() {
-		if tap != nil && tap.Err() != nil {
-			pcapErr(tap.Err())
-		}
-	})
+	return runEngine(link, transport.Options{BusyPoll: bp, CC: cc, DCQCN: dcqcn}, func() {})
 }
 
 // runEngine opens a device on link with opts and runs its loop until the
@@ -159,11 +163,12 @@ func runEngine(link transport.Link, opts transport.Options, closed func()) (*run
 }
 
 // openLink opens the engine's link on o.dev as --link, --xdp-mode and --pcap say.
-func openLink(o linkOptions) (transport.Link, *pcap.Tap, error) {
+func openLink(o linkOptions, pcapErr func(error)) (transport.Link, *pcap.Tap, error) {
 	tapOpts, err := o.pcap.tapOptions()
 	if err != nil {
 		return nil, nil, err
 	}
+	tapOpts.OnError = pcapErr
 	var link transport.Link
 	switch o.link {
 	case "xdp":

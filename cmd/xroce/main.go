@@ -89,6 +89,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "xroce %s: %v\n", name, err)
 		os.Exit(1)
 	}
+	if recordingFailed.Load() { // said when it failed (openEnv)
+		os.Exit(1)
+	}
 }
 
 var errUsage = errors.New("usage")
