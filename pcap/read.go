@@ -233,6 +233,9 @@ func checkNg(b []byte) (int, error) {
 		}
 		typ = order.Uint32(rest[0:4])
 		n := order.Uint32(rest[4:8])
+		if n > maxBlock {
+			return off, fmt.Errorf("%w: block at offset %d declares %d bytes, more than a block of a frame of at most %d bytes holds", ErrMalformed, off, n, MaxSnaplen)
+		}
 		if n >= 12 && n%4 == 0 && uint64(n) > uint64(len(rest)) {
 			return off, fmt.Errorf("%w: block at offset %d declares %d bytes (%d remain): %w", ErrMalformed, off, n, len(rest), ErrTorn)
 		}
@@ -241,6 +244,9 @@ func checkNg(b []byte) (int, error) {
 		}
 		if order.Uint32(rest[n-4:n]) != n {
 			return off, fmt.Errorf("%w: block at offset %d: its two lengths differ", ErrMalformed, off)
+		}
+		if err := checkNgOptions(typ, rest[:n], order); err != nil {
+			return off, fmt.Errorf("%w: %s at offset %d: %w", ErrMalformed, blockName(typ), off, err)
 		}
 		var capLen, room uint32
 		switch typ {
@@ -263,6 +269,73 @@ func checkNg(b []byte) (int, error) {
 		off += int(n)
 	}
 	return off, nil
+}
+
+// maxBlock bounds a pcapng block's declared length: a packet block of MaxSnaplen
+// bytes and room for options. A longer one is corrupt rather than torn: no
+// recorder writes it.
+const maxBlock = MaxSnaplen + 1<<16
+
+// checkNgOptions checks the options of a Section Header Block (block type
+// 0x0A0D0D0A) or an Interface Description Block (1), b being the whole block
+// (pcapng draft §3.5: code, length, value padded to 32 bits, until opt_endofopt or
+// the block's end): none may run past the block, and an interface's if_tsresol
+// (code 9) must be one the reader can convert, 10^-0..10^-9 or 2^-0..2^-30 s.
+// pcapgo skips an interface block whose options are cut, so its packets were
+// reported as none at all, and divides by zero at 2^-64.
+func checkNgOptions(typ uint32, b []byte, order binary.ByteOrder) error {
+	var opts []byte
+	switch typ {
+	case 0x0A0D0D0A: // byte-order magic, version, section length
+		if len(b) < 28 {
+			return fmt.Errorf("%d bytes, too short for a section header", len(b))
+		}
+		opts = b[24 : len(b)-4]
+	case 1: // link type, reserved, snap length
+		if len(b) < 20 {
+			return fmt.Errorf("%d bytes, too short for an interface description", len(b))
+		}
+		opts = b[16 : len(b)-4]
+	default:
+		return nil
+	}
+	for len(opts) >= 4 {
+		code, n := order.Uint16(opts[0:2]), int(order.Uint16(opts[2:4]))
+		if code == 0 { // opt_endofopt
+			return nil
+		}
+		padded := (n + 3) &^ 3
+		if padded > len(opts)-4 {
+			return fmt.Errorf("option %d declares %d bytes and %d remain in the block", code, n, len(opts)-4)
+		}
+		if typ == 1 && code == 9 && n >= 1 {
+			v := opts[4]
+			if v&0x80 == 0 && v > 9 || v&0x80 != 0 && v&0x7F > 30 {
+				return fmt.Errorf("its timestamp resolution (if_tsresol %#02x: %s) is finer than this reader takes (10^-9 or 2^-30 s)", v, tsresolString(v))
+			}
+		}
+		opts = opts[4+padded:]
+	}
+	return nil
+}
+
+// tsresolString writes an if_tsresol value as the fraction of a second it means.
+func tsresolString(v byte) string {
+	if v&0x80 != 0 {
+		return fmt.Sprintf("2^-%d s", v&0x7F)
+	}
+	return fmt.Sprintf("10^-%d s", v)
+}
+
+// blockName names a pcapng block type for an error.
+func blockName(typ uint32) string {
+	switch typ {
+	case 0x0A0D0D0A:
+		return "section header"
+	case 1:
+		return "interface description"
+	}
+	return fmt.Sprintf("block of type %#x", typ)
 }
 
 // ErrNotCapture: the data starts with neither a pcap nor a pcapng magic number.

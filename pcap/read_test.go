@@ -294,8 +294,41 @@ func readMalformedPcapng(t *testing.T, s captures.Source) {
 	idb = append(idb, 1, 0, 0, 0, 0, 0, 0, 0) // Ethernet, snaplen 0
 	idb = append(idb, 9, 0, 1, 0, 0xC0, 0, 0, 0, 0, 0, 0, 0)
 	idb = le.AppendUint32(idb, 32)
-	if _, err := pcap.Read(bytes.NewReader(append(shb, idb...))); !errors.Is(err, pcap.ErrMalformed) || !strings.Contains(err.Error(), "divide by zero") {
+	if _, err := pcap.Read(bytes.NewReader(append(shb, idb...))); !errors.Is(err, pcap.ErrMalformed) ||
+		!strings.HasSuffix(err.Error(), "interface description at offset 28: its timestamp resolution (if_tsresol 0xc0: 2^-64 s) is finer than this reader takes (10^-9 or 2^-30 s)") {
 		t.Errorf("zero resolution: %v", err)
+	}
+
+	// An interface block whose option runs past the block: pcapgo skipped the
+	// block, and the file's frames were read as none, without an error.
+	cutOpt := le.AppendUint32(le.AppendUint32(nil, 1), 32)
+	cutOpt = append(cutOpt, 1, 0, 0, 0, 0, 0, 0, 0)
+	cutOpt = append(cutOpt, 2, 0, 0xF0, 0xFF, 'a', 'b', 'c', 'd', 0, 0, 0, 0)
+	cutOpt = le.AppendUint32(cutOpt, 32)
+	if _, err := pcap.Read(bytes.NewReader(append(shb, cutOpt...))); !errors.Is(err, pcap.ErrMalformed) ||
+		!strings.HasSuffix(err.Error(), "interface description at offset 28: option 2 declares 65520 bytes and 8 remain in the block") {
+		t.Errorf("cut interface option: %v", err)
+	}
+	// The same in the section header: pcapgo said only "EOF".
+	shbCut := le.AppendUint32(le.AppendUint32(nil, 0x0A0D0D0A), 36)
+	shbCut = le.AppendUint32(shbCut, 0x1A2B3C4D)
+	shbCut = append(shbCut, 1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
+	shbCut = append(shbCut, 4, 0, 0x40, 0, 'x', 'r', 'o', 'c')
+	shbCut = le.AppendUint32(shbCut, 36)
+	if _, err := pcap.Read(bytes.NewReader(shbCut)); !errors.Is(err, pcap.ErrMalformed) ||
+		!strings.HasSuffix(err.Error(), "section header at offset 0: option 4 declares 64 bytes and 4 remain in the block") {
+		t.Errorf("cut section header option: %v", err)
+	}
+
+	// A block in the middle of the file that declares gigabytes is corrupt, not
+	// the torn end of a recording: the frames before it come with ErrMalformed
+	// alone.
+	vast := append([]byte(nil), good...)
+	binary.LittleEndian.PutUint32(vast[offs[5]+4:], 0xFFFFFFF0)
+	back, err = pcap.Read(bytes.NewReader(vast))
+	if len(back) != 5 || !errors.Is(err, pcap.ErrMalformed) || errors.Is(err, pcap.ErrTorn) ||
+		!strings.Contains(err.Error(), "declares 4294967280 bytes, more than a block of a frame of at most 1048576 bytes holds") {
+		t.Errorf("vast block: %d frames, %v", len(back), err)
 	}
 }
 
