@@ -104,8 +104,9 @@ type TapStats struct {
 // which Replay uses to feed the engine the same batches (its ACK coalescing depends
 // on them).
 //
-// Writing is synchronous, on the caller's goroutine, into a 1 MiB buffer; a Recv
-// that returns no frames costs a call and nothing else. A write error does not fail
+// Writing is synchronous, on the caller's goroutine, into a 1 MiB buffer, which
+// goes to the file when full and every flushEvery; a Recv that returns no frames
+// costs a call and nothing else. A write error does not fail
 // the link: recording stops, Err reports the error and Close returns it. When no
 // capture is wanted, leave the Tap out of the chain: then it costs nothing.
 type Tap struct {
@@ -126,7 +127,14 @@ type Tap struct {
 	err    error
 	closed bool
 	stats  TapStats
+	stop   chan struct{} // closed by Close: ends flushLoop
 }
+
+// flushEvery is how often a Tap writes what its buffer holds to the file, so that
+// a capture a long-running process (xroce daemon --pcap) is still writing can be
+// read: with only the 1 MiB buffer, a quiet daemon's frames reached the file at
+// SIGTERM.
+const flushEvery = time.Second
 
 var _ transport.Link = (*Tap)(nil)
 
@@ -146,11 +154,42 @@ func NewTap(inner transport.Link, path string, opts TapOptions) (*Tap, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	t := &Tap{Link: inner, path: path, opts: opts}
+	t := &Tap{Link: inner, path: path, opts: opts, stop: make(chan struct{})}
 	if err := t.open(opts.Now()); err != nil {
 		return nil, err
 	}
+	go t.flushLoop()
 	return t, nil
+}
+
+// flushLoop writes the buffered frames to the file every flushEvery until Close.
+func (t *Tap) flushLoop() {
+	tick := time.NewTicker(flushEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+			t.mu.Lock()
+			if !t.closed && t.err == nil && t.f != nil {
+				if err := t.flush(); err != nil {
+					t.fail(err)
+				}
+			}
+			t.mu.Unlock()
+		}
+	}
+}
+
+// flush hands what the writers hold to the file; under t.mu.
+func (t *Tap) flush() error {
+	if t.ng != nil {
+		if err := t.ng.Flush(); err != nil {
+			return err
+		}
+	}
+	return t.bw.Flush()
 }
 
 // open starts the next file. Called with t.mu held (or before t is shared).
@@ -231,13 +270,7 @@ func (t *Tap) closeFile() error {
 	if t.f == nil {
 		return nil
 	}
-	var err error
-	if t.ng != nil {
-		err = t.ng.Flush()
-	}
-	if e := t.bw.Flush(); err == nil {
-		err = e
-	}
+	err := t.flush()
 	if e := t.f.Close(); err == nil {
 		err = e
 	}
@@ -389,6 +422,7 @@ func (t *Tap) Close() error {
 		return err
 	}
 	t.closed = true
+	close(t.stop)
 	if e := t.closeFile(); e != nil {
 		t.fail(e)
 	}

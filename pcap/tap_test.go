@@ -226,6 +226,30 @@ func TestTapErrors(t *testing.T) {
 	}
 }
 
+// TestTapFlushes: what a Tap recorded reaches its file within a few seconds while
+// the Tap stays open, as a daemon's capture must to be read before the daemon
+// stops (flushEvery).
+func TestTapFlushes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "live.pcapng")
+	var tap *pcap.Tap
+	e := newEngines(t, func(l transport.Link, clock *transport.FakeClock) transport.Link {
+		var err error
+		tap, err = pcap.NewTap(l, path, pcap.TapOptions{Now: clock.Now})
+		must(t, err)
+		return tap
+	})
+	defer tap.Close()
+	e.post(transport.WR_RDMA_WRITE, 4096, 8)
+	want := tap.Stats().Frames
+	var got []pcap.Frame
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got, _ = pcap.ReadFile(path); uint64(len(got)) == want {
+			return
+		}
+	}
+	t.Errorf("the open capture holds %d of the %d frames recorded after 5 s", len(got), want)
+}
+
 // TestTapForwards: the Tap passes the Link methods through, Caps included, and
 // notes in the pcapng "rx" interface's description that the inner link recomputes
 // ICRCs.
