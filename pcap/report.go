@@ -54,6 +54,17 @@ type FieldDiff struct {
 	Field, Sent, Captured string
 }
 
+// SetupFailures counts the connections that could not be set up (Conn.Err).
+func (r *Report) SetupFailures() int {
+	n := 0
+	for _, c := range r.Conns {
+		if c.Err != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Differences counts the differences and the connections that failed to set up.
 func (r *Report) Differences() int {
 	n := 0

@@ -232,6 +232,14 @@ func TestReplayBinary(t *testing.T) {
 		!strings.Contains(string(out), "xroce replay: differences found: 1") {
 		t.Errorf("%v\n%s", err, out)
 	}
+	// A connection that cannot be set up (a region larger than replay emulates)
+	// is said to be that, not a difference: nothing was compared on it.
+	out, err = exec.Command(bin, "replay", s.Path(t, "ib_read_bw.pcap"), "--as", "10.77.0.11", "--qpn", "0x13",
+		"--rkey", "0x412", "--vaddr", "0x55f88699b000", "--len", "99999999999999").CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.HasSuffix(string(out), "xroce replay: 1 connection of the capture could not be set up (see above); 0 differences in the others\n") ||
+		strings.Contains(string(out), "differences found") {
+		t.Errorf("setup failure: %v\n%s", err, out)
+	}
 }
 
 // TestReplayRoundTrip: a server recording its traffic with --pcap, against an
