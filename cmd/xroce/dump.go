@@ -158,9 +158,12 @@ type dumpStats struct {
 // writeDump prints the RoCE frames of a capture that pass the filter.
 func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpStats {
 	var st dumpStats
-	var t0 time.Time
-	if len(frames) > 0 {
-		t0 = frames[0].Time
+	var t0 time.Time // the first timestamp: a Simple Packet Block (pcapng) has none
+	for _, fr := range frames {
+		if !fr.Time.IsZero() {
+			t0 = fr.Time
+			break
+		}
 	}
 	var b strings.Builder
 	var p roce.Packet
@@ -184,9 +187,16 @@ func writeDump(w io.Writer, frames []pcap.Frame, f dumpFilter, abs bool) dumpSta
 		st.roce++
 		b.Reset()
 		fmt.Fprintf(&b, "%5d ", fr.Index)
-		if abs {
+		switch {
+		case fr.Time.IsZero(): // no timestamp (a Simple Packet Block): "-" in the column
+			width := 11
+			if abs {
+				width = len("2006-01-02T15:04:05.000000000Z")
+			}
+			fmt.Fprintf(&b, "%*s", width, "-")
+		case abs:
 			b.WriteString(fr.Time.UTC().Format("2006-01-02T15:04:05.000000000Z"))
-		} else {
+		default:
 			fmt.Fprintf(&b, "%11.6f", fr.Time.Sub(t0).Seconds())
 		}
 		if fr.Dir != pcap.DirUnknown {

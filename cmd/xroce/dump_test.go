@@ -269,3 +269,36 @@ func TestDumpTrafficClassMigReq(t *testing.T) {
 		t.Errorf("no %q with a good ICRC in\n%s", want, out)
 	}
 }
+
+// TestDumpNoTimestamp: a frame without a timestamp (a pcapng Simple Packet Block)
+// shows "-" in the time column, relative or absolute, and the others count from
+// the first frame that has one (it showed -9223372036.854776, or year 1, and made
+// every later frame 9223372036.854776 when it came first).
+func TestDumpNoTimestamp(t *testing.T) {
+	frames, err := pcap.ReadFile(captures.Repo(t).Path(t, "ib_write_bw.pcap"))
+	must(t, err)
+	var roceFrames []pcap.Frame
+	var p roce.Packet
+	for _, f := range frames {
+		if p.Decode(f.Data) == nil && len(roceFrames) < 2 {
+			roceFrames = append(roceFrames, f)
+		}
+	}
+	if len(roceFrames) != 2 {
+		t.Fatal("no two RoCE frames in the capture")
+	}
+	roceFrames[0].Time = time.Time{}
+	for _, abs := range []bool{false, true} {
+		var b strings.Builder
+		writeDump(&b, roceFrames, dumpFilter{}, abs)
+		lines := strings.Split(b.String(), "\n")
+		first, second := fmt.Sprintf("%5d %11s ", roceFrames[0].Index, "-"), fmt.Sprintf("%5d    0.000000 ", roceFrames[1].Index)
+		if abs {
+			first = fmt.Sprintf("%5d %30s ", roceFrames[0].Index, "-")
+			second = fmt.Sprintf("%5d %s ", roceFrames[1].Index, roceFrames[1].Time.UTC().Format("2006-01-02T15:04:05.000000000Z"))
+		}
+		if len(lines) < 2 || !strings.HasPrefix(lines[0], first) || !strings.HasPrefix(lines[1], second) {
+			t.Errorf("abs %v:\n%s\nwant lines starting %q and %q", abs, b.String(), first, second)
+		}
+	}
+}
