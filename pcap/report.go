@@ -67,12 +67,9 @@ func (r *Report) SetupFailures() int {
 
 // Differences counts the differences and the connections that failed to set up.
 func (r *Report) Differences() int {
-	n := 0
+	n := r.SetupFailures()
 	for _, c := range r.Conns {
 		n += len(c.Diffs)
-		if c.Err != nil {
-			n++
-		}
 	}
 	return n
 }
@@ -145,13 +142,10 @@ func (r *Report) Write(w io.Writer) error {
 				c.Diffs[len(c.Diffs)-1].Response, c.NotCompared, plural(c.NotCompared))
 		}
 	}
-	n := r.Differences()
-	compared, failed := 0, 0
+	n, failed := r.Differences(), r.SetupFailures()
+	compared := 0
 	for _, c := range r.Conns {
 		compared += c.Compared
-		if c.Err != nil {
-			failed++
-		}
 	}
 	switch {
 	case failed > 0:

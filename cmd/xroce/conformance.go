@@ -111,7 +111,7 @@ func runConform(name string, args []string) error {
 			return err
 		}
 	}
-	link, _, err := openLink(lo, nil)
+	link, err := openLink(lo, nil)
 	if err != nil {
 		return err
 	}

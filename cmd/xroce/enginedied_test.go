@@ -21,6 +21,12 @@ import (
 type brokenLink struct {
 	transport.Link
 	broken atomic.Bool
+	closed atomic.Bool // Close was called
+}
+
+func (l *brokenLink) Close() error {
+	l.closed.Store(true)
+	return l.Link.Close()
 }
 
 var errSocketBroke = errors.New("recvmsg: the socket broke")
@@ -38,8 +44,7 @@ func (l *brokenLink) Recv(frames [][]byte) (int, error) {
 func TestEngineDied(t *testing.T) {
 	a, _ := transport.NewPipe(transport.PipeConfig{}, transport.PipeConfig{})
 	link := &brokenLink{Link: a}
-	closed := false
-	eng, err := runEngine(link, transport.Options{}, func() { closed = true })
+	eng, err := runEngine(link, transport.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,15 +74,15 @@ func TestEngineDied(t *testing.T) {
 		t.Error("died delivered a second error")
 	}
 	eng.stop()
-	if !closed {
-		t.Error("stop did not finish (closed not called)")
+	if !link.closed.Load() {
+		t.Error("stop did not close the link")
 	}
 }
 
 // TestEngineStopped: stop ends the loop without an error on died.
 func TestEngineStopped(t *testing.T) {
 	a, _ := transport.NewPipe(transport.PipeConfig{}, transport.PipeConfig{})
-	eng, err := runEngine(a, transport.Options{}, func() {})
+	eng, err := runEngine(a, transport.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +97,7 @@ func TestEngineStopped(t *testing.T) {
 func TestDaemonEngineDied(t *testing.T) {
 	a, _ := transport.NewPipe(transport.PipeConfig{}, transport.PipeConfig{})
 	link := &brokenLink{Link: a}
-	eng, err := runEngine(link, transport.Options{}, func() {})
+	eng, err := runEngine(link, transport.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ var recordingFailed atomic.Bool
 // startEngine opens the link as o says, opens a device on it and runs its loop.
 // pcapErr is told a --pcap recording's error when it happens (pcap.TapOptions.OnError).
 func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
-	link, _, err := openLink(o, pcapErr)
+	link, err := openLink(o, pcapErr)
 	if err != nil {
 		return nil, err
 	}
@@ -128,14 +128,15 @@ func startEngine(o linkOptions, pcapErr func(error)) (*runningEngine, error) {
 		link.Close()
 		return nil, err
 	}
-	return runEngine(link, transport.Options{BusyPoll: bp, CC: cc, DCQCN: dcqcn}, func() {})
+	return runEngine(link, transport.Options{BusyPoll: bp, CC: cc, DCQCN: dcqcn})
 }
 
 // runEngine opens a device on link with opts and runs its loop until the
-// runningEngine's stop, which also closes link and then calls closed. A loop that
+// runningEngine's stop, which also closes link (and with it --pcap's recording,
+// whose errors pcap.TapOptions.OnError reports as they happen). A loop that
 // stops by itself (Device.Run's error: the link failed) is delivered on died. It
 // closes link when the device does not open.
-func runEngine(link transport.Link, opts transport.Options, closed func()) (*runningEngine, error) {
+func runEngine(link transport.Link, opts transport.Options) (*runningEngine, error) {
 	desc := describeLink(link)
 	dev, err := transport.Open(link, opts)
 	if err != nil {
@@ -157,16 +158,15 @@ func runEngine(link transport.Link, opts transport.Options, closed func()) (*run
 		cancel()
 		wg.Wait()
 		link.Close()
-		closed()
 	}
 	return &runningEngine{link: link, dev: dev, desc: desc, stop: stop, died: died}, nil
 }
 
 // openLink opens the engine's link on o.dev as --link, --xdp-mode and --pcap say.
-func openLink(o linkOptions, pcapErr func(error)) (transport.Link, *pcap.Tap, error) {
+func openLink(o linkOptions, pcapErr func(error)) (transport.Link, error) {
 	tapOpts, err := o.pcap.tapOptions()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	tapOpts.OnError = pcapErr
 	var link transport.Link
@@ -174,41 +174,41 @@ func openLink(o linkOptions, pcapErr func(error)) (transport.Link, *pcap.Tap, er
 	case "xdp":
 		mode, err := bpf.ParseMode(o.xdpMode)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if who := udpPortOwner(); who != "" {
-			return nil, nil, fmt.Errorf("%s has UDP port 4791 open in this network namespace (xroce --link udp, or another RoCE stack over UDP): an XDP program on %s would take the RoCE frames that process receives there; stop it, or run this xroce in another network namespace", who, o.dev)
+			return nil, fmt.Errorf("%s has UDP port 4791 open in this network namespace (xroce --link udp, or another RoCE stack over UDP): an XDP program on %s would take the RoCE frames that process receives there; stop it, or run this xroce in another network namespace", who, o.dev)
 		}
 		bind, err := xdp.ParseBind(o.xdpBind)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--xdp-bind: %w", err)
+			return nil, fmt.Errorf("--xdp-bind: %w", err)
 		}
 		l, err := xdp.Open(xdp.Config{Interface: o.dev, Mode: mode, Bind: bind})
 		if err != nil {
 			if errors.Is(err, bpf.ErrPermission) {
-				return nil, nil, fmt.Errorf("%v\n(run as root, or use the kernel UDP link: --link udp)", err)
+				return nil, fmt.Errorf("%v\n(run as root, or use the kernel UDP link: --link udp)", err)
 			}
 			if mode == bpf.ModeNative && errors.Is(err, syscall.EOPNOTSUPP) {
-				return nil, nil, fmt.Errorf("%v\n(%s's driver has no native XDP, as with virtio_net without enough queues, bridges and many cloud NICs: use --xdp-mode auto or generic)", err, o.dev)
+				return nil, fmt.Errorf("%v\n(%s's driver has no native XDP, as with virtio_net without enough queues, bridges and many cloud NICs: use --xdp-mode auto or generic)", err, o.dev)
 			}
-			return nil, nil, err
+			return nil, err
 		}
 		link = l
 	case "udp":
 		l, err := xdp.OpenUDP(xdp.UDPConfig{Interface: o.dev})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		link = l
 	default:
-		return nil, nil, fmt.Errorf("--link %q: want xdp or udp", o.link)
+		return nil, fmt.Errorf("--link %q: want xdp or udp", o.link)
 	}
-	link, tap, err := withTap(link, o.pcap.path, tapOpts)
+	tapped, _, err := withTap(link, o.pcap.path, tapOpts)
 	if err != nil {
 		link.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return link, tap, nil
+	return tapped, nil
 }
 
 // describeLink says how the engine's link runs, for tool headers and the daemon's

@@ -147,7 +147,8 @@ func replay(args []string, w io.Writer) error {
 	if failed := rep.SetupFailures(); failed > 0 {
 		// Named apart from the differences: nothing was compared on those
 		// connections (the error is in the report above).
-		return fmt.Errorf("%d connection%s of the capture could not be set up (see above); %d difference%s in the others", failed, plural(failed), rep.Differences()-failed, plural(rep.Differences()-failed))
+		diffs := rep.Differences() - failed
+		return fmt.Errorf("%d connection%s of the capture could not be set up (see above); %d difference%s in the others", failed, plural(failed), diffs, plural(diffs))
 	}
 	if n := rep.Differences(); n > 0 {
 		return fmt.Errorf("%w: %d", errDifferences, n)
