@@ -499,7 +499,7 @@ func (d *Device) depart(batch [][]byte, n int) {
 // that (the engine goes on: the transport resends them).
 func (d *Device) countSent(n int, err error) error {
 	dropped := 0
-	if ns := (*NotSentError)(nil); errors.As(err, &ns) {
+	if ns := (*NotSentError)(nil); err != nil && errors.As(err, &ns) { // As makes ns escape: only on an error
 		dropped, err = min(ns.Dropped, n), nil
 		d.counters.add(CntSendErr, uint64(dropped))
 	}

@@ -184,6 +184,12 @@ func (r *requester) startTimers(qp *QueuePair) {
 		return
 	}
 	now := qp.dev.now
+	if !r.ackBy.IsZero() && r.rtoAt.IsZero() && r.probeAt.IsZero() && r.timer.Equal(r.ackBy) && !r.lossy(now) {
+		// The local ACK timeout runs and the QP is not lossy: the adaptive timer
+		// and the tail probe stay off (adaptive), so nothing would change. Every
+		// departure comes here.
+		return
+	}
 	if r.ackBy.IsZero() {
 		r.ackBy = now.Add(to)
 	}

@@ -74,12 +74,18 @@ func (c *conn) waitCQ(wcs []transport.WorkCompletion, limit time.Duration, stop 
 	// Without -e the tool polls a while before it sleeps, as perftest polls (for
 	// ever): a completion that comes within c.spin is taken without the wake-up
 	// of a sleeping thread. With -e it sleeps on the CQ's event at once.
+	// It polls after each yield before it looks at the clock: the engine's goroutine,
+	// which shares the thread (procs.go), may keep it longer than c.spin, and what it
+	// completed meanwhile is taken without the sleeping wait's context and timer.
 	if c.spin > 0 {
-		for end := time.Now().Add(c.spin); time.Now().Before(end); {
+		for end := time.Now().Add(c.spin); ; {
+			runtime.Gosched()
 			if n := c.cq.Poll(wcs); n > 0 {
 				return n, nil
 			}
-			runtime.Gosched()
+			if !time.Now().Before(end) {
+				break
+			}
 		}
 	}
 	// A long message (hundreds of MiB) may take longer than limit to complete: the
