@@ -50,8 +50,11 @@ func tables(r results, plan []measurement, passes int) []table {
 		header: []string{"measurement", "result"}}
 	for _, k := range []string{"raw pps 64", "raw pps 1024", "raw pps 2048", "raw pps 4096",
 		"raw pps 64 " + placed, "raw pps 1024 " + placed, "raw pps 2048 " + placed, "raw pps 4096 " + placed} {
-		pps, payload := r.fmtFig(k, figPPS, kpps), r.fmtFig(k, figPayload, mibs)
-		raw.rows = append(raw.rows, []string{labelOf(plan, k), fmt.Sprintf("%sframes/s, %s MiB/s of payload (sender: %sframes/s)", pps, payload, r.fmtFig(k, figSentPPS, kpps))})
+		res := na // not measured (make bench -only)
+		if _, ok := r.get(k, figPPS); ok {
+			res = fmt.Sprintf("%sframes/s, %s MiB/s of payload (sender: %sframes/s)", r.fmtFig(k, figPPS, kpps), r.fmtFig(k, figPayload, mibs), r.fmtFig(k, figSentPPS, kpps))
+		}
+		raw.rows = append(raw.rows, []string{labelOf(plan, k), res})
 	}
 	for _, k := range []string{"raw pps 1024", "raw pps 4096"} {
 		if s := r[k]; s.note != "" {
