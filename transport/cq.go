@@ -96,6 +96,11 @@ type WorkCompletion struct {
 	QPN     uint32 // the local QP
 	SrcQP   uint32 // UD receive completions: the sender's QPN (src_qp)
 	GRH     bool   // IBV_WC_GRH: UD receive completions; the first 40 bytes received are the GRH area
+
+	// solicited: a receive completion of a message whose last packet had the BTH
+	// SE bit, or a flushed receive: what wakes a CQ armed for solicited
+	// completions only (Arm; rxe_cq_post's solicited argument, rxe_resp.c).
+	solicited bool
 }
 
 // CompletionQueue collects work completions. Poll and Wait may be called from any
@@ -109,7 +114,18 @@ type CompletionQueue struct {
 	depth  int
 	err    error  // ErrCQOverrun once a completion found the CQ full
 	sink   CQSink // when set, completions go there instead of cqes
+	arm    armKind
+	events chan struct{} // a completion matched the arm (Arm, Events)
 }
+
+// armKind is what a CQ is armed for: ibv_req_notify_cq's solicited_only, or nothing.
+type armKind uint8
+
+const (
+	armNone      armKind = iota
+	armSolicited         // IB_CQ_SOLICITED: the next solicited completion
+	armNext              // IB_CQ_NEXT_COMP: the next completion of any kind
+)
 
 // A CQSink takes a completion queue's completions instead of the queue itself: the
 // verbs daemon writes them straight into a CQ ring shared with the application
@@ -137,7 +153,7 @@ func (d *Device) CreateCQ(depth int) *CompletionQueue {
 	if depth <= 0 {
 		depth = 1024
 	}
-	return &CompletionQueue{dev: d, notify: make(chan struct{}, 1), depth: depth}
+	return &CompletionQueue{dev: d, notify: make(chan struct{}, 1), events: make(chan struct{}, 1), depth: depth}
 }
 
 // CreateCQWithSink returns a completion queue whose completions go to sink: Poll
@@ -170,7 +186,15 @@ func (cq *CompletionQueue) push(wc WorkCompletion) bool {
 			cq.head = 0
 		}
 		cq.cqes = append(cq.cqes, wc)
-	} else if !ok && cq.err == nil {
+	}
+	if ok && (cq.arm == armNext || cq.arm == armSolicited && wc.solicited) {
+		cq.arm = armNone
+		select {
+		case cq.events <- struct{}{}:
+		default:
+		}
+	}
+	if !ok && cq.err == nil {
 		cq.err = fmt.Errorf("%w: more than %d completions were left unpolled; poll more often or create a larger CQ",
 			ErrCQOverrun, cq.depth)
 		raise = true
@@ -221,6 +245,29 @@ func (cq *CompletionQueue) Err() error {
 	defer cq.mu.Unlock()
 	return cq.err
 }
+
+// Arm asks for one completion event (Events) on the next completion the CQ takes,
+// or with solicitedOnly on the next solicited one: a receive completion of a
+// message sent with IBV_SEND_SOLICITED (BTH SE), or a flushed receive. Completions
+// already queued raise none, a CQ armed for any completion stays so when armed
+// again for solicited ones, and a completion lost to an overrun raises none (the
+// CQ's IBV_EVENT_CQ_ERR tells of it). This is ibv_req_notify_cq as rdma_rxe
+// implements it (rxe_req_notify_cq in rxe_verbs.c, rxe_cq_post in rxe_cq.c).
+func (cq *CompletionQueue) Arm(solicitedOnly bool) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.arm == armNext {
+		return
+	}
+	cq.arm = armNext
+	if solicitedOnly {
+		cq.arm = armSolicited
+	}
+}
+
+// Events returns the channel that receives a value when a completion matches the
+// CQ's arm (Arm); the arm is then spent. Values do not accumulate beyond one.
+func (cq *CompletionQueue) Events() <-chan struct{} { return cq.events }
 
 // Wait blocks until at least one completion can be polled, the CQ is in error with
 // nothing left to poll (its Err), or ctx ends (ctx.Err()).

@@ -192,7 +192,7 @@ func (qp *QueuePair) flush() {
 	}
 	qp.req.next = 0
 	for qp.rq.len() > 0 {
-		qp.completeRecv(WorkCompletion{Status: WC_WR_FLUSH_ERR, Opcode: WC_RECV})
+		qp.completeRecv(WorkCompletion{Status: WC_WR_FLUSH_ERR, Opcode: WC_RECV, solicited: true})
 	}
 }
 

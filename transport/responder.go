@@ -154,13 +154,13 @@ func (r *responder) send(qp *QueuePair, p *roce.Packet) bool {
 	rw := *qp.rq.at(0)
 	if rw.sg.total < 0 { // the receive WR's local key was bad
 		r.sendNAK(qp, roce.NAKSyndrome(roce.NAKRemoteOperationalError), psn)
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		qp.toError()
 		return false
 	}
 	if r.recvOff+len(p.Payload) > rw.sg.total {
 		r.sendNAK(qp, roce.SyndromeNAKInvalidRequest, psn)
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_LEN_ERR, Opcode: WC_RECV})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_LEN_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		qp.toError()
 		return false
 	}
@@ -168,7 +168,7 @@ func (r *responder) send(qp *QueuePair, p *roce.Packet) bool {
 	r.recvOff += len(p.Payload)
 	r.inSend = pos == roce.PosFirst || pos == roce.PosMiddle
 	if !r.inSend {
-		wc := WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV, ByteLen: uint32(r.recvOff)}
+		wc := WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV, ByteLen: uint32(r.recvOff), solicited: p.BTH.SE}
 		if p.Headers&roce.HdrImmDt != 0 {
 			wc.HasImm, wc.ImmData = true, uint32(p.ImmDt)
 		}
@@ -220,7 +220,7 @@ func (r *responder) write(qp *QueuePair, p *roce.Packet) bool {
 		}
 		if imm {
 			qp.completeRecv(WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV_RDMA_WITH_IMM,
-				ByteLen: uint32(r.woff), HasImm: true, ImmData: uint32(p.ImmDt)})
+				ByteLen: uint32(r.woff), HasImm: true, ImmData: uint32(p.ImmDt), solicited: p.BTH.SE})
 		}
 		r.msn = (r.msn + 1) & roce.PSNMask
 		qp.count(CntRdmaRecvs)

@@ -297,14 +297,14 @@ func (qp *QueuePair) udRequest(p *roce.Packet) {
 		return
 	}
 	if rw.sg.total < 0 { // the receive WR's local key was bad: a local error, fatal as with RC
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		qp.toError()
 		return
 	}
 	n := GRHLen + len(p.Payload)
 	if n > rw.sg.total {
 		qp.count(CntRespLocalLenErr)
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_LEN_ERR, Opcode: WC_RECV})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_LEN_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		return
 	}
 	// The GRH area holds the network header as received: the IPv6 header, or 20 zero
@@ -318,7 +318,7 @@ func (qp *QueuePair) udRequest(p *roce.Packet) {
 	}
 	rw.sg.copyIn(grh[:], 0)
 	rw.sg.copyIn(p.Payload, GRHLen)
-	wc := WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV, ByteLen: uint32(n), SrcQP: p.DETH.SrcQP, GRH: true}
+	wc := WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV, ByteLen: uint32(n), SrcQP: p.DETH.SrcQP, GRH: true, solicited: p.BTH.SE}
 	if p.Headers&roce.HdrImmDt != 0 {
 		wc.HasImm, wc.ImmData = true, uint32(p.ImmDt)
 	}
@@ -406,13 +406,13 @@ func (qp *QueuePair) ucSend(p *roce.Packet, pos roce.Position) {
 		return
 	}
 	if rw.sg.total < 0 {
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		qp.toError()
 		return
 	}
 	if r.recvOff+len(p.Payload) > rw.sg.total {
 		qp.count(CntRespLocalLenErr)
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_LEN_ERR, Opcode: WC_RECV})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_LEN_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		qp.dropMessage(false)
 		return
 	}
@@ -422,7 +422,7 @@ func (qp *QueuePair) ucSend(p *roce.Packet, pos roce.Position) {
 	if r.inSend {
 		return
 	}
-	wc := WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV, ByteLen: uint32(r.recvOff)}
+	wc := WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV, ByteLen: uint32(r.recvOff), solicited: p.BTH.SE}
 	if p.Headers&roce.HdrImmDt != 0 {
 		wc.HasImm, wc.ImmData = true, uint32(p.ImmDt)
 	}
@@ -474,7 +474,7 @@ func (qp *QueuePair) ucWrite(p *roce.Packet, pos roce.Position) {
 	}
 	if imm {
 		qp.completeRecv(WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV_RDMA_WITH_IMM,
-			ByteLen: uint32(r.woff), HasImm: true, ImmData: uint32(p.ImmDt)})
+			ByteLen: uint32(r.woff), HasImm: true, ImmData: uint32(p.ImmDt), solicited: p.BTH.SE})
 	}
 	qp.count(CntRdmaRecvs)
 	r.wbuf, r.woff = nil, 0

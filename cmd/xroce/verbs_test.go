@@ -431,6 +431,25 @@ func TestVerbsCQEx(t *testing.T) {
 	}
 }
 
+// TestVerbsNotify: ibv_req_notify_cq raises one event at the next completion after
+// arming, or with solicited_only at the next solicited one, as rdma_rxe does
+// (testdata/notify.c, two QPs of one context on one daemon). A trial found the
+// daemon treating solicited_only as "any", and signalling at once when armed with
+// a completion already queued.
+func TestVerbsNotify(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/notify.c")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog, "::ffff:"+p.n.IPA.String())
+	want := "solicited only, unsolicited SEND: event 0\n" +
+		"solicited only, solicited SEND: event 1\n" +
+		"armed with a completion queued: event 0\n" +
+		"the next completion: event 1\n" +
+		"armed for any, then for solicited, unsolicited SEND: event 1\nok\n"
+	if err := wait(t, "notify", done, out, 30*time.Second); err != nil || stripWarnings(out.String()) != want {
+		t.Errorf("notify: %v\n%s\nwant:\n%s", err, out.String(), want)
+	}
+}
+
 // TestVerbsUnsupported: an application that asks for a verb xroce lacks gets what
 // verbs says (NULL, errno EOPNOTSUPP), and the library says once per verb what is
 // missing, where the application alone would print only its own failure

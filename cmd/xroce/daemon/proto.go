@@ -271,8 +271,9 @@ type CreateCQReply struct {
 	RingSize uint64
 }
 
-// NotifyReq arms a CQ (ibv_req_notify_cq): its channel gets an event when the CQ
-// holds a completion.
+// NotifyReq arms a CQ (ibv_req_notify_cq): its channel gets an event at the next
+// completion, or with SolicitedOnly at the next solicited one
+// (transport.CompletionQueue.Arm); completions already in the CQ raise none.
 type NotifyReq struct {
 	CQ            uint32
 	SolicitedOnly uint32

@@ -115,7 +115,6 @@ type cqObj struct {
 	ch     *chanObj
 	cookie uint64
 	refs   int
-	arm    chan struct{}
 	stop   context.CancelFunc
 	done   chan struct{} // closed when the channel watcher returned
 }
@@ -556,7 +555,7 @@ func (s *session) createCQ(r *CreateCQReq) (*CreateCQReply, []int, error) {
 	if ch != nil {
 		ch.refs++
 		ctx, cancel := context.WithCancel(s.ctx)
-		o.arm, o.stop, o.done = make(chan struct{}, 1), cancel, make(chan struct{})
+		o.stop, o.done = cancel, make(chan struct{})
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -574,20 +573,17 @@ func (s *session) createCQ(r *CreateCQReq) (*CreateCQReply, []int, error) {
 	return reply, []int{fd}, nil
 }
 
-// watch signals the channel when an armed CQ holds a completion (or has
-// overrun). Notification is level-triggered: a CQ armed while it already holds
-// completions signals at once (an extra wake-up, never a lost one).
+// watch signals the channel at each completion event of the CQ: the next
+// completion after ibv_req_notify_cq armed it, or the next solicited one
+// (transport.CompletionQueue.Arm, which follows rdma_rxe).
 func (o *cqObj) watch(ctx context.Context) {
 	for {
 		select {
-		case <-o.arm:
+		case <-o.cq.Events():
+			o.ch.signal(o.cookie)
 		case <-ctx.Done():
 			return
 		}
-		if err := o.cq.Wait(ctx); err != nil && ctx.Err() != nil {
-			return
-		}
-		o.ch.signal(o.cookie)
 	}
 }
 
@@ -619,10 +615,7 @@ func (s *session) reqNotify(r *NotifyReq) error {
 	if o.ch == nil {
 		return fail(unix.EINVAL, "CQ %d has no completion channel", r.CQ)
 	}
-	select {
-	case o.arm <- struct{}{}:
-	default:
-	}
+	o.cq.Arm(r.SolicitedOnly != 0)
 	return nil
 }
 
