@@ -22,8 +22,8 @@ const (
 	CntCompleterRetryErr             // completer_retry_err: requester went back to retransmit
 	CntSendErr                       // send_err: the link failed a send
 	CntLinkDowned                    // link_downed
-	CntRdmaSends                     // rdma_sends: RDMA READ/WRITE requests sent
-	CntRdmaRecvs                     // rdma_recvs: RDMA READ/WRITE requests executed
+	CntRdmaSends                     // rdma_sends: SEND WRs the requester completed, whatever their status (rxe_comp.c do_complete)
+	CntRdmaRecvs                     // rdma_recvs: receive WRs completed successfully, by a SEND or an RDMA WRITE with immediate (rxe_resp.c do_complete)
 	CntLocalAckTimeoutErr            // local_ack_timeout_err: retransmit timer expiries (mlx5's name)
 	CntRoceAdpRetrans                // roce_adp_retrans: retransmissions on the adaptive RTO, before the local ACK timeout (mlx5's name)
 	CntRoceSlowRestart               // roce_slow_restart: windows restarted small after idle (mlx5's name)
@@ -47,6 +47,9 @@ const (
 	CntRpCNPHandled                  // rp_cnp_handled: CNPs that cut a QP's rate, with DCQCN (mlx5's name)
 	CntRpCNPIgnored                  // rp_cnp_ignored: CNPs dropped: no DCQCN, or no QP ready for them (mlx5's name)
 	CntRoceTailProbe                 // roce_tail_probe: tail-loss probes, the oldest unacknowledged and the last packet sent again with AckReq after two round trips of silence (probe.go; neither rxe nor mlx5 has one)
+	CntRxWriteRequests               // rx_write_requests: RDMA WRITE messages the responder executed (mlx5's name)
+	CntRxReadRequests                // rx_read_requests: RDMA READ requests the responder accepted (mlx5's name)
+	CntRxAtomicRequests              // rx_atomic_requests: atomic requests the responder executed (mlx5's name)
 	numCounters
 )
 
@@ -59,6 +62,7 @@ var CounterNames = [numCounters]string{
 	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "rcvd_bad_dgid", "ghost_ack", "stale_ack",
 	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "rcvd_undersize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
 	"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "roce_tail_probe",
+	"rx_write_requests", "rx_read_requests", "rx_atomic_requests",
 }
 
 // Counters is a set of event counters, read safely from any goroutine. A device's

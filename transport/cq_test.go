@@ -82,7 +82,61 @@ func TestCountersString(t *testing.T) {
 	must(t, postRecv(p.b, 1, 0, 64))
 	must(t, postSend(p.a, transport.SendWR{WRID: 1, Opcode: transport.WR_SEND, SGList: sge(p.a, 0, 64), Flags: transport.SendSignaled}))
 	p.waitWCs(p.a, 1, time.Second)
-	if s, want := p.a.qp.Counters().String(), "sent_pkts=1 rcvd_pkts=1"; s != want {
+	if s, want := p.a.qp.Counters().String(), "sent_pkts=1 rcvd_pkts=1 rdma_sends=1"; s != want {
 		t.Errorf("after one SEND: %q, want %q", s, want)
+	}
+}
+
+// TestSQDrained: a QP moved from RTS to SQD raises IBV_EVENT_SQ_DRAINED once, when
+// the requests it had sent are all acknowledged, as rdma_rxe does (rxe_comp.c
+// complete_ack); a WR posted in SQD waits, and goes out once the QP is back in RTS.
+// A QP with nothing outstanding raises it at the transition. A trial found no
+// event at all.
+func TestSQDrained(t *testing.T) {
+	p := newPair(t, pairConfig{})
+	a := p.a
+	event := func(limit time.Duration) (transport.AsyncEvent, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		return a.dev.GetAsyncEvent(ctx)
+	}
+	write := func(id uint64) transport.SendWR {
+		return transport.SendWR{WRID: id, Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, 8192), Flags: transport.SendSignaled,
+			RemoteAddr: p.b.mr.Addr(), RKey: p.b.mr.RKey()}
+	}
+	must(t, postSend(a, write(1), write(2), write(3)))
+	progress(t, a.dev) // the WRITEs go out; their ACKs have not come
+	if a.qp.Counters().Get(transport.CntSentPkts) != 24 {
+		t.Fatalf("sent %d packets before SQD, want 24", a.qp.Counters().Get(transport.CntSentPkts))
+	}
+	must(t, a.qp.Modify(transport.QPAttr{State: transport.QPS_SQD}, transport.QP_STATE))
+	if ev, err := event(10 * time.Millisecond); err == nil {
+		t.Fatalf("event %+v with requests outstanding", ev)
+	}
+	must(t, postSend(a, write(4)))
+	wcs := p.waitWCs(a, 3, time.Second)
+	for i, wc := range wcs {
+		checkWC(t, wc, uint64(i+1), transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 8192)
+	}
+	if ev, err := event(100 * time.Millisecond); err != nil || ev.Type != transport.EVENT_SQ_DRAINED || ev.QPN != a.qp.QPN() {
+		t.Fatalf("event %+v, %v; want IBV_EVENT_SQ_DRAINED of QP 0x%x", ev, err, a.qp.QPN())
+	}
+	for range 10 { // passes in which WR 4 could go out
+		progress(t, a.dev)
+		progress(t, p.b.dev)
+		p.clock.Advance(time.Microsecond)
+	}
+	if ev, err := event(10 * time.Millisecond); err == nil {
+		t.Fatalf("a second event %+v", ev)
+	}
+	if n := a.qp.Counters().Get(transport.CntSentPkts); n != 24 {
+		t.Fatalf("sent %d packets in SQD, want 24: WR 4 must wait", n)
+	}
+	must(t, a.qp.Modify(transport.QPAttr{State: transport.QPS_RTS}, transport.QP_STATE))
+	checkWC(t, p.waitWCs(a, 1, time.Second)[0], 4, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 8192)
+	// Idle: the event comes with the transition.
+	must(t, a.qp.Modify(transport.QPAttr{State: transport.QPS_SQD}, transport.QP_STATE))
+	if ev, err := event(100 * time.Millisecond); err != nil || ev.Type != transport.EVENT_SQ_DRAINED || ev.QPN != a.qp.QPN() {
+		t.Fatalf("idle QP: event %+v, %v; want IBV_EVENT_SQ_DRAINED", ev, err)
 	}
 }

@@ -12,6 +12,7 @@ type EventType uint8
 const (
 	EVENT_CQ_ERR            EventType = 0  // IBV_EVENT_CQ_ERR: a CQ overran
 	EVENT_QP_FATAL          EventType = 1  // IBV_EVENT_QP_FATAL: a QP moved to ERR on its own
+	EVENT_SQ_DRAINED        EventType = 5  // IBV_EVENT_SQ_DRAINED: a QP moved to SQD has no request outstanding any more
 	EVENT_SRQ_LIMIT_REACHED EventType = 15 // IBV_EVENT_SRQ_LIMIT_REACHED: fewer WQEs than the armed limit remain
 )
 
@@ -21,6 +22,8 @@ func (t EventType) String() string {
 		return "IBV_EVENT_CQ_ERR"
 	case EVENT_QP_FATAL:
 		return "IBV_EVENT_QP_FATAL"
+	case EVENT_SQ_DRAINED:
+		return "IBV_EVENT_SQ_DRAINED"
 	case EVENT_SRQ_LIMIT_REACHED:
 		return "IBV_EVENT_SRQ_LIMIT_REACHED"
 	}

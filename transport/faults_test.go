@@ -255,9 +255,86 @@ func TestProtection(t *testing.T) {
 	}
 }
 
+// TestQPAccessFlags: a request the responder's QP has no access flag for (RDMA
+// WRITE of any length without IBV_ACCESS_REMOTE_WRITE, READ without REMOTE_READ,
+// an atomic without REMOTE_ATOMIC) is an operation it does not take: NAK Invalid
+// Request, so the requester completes with IBV_WC_REM_INV_REQ_ERR, the next WR is
+// flushed, nothing is written and both QPs go to ERR, as rdma_rxe's
+// check_op_valid (rxe_resp.c). Before, xroce answered NAK Remote Access Error.
+func TestQPAccessFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     transport.WROpcode
+		n      int
+		access transport.Access // the QPs' flags: all but the operation's
+	}{
+		{"WRITE", transport.WR_RDMA_WRITE, 100, transport.AccessRemoteRead | transport.AccessRemoteAtomic},
+		{"zero-length WRITE", transport.WR_RDMA_WRITE, 0, transport.AccessRemoteRead | transport.AccessRemoteAtomic},
+		{"WRITE with immediate", transport.WR_RDMA_WRITE_WITH_IMM, 3000, transport.AccessRemoteRead | transport.AccessRemoteAtomic},
+		{"READ", transport.WR_RDMA_READ, 100, transport.AccessRemoteWrite | transport.AccessRemoteAtomic},
+		{"FETCH_ADD", transport.WR_ATOMIC_FETCH_AND_ADD, 8, transport.AccessRemoteWrite | transport.AccessRemoteRead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, pairConfig{access: tc.access})
+			a, b := p.a, p.b
+			fill(b.buf, 77)
+			before := append([]byte{}, b.buf...)
+			fill(a.buf, 80)
+			must(t, postRecv(b, 9, 0, 64))
+			must(t, postSend(a,
+				transport.SendWR{WRID: 1, Opcode: tc.op, SGList: sge(a, 0, tc.n), Flags: transport.SendSignaled,
+					RemoteAddr: b.mr.Addr() + 64, RKey: b.mr.RKey(), CompareAdd: 1},
+				transport.SendWR{WRID: 2, Opcode: transport.WR_SEND, SGList: sge(a, 0, 4)}))
+			wcs := p.waitWCs(a, 2, time.Second)
+			checkWC(t, wcs[0], 1, transport.WC_REM_INV_REQ_ERR, tcOpcode(tc.op), -1)
+			checkWC(t, wcs[1], 2, transport.WC_WR_FLUSH_ERR, transport.WC_SEND, -1)
+			// B's receive WQE was not taken: it is flushed.
+			checkWC(t, p.waitWCs(b, 1, time.Second)[0], 9, transport.WC_WR_FLUSH_ERR, transport.WC_RECV, -1)
+			checkBytes(t, "target region", b.buf, before)
+			if a.qp.State() != transport.QPS_ERR || b.qp.State() != transport.QPS_ERR {
+				t.Errorf("states %v %v, want both ERR", a.qp.State(), b.qp.State())
+			}
+		})
+	}
+}
+
+// TestWriteImmBadRKey: an RDMA WRITE with immediate whose R_Key is bad takes a
+// receive WQE before the responder checks the key when its one packet carries the
+// immediate data (WRITE ONLY with immediate): that WQE completes with
+// IBV_WC_REM_ACCESS_ERR and the next is flushed, as in rdma_rxe (check_resource
+// before check_rkey in rxe_resp.c). When the key is on a FIRST packet, no WQE is
+// taken yet and both are flushed. Before, xroce flushed both in either case.
+func TestWriteImmBadRKey(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		n         int
+		firstRecv transport.WCStatus
+	}{
+		{"one packet", 100, transport.WC_REM_ACCESS_ERR},
+		{"three packets", 3000, transport.WC_WR_FLUSH_ERR},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, pairConfig{})
+			a, b := p.a, p.b
+			must(t, postRecv(b, 11, 0, 64))
+			must(t, postRecv(b, 12, 64, 64))
+			must(t, postSend(a, transport.SendWR{WRID: 1, Opcode: transport.WR_RDMA_WRITE_WITH_IMM, SGList: sge(a, 0, tc.n),
+				Flags: transport.SendSignaled, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() + 1, ImmData: 5}))
+			checkWC(t, p.waitWCs(a, 1, time.Second)[0], 1, transport.WC_REM_ACCESS_ERR, transport.WC_RDMA_WRITE, -1)
+			wcs := p.waitWCs(b, 2, time.Second)
+			op := transport.WC_RECV
+			if tc.firstRecv == transport.WC_REM_ACCESS_ERR {
+				op = transport.WC_RECV_RDMA_WITH_IMM
+			}
+			checkWC(t, wcs[0], 11, tc.firstRecv, op, -1)
+			checkWC(t, wcs[1], 12, transport.WC_WR_FLUSH_ERR, transport.WC_RECV, -1)
+		})
+	}
+}
+
 func tcOpcode(op transport.WROpcode) transport.WCOpcode {
 	switch op {
-	case transport.WR_RDMA_WRITE:
+	case transport.WR_RDMA_WRITE, transport.WR_RDMA_WRITE_WITH_IMM:
 		return transport.WC_RDMA_WRITE
 	case transport.WR_RDMA_READ:
 		return transport.WC_RDMA_READ

@@ -383,6 +383,8 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 	qp.attr = a
 	qp.retryLeft, qp.rnrRetryLeft = a.RetryCnt, a.RNRRetry
 	qp.setState(to)
+	qp.draining = to == QPS_SQD && (from == QPS_RTS || qp.draining)
+	qp.drained()
 	d.schedule(qp)
 	d.wakeLoop()
 	return nil

@@ -48,6 +48,7 @@ type QueuePair struct {
 	heapAt    time.Time // time of this QP's live timer-heap entry; zero when none
 	destroyed bool
 	fatal     bool // lost a completion to a CQ overrun: to ERR at the end of the pass
+	draining  bool // moved from RTS to SQD, IBV_EVENT_SQ_DRAINED not raised yet (drained)
 
 	// posting (post.go)
 	postMu sync.Mutex // guards pendSQ, pendRQ, the pools and the MR caches
@@ -108,6 +109,10 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 	if qp.req.next > 0 {
 		qp.req.next--
 	}
+	if w.wr.Opcode == WR_SEND || w.wr.Opcode == WR_SEND_WITH_IMM {
+		qp.count(CntRdmaSends)
+	}
+	qp.drained()
 	if w.signaled || status != WC_SUCCESS {
 		wc := WorkCompletion{WRID: w.wr.WRID, Status: status, Opcode: w.wr.Opcode.wcOpcode(), QPN: qp.qpn}
 		if status == WC_SUCCESS {
@@ -130,12 +135,29 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 	qp.sqDone = append(qp.sqDone, w)
 }
 
+// drained raises IBV_EVENT_SQ_DRAINED once, for a QP moved from RTS to SQD, when
+// no request it sent is outstanding: at the transition when nothing was, or when
+// the last one completes. A message under way at the transition finishes first;
+// SQD starts no other. rdma_rxe raises it the same way, whether or not
+// en_sqd_async_notify was set (req_next_wqe in rxe_req.c, complete_ack in
+// rxe_comp.c). The device lock is held.
+func (qp *QueuePair) drained() {
+	if !qp.draining || qp.state != QPS_SQD || qp.req.hasOutstanding(qp) {
+		return
+	}
+	qp.draining = false
+	qp.dev.raise(AsyncEvent{Type: EVENT_SQ_DRAINED, QPN: qp.qpn})
+}
+
 // completeRecv pops the oldest receive WQE and reports it.
 func (qp *QueuePair) completeRecv(wc WorkCompletion) {
 	r := *qp.rq.at(0)
 	qp.rq.popFront()
 	wc.WRID = r.wrid
 	wc.QPN = qp.qpn
+	if wc.Status == WC_SUCCESS {
+		qp.count(CntRdmaRecvs)
+	}
 	qp.recvDone(r) // before the completion is seen: the slot is free when it is polled
 	qp.deliver(qp.init.RecvCQ, wc)
 }

@@ -115,7 +115,6 @@ func (r *requester) askSeg(qp *QueuePair, w *sendWQE, j int) {
 	p.RETH = roce.RETH{VA: w.wr.RemoteAddr + uint64(done), RKey: w.wr.RKey,
 		DMALen: uint32(max(0, min(w.length, s.end*qp.pmtu)-done))}
 	p.BTH.AckReq = true
-	qp.count(CntRdmaSends)
 	r.emit(qp, p.BTH.PSN)
 	r.sentUpTo(roce.PSNAdd(w.firstPSN, s.end))
 }

@@ -132,8 +132,8 @@ func TestReadSegmentsOnWire(t *testing.T) {
 				}
 			}
 			s.done(3)
-			if got := r.e.qp.Counters().Get(transport.CntRdmaSends); got != uint64(len(c.segs)/2) {
-				t.Errorf("rdma_sends %d, want %d", got, len(c.segs)/2)
+			if got := r.e.qp.Counters().Get(transport.CntSentPkts); got != uint64(len(c.segs)/2) {
+				t.Errorf("sent_pkts %d, want %d: one READ request a segment", got, len(c.segs)/2)
 			}
 		})
 	}

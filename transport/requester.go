@@ -215,9 +215,6 @@ func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
 		p.BTH.AckReq = true
 		r.noack = 0
 	}
-	if i == 0 && (w.wr.Opcode == WR_RDMA_WRITE || w.wr.Opcode == WR_RDMA_WRITE_WITH_IMM) {
-		qp.count(CntRdmaSends)
-	}
 	r.emit(qp, roce.PSNAdd(w.firstPSN, i))
 }
 

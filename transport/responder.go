@@ -184,30 +184,33 @@ func (r *responder) write(qp *QueuePair, p *roce.Packet) bool {
 	psn := p.BTH.PSN
 	pos := p.BTH.Opcode.Info().Position
 	imm := p.Headers&roce.HdrImmDt != 0
+	if qp.attr.AccessFlags&AccessRemoteWrite == 0 {
+		// A QP that does not take RDMA WRITEs answers them as an opcode it does not
+		// support, whatever their length: NAK Invalid Request (rxe_resp.c
+		// check_op_valid, before any receive WQE is taken).
+		r.invalid(qp, psn)
+		return false
+	}
 	if imm && !r.hasRecv(qp, psn) {
 		return false
 	}
 	if pos == roce.PosFirst || pos == roce.PosOnly {
 		n := uint64(p.RETH.DMALen)
 		if pos == roce.PosOnly && n != uint64(len(p.Payload)) || pos == roce.PosFirst && n <= uint64(qp.pmtu) {
-			r.invalid(qp, psn)
+			r.writeFailed(qp, p, roce.SyndromeNAKInvalidRequest, WC_REM_INV_REQ_ERR)
 			return false
 		}
 		r.wbuf, r.woff = nil, 0
 		if n > 0 {
-			if qp.attr.AccessFlags&AccessRemoteWrite == 0 {
-				r.accessError(qp, psn)
-				return false
-			}
 			r.wbuf = qp.dev.mrs.remote(p.RETH.RKey, qp.pd, p.RETH.VA, n, AccessRemoteWrite)
 			if r.wbuf == nil {
-				r.accessError(qp, psn)
+				r.writeFailed(qp, p, roce.SyndromeNAKRemoteAccessError, WC_REM_ACCESS_ERR)
 				return false
 			}
 		}
 	}
 	if r.woff+len(p.Payload) > len(r.wbuf) {
-		r.invalid(qp, psn)
+		r.writeFailed(qp, p, roce.SyndromeNAKInvalidRequest, WC_REM_INV_REQ_ERR)
 		return false
 	}
 	copy(r.wbuf[r.woff:], p.Payload)
@@ -215,7 +218,7 @@ func (r *responder) write(qp *QueuePair, p *roce.Packet) bool {
 	r.inWrite = pos == roce.PosFirst || pos == roce.PosMiddle
 	if !r.inWrite {
 		if r.woff != len(r.wbuf) {
-			r.invalid(qp, psn)
+			r.writeFailed(qp, p, roce.SyndromeNAKInvalidRequest, WC_REM_INV_REQ_ERR)
 			return false
 		}
 		if imm {
@@ -223,15 +226,32 @@ func (r *responder) write(qp *QueuePair, p *roce.Packet) bool {
 				ByteLen: uint32(r.woff), HasImm: true, ImmData: uint32(p.ImmDt), solicited: p.BTH.SE})
 		}
 		r.msn = (r.msn + 1) & roce.PSNMask
-		qp.count(CntRdmaRecvs)
+		qp.count(CntRxWriteRequests)
 		r.wbuf = nil
 	}
 	return true
 }
 
+// writeFailed ends an RDMA WRITE in error (a class C error, IBTA Vol 1 §9.9.3.1.3):
+// the NAK with syn, and the QP to ERR. The packet that carries a WRITE's immediate
+// data has taken a receive WQE before its checks, and that WQE completes with
+// status; the rest are flushed (rxe_resp.c: check_resource before check_rkey,
+// do_class_ac_error, do_complete).
+func (r *responder) writeFailed(qp *QueuePair, p *roce.Packet, syn roce.Syndrome, status WCStatus) {
+	r.sendNAK(qp, syn, p.BTH.PSN)
+	if p.Headers&roce.HdrImmDt != 0 {
+		qp.completeRecv(WorkCompletion{Status: status, Opcode: WC_RECV_RDMA_WITH_IMM, solicited: p.BTH.SE})
+	}
+	qp.toError()
+}
+
 // read accepts an RDMA READ request: the responses go out from Progress.
 func (r *responder) read(qp *QueuePair, p *roce.Packet) {
 	psn := p.BTH.PSN
+	if qp.attr.AccessFlags&AccessRemoteRead == 0 {
+		r.invalid(qp, psn) // check_op_valid, as for a WRITE
+		return
+	}
 	if r.readsQueued() >= max(1, int(qp.attr.MaxDestRdAtomic)) {
 		r.invalid(qp, psn) // more outstanding READs than max_dest_rd_atomic
 		return
@@ -246,16 +266,13 @@ func (r *responder) read(qp *QueuePair, p *roce.Packet) {
 	r.out.push(response{psn: psn, data: data, npkts: n, msn: r.msn})
 	r.remember(qp, rdRecord{psn: psn, npkts: n, msn: r.msn})
 	r.epsn = roce.PSNAdd(psn, n)
-	qp.count(CntRdmaRecvs)
+	qp.count(CntRxReadRequests)
 }
 
 func (r *responder) readTarget(qp *QueuePair, p *roce.Packet) ([]byte, bool) {
 	n := uint64(p.RETH.DMALen)
 	if n == 0 {
 		return nil, true
-	}
-	if qp.attr.AccessFlags&AccessRemoteRead == 0 {
-		return nil, false
 	}
 	b := qp.dev.mrs.remote(p.RETH.RKey, qp.pd, p.RETH.VA, n, AccessRemoteRead)
 	return b, b != nil
@@ -267,12 +284,11 @@ func (r *responder) readTarget(qp *QueuePair, p *roce.Packet) ([]byte, bool) {
 func (r *responder) atomic(qp *QueuePair, p *roce.Packet) {
 	psn := p.BTH.PSN
 	at := &p.AtomicETH
-	if at.VA&7 != 0 {
-		r.invalid(qp, psn)
-		return
-	}
+	// rdma_rxe's order: the QP's access flags (NAK Invalid Request), the R_Key and
+	// bounds (Remote Access Error), then the alignment (Invalid Request):
+	// check_op_valid, check_rkey, atomic_reply in rxe_resp.c.
 	if qp.attr.AccessFlags&AccessRemoteAtomic == 0 {
-		r.accessError(qp, psn)
+		r.invalid(qp, psn)
 		return
 	}
 	b := qp.dev.mrs.remote(at.RKey, qp.pd, at.VA, 8, AccessRemoteAtomic)
@@ -280,10 +296,15 @@ func (r *responder) atomic(qp *QueuePair, p *roce.Packet) {
 		r.accessError(qp, psn)
 		return
 	}
+	if at.VA&7 != 0 {
+		r.invalid(qp, psn)
+		return
+	}
 	orig := atomicOp(b, p.BTH.Opcode == roce.RC_FETCH_ADD, at.SwapAdd, at.Compare)
 	r.msn = (r.msn + 1) & roce.PSNMask
 	r.remember(qp, rdRecord{psn: psn, npkts: 1, msn: r.msn, atomic: true, orig: orig})
 	r.epsn = roce.PSNNext(psn)
+	qp.count(CntRxAtomicRequests)
 	r.sendAtomicAck(qp, psn, r.msn, orig)
 }
 

@@ -252,9 +252,6 @@ func (r *requester) sendUnreliable(qp *QueuePair, w *sendWQE, i int) {
 		p.BTH.AckReq = true
 		r.noack = 0
 	}
-	if i == 0 && op.Is(roce.ClassWrite) {
-		qp.count(CntRdmaSends)
-	}
 	d.emit(qp)
 }
 
@@ -476,6 +473,6 @@ func (qp *QueuePair) ucWrite(p *roce.Packet, pos roce.Position) {
 		qp.completeRecv(WorkCompletion{Status: WC_SUCCESS, Opcode: WC_RECV_RDMA_WITH_IMM,
 			ByteLen: uint32(r.woff), HasImm: true, ImmData: uint32(p.ImmDt), solicited: p.BTH.SE})
 	}
-	qp.count(CntRdmaRecvs)
+	qp.count(CntRxWriteRequests)
 	r.wbuf, r.woff = nil, 0
 }

@@ -276,8 +276,8 @@ func TestUDSendRecv(t *testing.T) {
 	}
 	checkBytes(t, "payload 1", b.buf[40:140], a.buf[0:100])
 	checkBytes(t, "payload 2", b.buf[4096+40:4096+40+1024], a.buf[1000:2024])
-	checkCounters(t, "A", a, map[string]uint64{"sent_pkts": 2})
-	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 2})
+	checkCounters(t, "A", a, map[string]uint64{"sent_pkts": 2, "rdma_sends": 2})
+	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 2, "rdma_recvs": 2})
 }
 
 // TestUDIPv6GRH: over IPv6 the GRH area is the 40-byte IPv6 header as received, with
@@ -352,7 +352,7 @@ func TestUDDrops(t *testing.T) {
 	})
 	recvAt(t, a, 70, 0, 2000)
 	u.settle()
-	checkCounters(t, "A", a, map[string]uint64{"sent_pkts": 3, "rcvd_pkts": 1, "rcvd_oversize": 1})
+	checkCounters(t, "A", a, map[string]uint64{"sent_pkts": 3, "rcvd_pkts": 1, "rcvd_oversize": 1, "rdma_sends": 3})
 	checkState(t, a, transport.QPS_RTS)
 	checkState(t, b, transport.QPS_RTS)
 	if len(b.wcs) != 0 || len(a.wcs) != 3 {
@@ -408,7 +408,7 @@ func TestUDRecvTooSmall(t *testing.T) {
 		t.Error("the receive too small was written to")
 	}
 	checkState(t, b, transport.QPS_RTS)
-	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 2, "resp_local_length_error": 1})
+	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 2, "resp_local_length_error": 1, "rdma_recvs": 1})
 }
 
 // TestUDOversize: a UD message longer than the port's MTU is posted, emits no
@@ -581,7 +581,7 @@ func TestUCWriteSend(t *testing.T) {
 	checkBytes(t, "written", b.buf[100:2600], a.buf[:2500])
 	checkBytes(t, "sent", b.buf[20000:22100], a.buf[4000:6100])
 	checkCounters(t, "A", a, map[string]uint64{"sent_pkts": 6, "rdma_sends": 1})
-	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 6, "rdma_recvs": 1})
+	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 6, "rdma_recvs": 1, "rx_write_requests": 1})
 }
 
 // TestUCPSNGap loses packets on the Pipe. Four SENDs of 3, 3, 4 and 1 packets go to B
@@ -625,7 +625,7 @@ func TestUCPSNGap(t *testing.T) {
 	checkState(t, b, transport.QPS_RTS)
 	// Frame 4 (a FIRST after the lost 3) and frame 9 (a MIDDLE after the lost 8) show
 	// the gaps; frame 10 is dropped with its message.
-	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 9, "out_of_seq_request": 2, "rcvd_msg_dropped": 1})
+	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 9, "out_of_seq_request": 2, "rcvd_msg_dropped": 1, "rdma_recvs": 2})
 	// The third receive WR is still posted: the next message takes it.
 	a.wcs, b.wcs = nil, nil
 	must(t, postSend(a, transport.SendWR{WRID: 9, Opcode: transport.WR_SEND, SGList: sge(a, 0, 10)}))
@@ -663,7 +663,7 @@ func TestUCWriteGap(t *testing.T) {
 	}
 	checkBytes(t, "WRITE with immediate", b.buf[20000:22048], a.buf[4096:4096+2048])
 	checkState(t, b, transport.QPS_RTS)
-	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 5, "out_of_seq_request": 1, "rcvd_msg_dropped": 1, "rdma_recvs": 1})
+	checkCounters(t, "B", b, map[string]uint64{"rcvd_pkts": 5, "out_of_seq_request": 1, "rcvd_msg_dropped": 1, "rdma_recvs": 1, "rx_write_requests": 1})
 }
 
 // TestUDQP1AgainstRxeCM puts a UD QP with QPN 1 and Q_Key 0x80010000 (the GSI) on

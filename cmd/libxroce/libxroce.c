@@ -1594,6 +1594,7 @@ XROCE_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
 	init->qp_context = qp->qp_context;
 	init->send_cq = qp->send_cq;
 	init->recv_cq = qp->recv_cq;
+	init->srq = qp->srq; /* as libibverbs' ibv_cmd_query_qp */
 	init->cap = q->cap;
 	init->qp_type = qp->qp_type;
 	init->sq_sig_all = q->sq_sig_all;

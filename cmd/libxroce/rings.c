@@ -185,6 +185,10 @@ static int put_send(struct xqp *q, const struct ibv_send_wr *w)
 		total += w->sg_list[i].length;
 	if ((ret = check_send(q, w->opcode, (uint32_t)w->num_sge, total, inl)))
 		return ret;
+	/* an atomic's remote address must be 8-byte aligned: rdma-core's rxe provider
+	 * refuses it at post time (validate_send_wr in providers/rxe/rxe.c) */
+	if (q->qp.qp_type != IBV_QPT_UD && is_atomic(w->opcode) && (w->wr.atomic.remote_addr & 7))
+		return EINVAL;
 	if (q->qp.qp_type == IBV_QPT_UD) {
 		if (!ud_ah_ok(q, w->wr.ud.ah))
 			return EINVAL;

@@ -28,7 +28,7 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	case transport.WC_REM_ACCESS_ERR:
 		return fmt.Errorf("completion %v (%v): the peer refused the access (rkey, address or size outside its region): its buffer is smaller than -s (give both sides the same -s), or it runs another test (give both sides the same test)", wc.Status, wc.Opcode)
 	case transport.WC_REM_INV_REQ_ERR:
-		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, or a message larger than its receive buffer (give both sides the same -m, -s and test)", wc.Status, wc.Opcode)
+		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, a message larger than its receive buffer, or an operation its QP does not take, as when it runs another test (give both sides the same -m, -s and test)", wc.Status, wc.Opcode)
 	case transport.WC_WR_FLUSH_ERR:
 		if cause := c.pathMTUCause(); cause != "" {
 			return fmt.Errorf("completion %v (%v): the QP went to the error state after %s", wc.Status, wc.Opcode, cause)

@@ -16,8 +16,9 @@ import (
 // closed the exchange, or runs another test; read_bw against read_lat: either
 // side may be the one that names it). read_bw and atomic_bw exchange the same key
 // message: the server's QP and buffer allow only its test's operation (as
-// perftest's do), so the client's first request gets a remote access NAK. Before, several of these pairs hung
-// for minutes or blamed -s.
+// perftest's do), so the client's first request gets NAK Invalid Request (the QP
+// does not take the operation). Before, several of these pairs hung for minutes or
+// blamed -s.
 func TestToolMismatch(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	const (
@@ -25,7 +26,7 @@ func TestToolMismatch(t *testing.T) {
 		send   = "the peer runs a SEND test (send_bw or send_lat): its key message offers no rkey, so its buffer takes no RDMA WRITE, READ or atomic, and this side runs "
 		reads  = "the peer runs a READ or atomic test (read_bw, read_lat or atomic_bw): its key message asks for 16 outstanding READs or atomics, and this side runs "
 		step   = "oob: the peer's exchange is out of step: it sent "
-		access = " (rkey, address or size outside its region): its buffer is smaller than -s (give both sides the same -s), or it runs another test (give both sides the same test)"
+		notTaken = ": a path MTU mismatch, a message larger than its receive buffer, or an operation its QP does not take, as when it runs another test (give both sides the same -m, -s and test)"
 	)
 	for _, c := range []struct {
 		srv, cli       string
@@ -37,8 +38,10 @@ func TestToolMismatch(t *testing.T) {
 		{"atomic_bw", "write_bw", closed, reads + "write_bw; run the same test on both sides", 5 * time.Second},
 		{"write_bw", "read_bw", reads + "write_bw; run the same test on both sides", closed, 5 * time.Second},
 		{"write_lat", "write_bw", closed, "IBV_WC_REM_ACCESS_ERR (IBV_WC_RDMA_WRITE): the peer refused the access (rkey, address or size outside its region): its buffer is smaller than -s (give both sides the same -s), or it runs another test (give both sides the same test)", 5 * time.Second},
-		{"read_bw", "atomic_bw", closed, "IBV_WC_REM_ACCESS_ERR (IBV_WC_FETCH_ADD): the peer refused the access" + access, 5 * time.Second},
-		{"atomic_bw", "read_bw", closed, "IBV_WC_REM_ACCESS_ERR (IBV_WC_RDMA_READ): the peer refused the access" + access, 5 * time.Second},
+		// A QP without the access flag for the operation answers NAK Invalid
+		// Request, as rdma_rxe's check_op_valid does.
+		{"read_bw", "atomic_bw", closed, "IBV_WC_REM_INV_REQ_ERR (IBV_WC_FETCH_ADD): the peer found the request invalid" + notTaken, 5 * time.Second},
+		{"atomic_bw", "read_bw", closed, "IBV_WC_REM_INV_REQ_ERR (IBV_WC_RDMA_READ): the peer found the request invalid" + notTaken, 5 * time.Second},
 		{"write_bw", "write_lat", closed, "the peer's first write did not arrive within 5s: does the peer run write_lat? (a write_bw server only waits for its client's writes)", 10 * time.Second},
 		{"pingpong", "send_lat", `oob: the peer sent "6.06", perftest's version field: it runs a perftest tool (send_lat, write_bw, ...), not ibv_rc_pingpong; run pingpong on both sides`, closed, 5 * time.Second},
 		{"read_bw", "read_lat", step, step, 10 * time.Second},

@@ -10,7 +10,7 @@ import (
 // -b on one side only: perftest exchanges nothing that says so (both sides just
 // run), so the tools tell from the traffic. A WRITE or READ test's side knows
 // after a size's results exchange whether the peer ran requests against it
-// (the engine's rdma_recvs, rdma_rxe's hw_counters name); a send_bw -b side
+// (the engine's rx_write_requests or rx_read_requests, mlx5's counter names); a send_bw -b side
 // notices that it waits for SENDs that never come.
 
 // bidirWatch follows the RDMA requests the peer runs against this side of a
@@ -23,7 +23,10 @@ func (c *conn) bidirWatch() func() uint64 {
 	if _, ok := c.env.prov.(*engine); !ok {
 		return nil
 	}
-	return c.counterWatch("rdma_recvs")
+	if c.t.op == transport.WR_RDMA_READ {
+		return c.counterWatch("rx_read_requests")
+	}
+	return c.counterWatch("rx_write_requests")
 }
 
 // bidirCheck says whether the peer's -b differs from this side's: a -b side that

@@ -450,6 +450,29 @@ func TestVerbsNotify(t *testing.T) {
 	}
 }
 
+// TestVerbsRxeAttrs: values and post-time checks as rdma_rxe gives them
+// (testdata/rxeattrs.c): CQ depths rounded up to 2^k − 1, the SRQ in
+// ibv_query_qp's init_attr, attr->qp_state ignored outside IBV_QP_STATE,
+// max_rd_atomic and max_dest_rd_atomic rounded up to a power of two, an atomic
+// to a misaligned address refused with EINVAL, and IBV_EVENT_SQ_DRAINED after
+// RTS → SQD. A trial found each of them different from rxe.
+func TestVerbsRxeAttrs(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/rxeattrs.c")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog, "::ffff:"+p.n.IPA.String())
+	want := "cqe 2 -> 3, cqe 16 -> 31\n" +
+		"query_qp: init_attr.srq is the QP's SRQ\n" +
+		"modify_qp ACCESS_FLAGS with qp_state 0xffffffff outside the mask: 0\n" +
+		"max_rd_atomic 3 -> 4, max_dest_rd_atomic 3 -> 4\n" +
+		"atomic to a misaligned address: 22\n" +
+		"atomic to an aligned address: 0\n" +
+		"its completion: wr_id 7 status 0, fetched 40, memory now 42\n" +
+		"after SQD: send queue drained, its QP\nok\n"
+	if err := wait(t, "rxeattrs", done, out, 30*time.Second); err != nil || stripWarnings(out.String()) != want {
+		t.Errorf("rxeattrs: %v\n%s\nwant:\n%s", err, out.String(), want)
+	}
+}
+
 // TestVerbsUnsupported: an application that asks for a verb xroce lacks gets what
 // verbs says (NULL, errno EOPNOTSUPP), and the library says once per verb what is
 // missing, where the application alone would print only its own failure

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/xroce/xroce/test/testnet"
+	"github.com/xroce/xroce/transport"
 )
 
 // TestCrosscheckEngine runs the cross-check workload engine to engine, over both
@@ -48,11 +49,27 @@ func TestCrosscheckEngine(t *testing.T) {
 					t.Errorf("no line %q in\n%s\n%s", line, cli, srv)
 				}
 			}
-			// --counters: 17 WRITEs, the READ requests and 17 WRITE_WITH_IMMs each way.
-			want := 34 + c.reads
-			if !strings.Contains(cli, fmt.Sprintf("\n  rdma_sends               %d\n", want)) ||
-				!strings.Contains(srv, fmt.Sprintf("\n  rdma_recvs               %d\n", want)) {
-				t.Errorf("counters, want %d:\n%s\n%s", want, cli, srv)
+			// --counters, by rdma_rxe's meaning of rdma_sends (SEND WRs completed) and
+			// rdma_recvs (receives completed) and mlx5's rx_*_requests: 17 WRITEs and
+			// 17 WRITE_WITH_IMMs, the READ requests, the atomics.
+			sends, atomics := 0, 0
+			for _, o := range ops {
+				switch o.wr.Opcode {
+				case transport.WR_SEND, transport.WR_SEND_WITH_IMM:
+					sends++
+				case transport.WR_ATOMIC_FETCH_AND_ADD, transport.WR_ATOMIC_CMP_AND_SWP:
+					atomics++
+				}
+			}
+			line := func(name string, v int) string { return fmt.Sprintf("\n  %-24s %d\n", name, v) }
+			for _, w := range []struct{ out, line string }{
+				{cli, line("rdma_sends", sends)}, {srv, line("rdma_recvs", len(recvs))},
+				{srv, line("rx_write_requests", 34)}, {srv, line("rx_read_requests", c.reads)},
+				{srv, line("rx_atomic_requests", atomics)},
+			} {
+				if !strings.Contains(w.out, w.line) {
+					t.Errorf("counters: no %q in\n%s", strings.TrimSpace(w.line), w.out)
+				}
 			}
 		})
 	}

@@ -49,7 +49,12 @@ func createTestCQ(t *testing.T, c *Client, req CreateCQReq) *testCQ {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fds) != 1 || r.CQE != req.CQE || r.Entries < req.CQE || r.RingSize < CQRingHeader+uint64(r.Entries)*cqeSize {
+	want := uint32(1) // the depth rxe gives: 2^k − 1, the least not below cqe
+	for want-1 < req.CQE {
+		want <<= 1
+	}
+	want--
+	if len(fds) != 1 || r.CQE != want || r.Entries < want || r.RingSize < CQRingHeader+uint64(r.Entries)*cqeSize {
 		t.Fatalf("create cq: %+v with %d descriptors", r, len(fds))
 	}
 	return &testCQ{h: r.Handle, mem: mapFD(t, fds[0], r.RingSize), n: r.Entries}

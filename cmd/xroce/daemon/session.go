@@ -547,11 +547,15 @@ func (s *session) createCQ(r *CreateCQReq) (*CreateCQReply, []int, error) {
 			return nil, nil, fail(unix.EINVAL, "no completion channel %d in this session", r.Channel)
 		}
 	}
-	ring, reply, err := newCQRing(r.CQE)
+	// A CQ holds 2^k − 1 completions, the least such number not below cqe, and
+	// ibv_create_cq reports that in cq->cqe (rxe_queue_init in rxe_queue.c,
+	// rxe_cq_from_init in rxe_cq.c: 2 → 3, 16 → 31).
+	cqe := min(roundPow2(r.CQE+1)-1, uint32(maxCQE))
+	ring, reply, err := newCQRing(cqe)
 	if err != nil {
 		return nil, nil, err
 	}
-	o := &cqObj{cq: s.dev.CreateCQWithSink(int(r.CQE), ring), ring: ring, ch: ch, cookie: r.Cookie}
+	o := &cqObj{cq: s.dev.CreateCQWithSink(int(cqe), ring), ring: ring, ch: ch, cookie: r.Cookie}
 	if ch != nil {
 		ch.refs++
 		ctx, cancel := context.WithCancel(s.ctx)
@@ -633,6 +637,15 @@ func rxeQPCap(r *CreateQPReq) transport.QPCap {
 	slots := func(n uint32) int { return int(roundPow2(n+1) - 1) }
 	return transport.QPCap{MaxSendWR: max(slots(r.MaxSendWR), 1), MaxRecvWR: max(slots(r.MaxRecvWR), 1),
 		MaxSendSGE: int(max(wqe/16, 1)), MaxRecvSGE: int(max(r.MaxRecvSGE, 1)), MaxInlineData: int(wqe)}
+}
+
+// rxeRdAtomic rounds a max_rd_atomic or max_dest_rd_atomic of 1 to
+// transport.MaxQPRdAtom up to a power of two, as rdma_rxe stores it.
+func rxeRdAtomic(n uint8) uint8 {
+	if n == 0 || int(n) > transport.MaxQPRdAtom {
+		return n
+	}
+	return uint8(roundPow2(uint32(n)))
 }
 
 // roundPow2 returns the least power of two not below n (n ≥ 1).
@@ -736,9 +749,16 @@ func (s *session) modifyQP(r *QPAttrMsg) error {
 	if mask&transport.QP_AV != 0 && r.IsGlobal == 0 {
 		return fail(unix.EINVAL, "ah_attr %s", noGRH)
 	}
-	if r.State > uint32(transport.QPS_ERR) {
+	if mask&transport.QP_STATE == 0 {
+		r.State = uint32(o.qp.State()) // attr->qp_state is read only under IBV_QP_STATE
+	} else if r.State > uint32(transport.QPS_ERR) {
 		return fail(unix.EINVAL, "qp_state %d", r.State)
 	}
+	// rdma_rxe keeps max_rd_atomic and max_dest_rd_atomic rounded up to a power of
+	// two (rxe_qp_from_attr in rxe_qp.c), and ibv_query_qp reports them so.
+	// Values above max_qp_rd_atom are left for Modify to refuse, as rxe_qp_chk_attr
+	// does before it rounds.
+	r.MaxRdAtomic, r.MaxDestRdAtomic = rxeRdAtomic(r.MaxRdAtomic), rxeRdAtomic(r.MaxDestRdAtomic)
 	a := transport.QPAttr{State: transport.QPState(r.State), PathMTU: roce.MTU(r.PathMTU), DestQPN: r.DestQPN,
 		RQPSN: r.RQPSN, SQPSN: r.SQPSN, MaxRdAtomic: r.MaxRdAtomic, MaxDestRdAtomic: r.MaxDestRdAtomic,
 		MinRNRTimer: r.MinRNRTimer, Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,

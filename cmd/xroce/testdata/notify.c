@@ -17,50 +17,12 @@
 #include <string.h>
 #include <time.h>
 #include <infiniband/verbs.h>
+#include "rcpair.h"
 
 static struct ibv_qp *qa, *qb;
 static struct ibv_cq *scq, *rcq;
 static struct ibv_comp_channel *ch;
 static struct ibv_sge sge;
-
-static int die(const char *what, int e)
-{
-	printf("%s: %s\n", what, strerror(e));
-	exit(1);
-}
-
-static void connect_qp(struct ibv_qp *q, uint32_t dest, union ibv_gid *gid)
-{
-	struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE };
-	int ret;
-
-	if ((ret = ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)))
-		die("INIT", ret);
-	memset(&m, 0, sizeof(m));
-	m.qp_state = IBV_QPS_RTR;
-	m.path_mtu = IBV_MTU_1024;
-	m.dest_qp_num = dest;
-	m.max_dest_rd_atomic = 1;
-	m.min_rnr_timer = 12;
-	m.ah_attr.is_global = 1;
-	m.ah_attr.grh.dgid = *gid;
-	m.ah_attr.grh.sgid_index = 1;
-	m.ah_attr.grh.hop_limit = 64;
-	m.ah_attr.port_num = 1;
-	if ((ret = ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
-		die("RTR", ret);
-	memset(&m, 0, sizeof(m));
-	m.qp_state = IBV_QPS_RTS;
-	m.timeout = 14;
-	m.retry_cnt = 7;
-	m.rnr_retry = 7;
-	m.max_rd_atomic = 1;
-	if ((ret = ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)))
-		die("RTS", ret);
-}
 
 /* one waits up to 5 s for a completion on cq and returns its status. */
 static int one(struct ibv_cq *cq)
@@ -138,8 +100,8 @@ int main(int argc, char **argv)
 	qi.recv_cq = rcq;
 	if (!(qa = ibv_create_qp(pd, &qi)) || !(qb = ibv_create_qp(pd, &qi)))
 		die("ibv_create_qp", errno);
-	connect_qp(qa, qb->qp_num, &gid);
-	connect_qp(qb, qa->qp_num, &gid);
+	connect_qp(qa, qb->qp_num, &gid, IBV_ACCESS_LOCAL_WRITE, 1);
+	connect_qp(qb, qa->qp_num, &gid, IBV_ACCESS_LOCAL_WRITE, 1);
 	for (i = 0; i < 8; i++)
 		if ((ret = ibv_post_recv(qb, &rw, &brw)))
 			die("ibv_post_recv", ret);
