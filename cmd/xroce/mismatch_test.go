@@ -22,10 +22,10 @@ import (
 func TestToolMismatch(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	const (
-		closed = "closed the exchange early: the peer exited or failed (see its output), or runs another test or tool"
-		send   = "the peer runs a SEND test (send_bw or send_lat): its key message offers no rkey, so its buffer takes no RDMA WRITE, READ or atomic, and this side runs "
-		reads  = "the peer runs a READ or atomic test (read_bw, read_lat or atomic_bw): its key message asks for 16 outstanding READs or atomics, and this side runs "
-		step   = "oob: the peer's exchange is out of step: it sent "
+		closed   = "closed the exchange early: the peer exited or failed (see its output), or runs another test or tool"
+		send     = "the peer runs a SEND test (send_bw or send_lat): its key message offers no rkey, so its buffer takes no RDMA WRITE, READ or atomic, and this side runs "
+		reads    = "the peer runs a READ or atomic test (read_bw, read_lat or atomic_bw): its key message asks for 16 outstanding READs or atomics, and this side runs "
+		step     = "oob: the peer's exchange is out of step: it sent "
 		notTaken = ": a path MTU mismatch, a message larger than its receive buffer, or an operation its QP does not take, as when it runs another test (give both sides the same -m, -s and test)"
 	)
 	for _, c := range []struct {
