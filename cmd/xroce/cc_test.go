@@ -78,6 +78,13 @@ func TestCCDCQCN(t *testing.T) {
 	if strings.Contains(cli, "xroce cc") {
 		t.Errorf("--cc none: the header names a congestion control:\n%s", cli)
 	}
+	// Over the UDP link DCQCN sees no CE marks: the header says so (a trial ran it
+	// believing it was on).
+	udp := []string{"write_bw", "--link", "udp", "--cc", "dcqcn", "-s", "64", "-n", "10"}
+	_, cli = pair(t, n, append(udp, "-d", n.IfB), append(udp, "-d", n.IfA, n.IPB.String()))
+	if want := " xroce cc        : dcqcn, --dcqcn software (no effect over the UDP link, which sees no CE marks: use --link xdp)\n"; !strings.Contains(cli, want) {
+		t.Errorf("--link udp: the header does not say %q:\n%s", want, cli)
+	}
 }
 
 // TestDCQCNFlag: --dcqcn sets the named parameters in their units and leaves the

@@ -218,6 +218,9 @@ func perf(ctx context.Context, t test, o *perfOptions) (err error) {
 	var res oob.Results
 	if t.lat {
 		err = c.latSizes(s)
+		if err == nil && s.Kind() == oob.Lat {
+			c.linger(uint8(c.o.qpTimeout)) // write_lat: no closing exchange
+		}
 	} else {
 		res, err = c.bwSizes(ctx, s)
 	}

@@ -120,6 +120,30 @@ func (c *conn) verifySize(bw bool) error {
 	return nil
 }
 
+// checkAtomicSum checks the atomic_bw counters' sum against the FETCH_AND_ADDs the
+// client completed. With -n they must be equal. With -D the client counts what had
+// completed when the time ran out, and the requests then in flight (at most -t a
+// QP) are executed all the same: the sum must lie between the two.
+func (c *conn) checkAtomicSum(sum uint64) error {
+	inFlight := uint64(0)
+	if c.o.duration != 0 || c.o.runInf {
+		inFlight = uint64(c.o.txDepth * len(c.qps))
+	}
+	if sum < c.remoteIters || sum > c.remoteIters+inFlight {
+		if inFlight == 0 {
+			return fmt.Errorf("verify: the counters add up to %d after %d FETCH_AND_ADDs", sum, c.remoteIters)
+		}
+		return fmt.Errorf("verify: the counters add up to %d after %d FETCH_AND_ADDs completed within -D and at most %d in flight (-t %d on %d QPs; give both sides the same -t)",
+			sum, c.remoteIters, inFlight, c.o.txDepth, len(c.qps))
+	}
+	if inFlight == 0 {
+		c.verifyNote(" Data verified: counter %d after %d FETCH_AND_ADD\n", sum, c.remoteIters)
+	} else {
+		c.verifyNote(" Data verified: counter %d after %d FETCH_AND_ADD completed within -D and %d then in flight\n", sum, c.remoteIters, sum-c.remoteIters)
+	}
+	return nil
+}
+
 // verifyEnd runs the checks that wait for the end of the run and prints what was
 // verified.
 func (c *conn) verifyEnd() error {
@@ -135,11 +159,7 @@ func (c *conn) verifyEnd() error {
 		for i := range c.qps {
 			sum += binary.NativeEndian.Uint64(c.buf[c.base(i)+c.half*boolInt(c.split()):])
 		}
-		if sum != c.remoteIters {
-			return fmt.Errorf("verify: the counters add up to %d after %d FETCH_AND_ADDs", sum, c.remoteIters)
-		}
-		c.verifyNote(" Data verified: counter %d after %d FETCH_AND_ADD\n", sum, c.remoteIters)
-		return nil
+		return c.checkAtomicSum(sum)
 	case c.t.op == transport.WR_RDMA_WRITE && !c.t.lat && (!c.client || c.o.bidir):
 		for _, n := range c.sizes() {
 			off := 0

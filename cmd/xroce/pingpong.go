@@ -76,7 +76,7 @@ func pingpong(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return pingpongUnreliable(w, typ, ppArgs{lo: lo, port: *port, size: *size, rxDepth: *rxDepth, iters: *iters, mtu: pm,
+		return pingpongUnreliable(w, typ, ppArgs{lo: lo, port: *port, size: *size, rxDepth: *rxDepth, iters: *iters, mtu: pm, unreliable: true,
 			server: fs.Arg(0), events: *events, chk: *chk}, fs.Changed("size"))
 	}
 	client := fs.NArg() == 1
@@ -146,5 +146,10 @@ func pingpong(args []string, w io.Writer) error {
 	if *chk {
 		chkArm(&a, buf[:*size], buf[*size:2**size], 0)
 	}
-	return pingpongLoop(w, &conn{t: test{name: "pingpong"}, cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events), strays: strays, mtu: pm}, qp, send, recv, a)
+	c := &conn{t: test{name: "pingpong"}, cq: cq, env: e, gidFlag: "-g", spin: cqSpin(*events), strays: strays, mtu: pm}
+	if err := pingpongLoop(w, c, qp, send, recv, a); err != nil {
+		return err
+	}
+	c.linger(0) // rc_pingpong's default timers
+	return nil
 }

@@ -39,6 +39,7 @@ type ppArgs struct {
 	events                     bool                    // -e: sleep on completion events, never poll
 	chk                        bool                    // -c: check every received message (pingpong_chk.go)
 	check                      func(byteLen int) error // judges the message just received (chkArm)
+	unreliable                 bool                    // UC or UD: a lost message is not sent again
 }
 
 // parseConnection reads --connection: RC (the default), UC or UD, any case.
@@ -162,17 +163,23 @@ const ppSilence = 5 * time.Second
 
 // ppStopped names what a silent peer did, once the test began, in place of the
 // generic "no frame" error; other errors pass unchanged.
-func ppStopped(c *conn, err error, scnt, rcnt, iters int) error {
+func ppStopped(c *conn, err error, scnt, rcnt int, a ppArgs) error {
+	iters := a.iters
 	if !errors.Is(err, errPeerSilent) || scnt+rcnt == 0 {
 		return err
 	}
 	if hint := c.ucDropHint(); hint != "" {
 		return fmt.Errorf("the test stopped after %d of %d iterations: %s", rcnt, iters, hint)
 	}
-	if rcnt == 0 {
-		return fmt.Errorf("nothing came back from the peer for %v after this side's first message: it exited or failed (see its output), or runs another connection type (--connection) or test", ppSilence)
+	lost := ""
+	if a.unreliable {
+		// ibv_ud_pingpong and ibv_uc_pingpong wait for ever then.
+		lost = "; or a message was lost on the network: UC and UD send nothing again, so one lost message stops the exchange"
 	}
-	return fmt.Errorf("the peer stopped answering after %d of %d iterations (nothing from it for %v): it exited or failed (see its output), or was given a smaller -n", rcnt, iters, ppSilence)
+	if rcnt == 0 {
+		return fmt.Errorf("nothing came back from the peer for %v after this side's first message: it exited or failed (see its output), or runs another connection type (--connection) or test%s", ppSilence, lost)
+	}
+	return fmt.Errorf("the peer stopped answering after %d of %d iterations (nothing from it for %v): it exited or failed (see its output), or was given a smaller -n%s", rcnt, iters, ppSilence, lost)
 }
 
 // pingpongLoop bounces a.iters messages, the client first, and prints rc_pingpong's
@@ -197,9 +204,9 @@ func pingpongLoop(w io.Writer, c *conn, qp queuePair, send transport.SendWR, rec
 		got, err := c.completions(wcs)
 		if err != nil {
 			if firstBad != nil { // what -c saw may be why
-				return fmt.Errorf("%w; before it, -c found: %v", ppStopped(c, err, scnt, rcnt, a.iters), firstBad)
+				return fmt.Errorf("%w; before it, -c found: %v", ppStopped(c, err, scnt, rcnt, a), firstBad)
 			}
-			return ppStopped(c, err, scnt, rcnt, a.iters)
+			return ppStopped(c, err, scnt, rcnt, a)
 		}
 		for _, wc := range got {
 			if wc.Opcode == transport.WC_SEND {

@@ -117,7 +117,13 @@ func (c *conn) printHeader(peerMTU roce.MTU) {
 		if params == "" {
 			params = "software"
 		}
-		fmt.Fprintf(w, " xroce cc        : dcqcn, --dcqcn %s\n", params)
+		noEffect := ""
+		if c.o.link == "udp" {
+			// The kernel's UDP socket does not report a frame's TOS: no CE mark is
+			// seen, no CNP sent (docs/congestion.md).
+			noEffect = " (no effect over the UDP link, which sees no CE marks: use --link xdp)"
+		}
+		fmt.Fprintf(w, " xroce cc        : dcqcn, --dcqcn %s%s\n", params, noEffect)
 	}
 	if c.o.rdmaCM && !c.client { // perftest's -R server, after its rule
 		fmt.Fprintln(w, rule)

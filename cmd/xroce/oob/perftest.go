@@ -537,6 +537,9 @@ func (s *Session) ExchangeResults(r Results) (Results, error) {
 		AvgBW: math.Float64frombits(got[3]), MsgRate: math.Float64frombits(got[4])}, nil
 }
 
+// Kind returns the test kind the session runs the exchange of.
+func (s *Session) Kind() Kind { return s.kind }
+
 // Close ends the exchange as the test kind does and closes the connection: after
 // bandwidth tests, read_lat and send_lat each side writes "done" (perftest's
 // ctx_close_connection writes it and closes without reading the peer's, so reading
