@@ -138,7 +138,7 @@ func TestLastACKLost(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		srv, cli   []string
-		lastOffset int    // the last message's PSN from the client's first
+		lastOffset int // the last message's PSN from the client's first
 	}{
 		// write_lat: the client's last WRITE is the run's last message.
 		{"write_lat", []string{"write_lat", "-n", "20000", "-d", n.IfB}, []string{"write_lat", "-n", "20000", "-d", n.IfA, n.IPB.String()}, 19999},
