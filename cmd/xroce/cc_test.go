@@ -54,11 +54,7 @@ func countersIn(out string) map[string]uint64 {
 // With --cc none on the client its frames are not ECN-capable: nothing is marked.
 func TestCCDCQCN(t *testing.T) {
 	n := testnet.New(t, testnet.Options{Bridge: true})
-	nft := func(args ...string) {
-		testnet.Sh(t, append([]string{"ip", "netns", "exec", n.NsBr, "nft"}, args...)...)
-	}
-	nft("add", "table", "bridge", "cemark")
-	nft("add", "chain", "bridge", "cemark", "fw", "{ type filter hook forward priority 0; }")
+	nft := bridgeChain(t, n, "cemark")
 	nft("add", "rule", "bridge", "cemark", "fw", "ip", "daddr", n.IPB.String(), "udp", "dport", "4791", "ip", "ecn", "ect0",
 		"numgen", "random", "mod", "100", "<", "10", "ip", "ecn", "set", "ce")
 	args := []string{"write_bw", "-s", "1048576", "-n", "30", "--verify", "--counters"}

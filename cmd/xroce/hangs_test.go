@@ -129,11 +129,7 @@ func TestStoppedPeerNamed(t *testing.T) {
 // loss would not allow.
 func TestLastACKLost(t *testing.T) {
 	n := testnet.New(t, testnet.Options{Bridge: true})
-	nft := func(args ...string) {
-		testnet.Sh(t, append([]string{"ip", "netns", "exec", n.NsBr, "nft"}, args...)...)
-	}
-	nft("add", "table", "bridge", "lastack")
-	nft("add", "chain", "bridge", "lastack", "fw", "{ type filter hook forward priority 0; }")
+	nft := bridgeChain(t, n, "lastack")
 	psnRE := regexp.MustCompile(`(?m)^ *local address: .*PSN 0x([0-9a-f]+)`)
 	for _, c := range []struct {
 		name       string
@@ -186,11 +182,7 @@ func TestLastACKLost(t *testing.T) {
 // server's first answer.
 func TestUDPingpongLoss(t *testing.T) {
 	n := testnet.New(t, testnet.Options{Bridge: true})
-	nft := func(args ...string) {
-		testnet.Sh(t, append([]string{"ip", "netns", "exec", n.NsBr, "nft"}, args...)...)
-	}
-	nft("add", "table", "bridge", "udloss")
-	nft("add", "chain", "bridge", "udloss", "fw", "{ type filter hook forward priority 0; }")
+	nft := bridgeChain(t, n, "udloss")
 	// B -> A, UD SEND ONLY (BTH opcode 0x64); a 64-byte UD SEND is 116 bytes from
 	// its IP header, so a quota of 150 bytes takes one.
 	nft("add", "rule", "bridge", "udloss", "fw", "iifname", n.PortB, "udp", "dport", "4791", "@th,64,8", "0x64",
@@ -207,4 +199,18 @@ func TestUDPingpongLoss(t *testing.T) {
 			t.Errorf("%s: exit %v after %v, want 1 within 15 s naming the loss:\n%s", who, c.err, c.took, c.out)
 		}
 	}
+}
+
+// bridgeChain adds nftables table (bridge family) with a forward chain "fw" in n's
+// bridge namespace, where a test injects its faults, and returns a function that
+// runs nft there with the given arguments.
+func bridgeChain(t *testing.T, n *testnet.Net, table string) func(args ...string) {
+	t.Helper()
+	nft := func(args ...string) {
+		t.Helper()
+		testnet.Sh(t, append([]string{"ip", "netns", "exec", n.NsBr, "nft"}, args...)...)
+	}
+	nft("add", "table", "bridge", table)
+	nft("add", "chain", "bridge", table, "fw", "{ type filter hook forward priority 0; }")
+	return nft
 }

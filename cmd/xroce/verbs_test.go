@@ -437,17 +437,11 @@ func TestVerbsCQEx(t *testing.T) {
 // daemon treating solicited_only as "any", and signalling at once when armed with
 // a completion already queued.
 func TestVerbsNotify(t *testing.T) {
-	p := newVerbsPair(t)
-	prog := cBuild(t, "testdata/notify.c")
-	_, out, done := app(t, p.n.NsA, p.dirA, prog, "::ffff:"+p.n.IPA.String())
-	want := "solicited only, unsolicited SEND: event 0\n" +
-		"solicited only, solicited SEND: event 1\n" +
-		"armed with a completion queued: event 0\n" +
-		"the next completion: event 1\n" +
-		"armed for any, then for solicited, unsolicited SEND: event 1\nok\n"
-	if err := wait(t, "notify", done, out, 30*time.Second); err != nil || stripWarnings(out.String()) != want {
-		t.Errorf("notify: %v\n%s\nwant:\n%s", err, out.String(), want)
-	}
+	runOwnGID(t, "notify", "solicited only, unsolicited SEND: event 0\n"+
+		"solicited only, solicited SEND: event 1\n"+
+		"armed with a completion queued: event 0\n"+
+		"the next completion: event 1\n"+
+		"armed for any, then for solicited, unsolicited SEND: event 1\nok\n")
 }
 
 // TestVerbsRxeAttrs: values and post-time checks as rdma_rxe gives them
@@ -457,19 +451,26 @@ func TestVerbsNotify(t *testing.T) {
 // to a misaligned address refused with EINVAL, and IBV_EVENT_SQ_DRAINED after
 // RTS → SQD. A trial found each of them different from rxe.
 func TestVerbsRxeAttrs(t *testing.T) {
+	runOwnGID(t, "rxeattrs", "cqe 2 -> 3, cqe 16 -> 31\n"+
+		"query_qp: init_attr.srq is the QP's SRQ\n"+
+		"modify_qp ACCESS_FLAGS with qp_state 0xffffffff outside the mask: 0\n"+
+		"max_rd_atomic 3 -> 4, max_dest_rd_atomic 3 -> 4\n"+
+		"atomic to a misaligned address: 22\n"+
+		"atomic to an aligned address: 0\n"+
+		"its completion: wr_id 7 status 0, fetched 40, memory now 42\n"+
+		"after SQD: send queue drained, its QP\nok\n")
+}
+
+// runOwnGID builds testdata/NAME.c, runs it through xroce run in namespace A with
+// the device's own GID (its QPs connect to each other on one daemon) and wants
+// exactly want as its output.
+func runOwnGID(t *testing.T, name, want string) {
+	t.Helper()
 	p := newVerbsPair(t)
-	prog := cBuild(t, "testdata/rxeattrs.c")
+	prog := cBuild(t, "testdata/"+name+".c")
 	_, out, done := app(t, p.n.NsA, p.dirA, prog, "::ffff:"+p.n.IPA.String())
-	want := "cqe 2 -> 3, cqe 16 -> 31\n" +
-		"query_qp: init_attr.srq is the QP's SRQ\n" +
-		"modify_qp ACCESS_FLAGS with qp_state 0xffffffff outside the mask: 0\n" +
-		"max_rd_atomic 3 -> 4, max_dest_rd_atomic 3 -> 4\n" +
-		"atomic to a misaligned address: 22\n" +
-		"atomic to an aligned address: 0\n" +
-		"its completion: wr_id 7 status 0, fetched 40, memory now 42\n" +
-		"after SQD: send queue drained, its QP\nok\n"
-	if err := wait(t, "rxeattrs", done, out, 30*time.Second); err != nil || stripWarnings(out.String()) != want {
-		t.Errorf("rxeattrs: %v\n%s\nwant:\n%s", err, out.String(), want)
+	if err := wait(t, name, done, out, 30*time.Second); err != nil || stripWarnings(out.String()) != want {
+		t.Errorf("%s: %v\n%s\nwant:\n%s", name, err, out.String(), want)
 	}
 }
 
