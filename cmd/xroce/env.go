@@ -203,7 +203,7 @@ func openLink(o linkOptions, pcapErr func(error)) (transport.Link, error) {
 	default:
 		return nil, fmt.Errorf("--link %q: want xdp or udp", o.link)
 	}
-	tapped, _, err := withTap(link, o.pcap.path, tapOpts)
+	tapped, err := withTap(link, o.pcap.path, tapOpts)
 	if err != nil {
 		link.Close()
 		return nil, err
@@ -230,15 +230,15 @@ func describeLink(link transport.Link) string {
 // withTap wraps link in a pcap.Tap recording to path, or returns link itself when
 // path is empty: without --pcap nothing stands between the engine and the link.
 // On error the returned link is the one given, still open.
-func withTap(link transport.Link, path string, opts pcap.TapOptions) (transport.Link, *pcap.Tap, error) {
+func withTap(link transport.Link, path string, opts pcap.TapOptions) (transport.Link, error) {
 	if path == "" {
-		return link, nil, nil
+		return link, nil
 	}
 	tap, err := pcap.NewTap(link, path, opts)
 	if err != nil {
-		return link, nil, fmt.Errorf("--pcap: %w", err)
+		return link, fmt.Errorf("--pcap: %w", err)
 	}
-	return tap, tap, nil
+	return tap, nil
 }
 
 // pickGID returns the GID at index, or the default: the first RoCEv2 IPv4-mapped
