@@ -35,6 +35,8 @@ type VM struct {
 	Booted time.Duration
 
 	qemu    *exec.Cmd
+	exited  chan struct{} // closed when QEMU has exited; waitErr is then its status
+	waitErr error
 	console *testnet.Output
 	seq     int
 }
@@ -98,7 +100,10 @@ func NewLab(img *Image, mtu int) (*Lab, error) {
 // at the MAC, address (/24) and MTU given, and waits until it is ready for
 // commands.
 func bootVM(img *Image, ns, tap, mac string, ip netip.Addr, mtu int) (*VM, error) {
-	v := &VM{console: &testnet.Output{}}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		return nil, fmt.Errorf("the rdma_rxe guest needs QEMU: %w (apt-get install qemu-system-x86, as .ci/run does)", err)
+	}
+	v := &VM{console: &testnet.Output{}, exited: make(chan struct{})}
 	share, err := os.MkdirTemp("", "xroce-interop-")
 	if err != nil {
 		return nil, err
@@ -120,9 +125,17 @@ func bootVM(img *Image, ns, tap, mac string, ip netip.Addr, mtu int) (*VM, error
 		v.Close()
 		return nil, fmt.Errorf("starting QEMU: %w", err)
 	}
+	go func() { v.waitErr = v.qemu.Wait(); close(v.exited) }()
 	for {
 		if _, err := os.Stat(filepath.Join(share, "ready")); err == nil {
 			break
+		}
+		select {
+		case <-v.exited:
+			out := v.console.String()
+			v.Close()
+			return nil, fmt.Errorf("QEMU exited (%v) before the guest was ready; console:\n%s", v.waitErr, tail(out, 3000))
+		default:
 		}
 		if time.Since(start) > 3*time.Minute {
 			out := v.console.String()
@@ -175,7 +188,7 @@ func (v *VM) Guest(script string) func(limit time.Duration) (string, int, error)
 func (v *VM) Close() {
 	if v.qemu != nil && v.qemu.Process != nil {
 		_ = v.qemu.Process.Kill()
-		_ = v.qemu.Wait()
+		<-v.exited
 	}
 	if v.Share != "" {
 		os.RemoveAll(v.Share)
