@@ -9,6 +9,20 @@
  */
 #include "libxroce.h"
 
+/* The most WRs an SRQ may be asked for (transport.MaxSRQWR), and what the daemon
+ * then grants: rdma_rxe's 2^k - 1, the least such number not below n
+ * (rxe_queue_init), at most SRQ_WR_LIMIT (cmd/xroce/daemon/srq.go, rxeSRQSlots). */
+#define SRQ_WR_LIMIT 1048576u
+
+static uint32_t rxe_slots(uint32_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n + 1)
+		p <<= 1;
+	return p - 1 < SRQ_WR_LIMIT ? p - 1 : SRQ_WR_LIMIT;
+}
+
 /* grow adds slots up to n to s's table; s->lock is held (or s is new). */
 static int grow(struct xsrq *s, uint32_t n)
 {
@@ -94,9 +108,9 @@ XROCE_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, 
 	m.mask = (uint32_t)mask;
 	m.max_wr = attr->max_wr;
 	m.limit = attr->srq_limit;
-	if ((mask & IBV_SRQ_MAX_WR)) {
+	if ((mask & IBV_SRQ_MAX_WR) && attr->max_wr <= SRQ_WR_LIMIT) { /* beyond: the daemon's EINVAL */
 		pthread_mutex_lock(&s->lock);
-		ret = grow(s, attr->max_wr); /* before the daemon takes more receives */
+		ret = grow(s, rxe_slots(attr->max_wr)); /* before the daemon takes more receives */
 		pthread_mutex_unlock(&s->lock);
 	}
 	return ret ? ret : ctx_call(xc, XROCE_OP_MODIFY_SRQ, &m, sizeof(m), NULL, 0);

@@ -445,13 +445,18 @@ func TestVerbsNotify(t *testing.T) {
 }
 
 // TestVerbsRxeAttrs: values and post-time checks as rdma_rxe gives them
-// (testdata/rxeattrs.c): CQ depths rounded up to 2^k − 1, the SRQ in
+// (testdata/rxeattrs.c): CQ and SRQ depths rounded up to 2^k − 1 (an SRQ of 0
+// WRs refused), a QP of 0 send WRs reported as such, the SRQ in
 // ibv_query_qp's init_attr, attr->qp_state ignored outside IBV_QP_STATE,
 // max_rd_atomic and max_dest_rd_atomic rounded up to a power of two, an atomic
 // to a misaligned address refused with EINVAL, and IBV_EVENT_SQ_DRAINED after
 // RTS → SQD. A trial found each of them different from rxe.
 func TestVerbsRxeAttrs(t *testing.T) {
 	runOwnGID(t, "rxeattrs", "cqe 2 -> 3, cqe 16 -> 31\n"+
+		"create_srq max_wr 0: NULL errno 22\n"+
+		"srq max_wr 4 -> 7\n"+
+		"modify_srq max_wr 8 -> 15; posted 15, then 12\n"+
+		"qp max_send_wr 0 -> 0, max_send_sge 0 -> 0; post_send 12\n"+
 		"query_qp: init_attr.srq is the QP's SRQ\n"+
 		"modify_qp ACCESS_FLAGS with qp_state 0xffffffff outside the mask: 0\n"+
 		"max_rd_atomic 3 -> 4, max_dest_rd_atomic 3 -> 4\n"+

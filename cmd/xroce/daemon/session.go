@@ -550,7 +550,7 @@ func (s *session) createCQ(r *CreateCQReq) (*CreateCQReply, []int, error) {
 	// A CQ holds 2^k − 1 completions, the least such number not below cqe, and
 	// ibv_create_cq reports that in cq->cqe (rxe_queue_init in rxe_queue.c,
 	// rxe_cq_from_init in rxe_cq.c: 2 → 3, 16 → 31).
-	cqe := min(roundPow2(r.CQE+1)-1, uint32(maxCQE))
+	cqe := min(rxeSlots(r.CQE), uint32(maxCQE))
 	ring, reply, err := newCQRing(cqe)
 	if err != nil {
 		return nil, nil, err
@@ -630,14 +630,26 @@ func (s *session) reqNotify(r *NotifyReq) error {
 // max(max_send_sge × 16, max_inline_data) bytes, so max_send_sge becomes that / 16
 // and max_inline_data that (rxe_init_sq in drivers/infiniband/sw/rxe/rxe_qp.c: one
 // SGE gives 16 bytes of inline data); each queue holds 2^k − 1 WRs, the least such
-// number not below the request (rxe_queue_init in rxe_queue.c: 128 → 255). The
-// engine's queues are never smaller than one WR and one SGE.
+// number not below the request (rxe_queue_init in rxe_queue.c: 128 → 255, 0 → 0).
+// A queue of 0 WRs or 0 SGEs is reported as such (posting to it then fails in the
+// library, ENOMEM or EINVAL, as on rxe); engineCap gives the engine at least one.
 func rxeQPCap(r *CreateQPReq) transport.QPCap {
 	wqe := max(r.MaxSendSGE*16, r.MaxInline)
-	slots := func(n uint32) int { return int(roundPow2(n+1) - 1) }
-	return transport.QPCap{MaxSendWR: max(slots(r.MaxSendWR), 1), MaxRecvWR: max(slots(r.MaxRecvWR), 1),
-		MaxSendSGE: int(max(wqe/16, 1)), MaxRecvSGE: int(max(r.MaxRecvSGE, 1)), MaxInlineData: int(wqe)}
+	return transport.QPCap{MaxSendWR: int(rxeSlots(r.MaxSendWR)), MaxRecvWR: int(rxeSlots(r.MaxRecvWR)),
+		MaxSendSGE: int(wqe / 16), MaxRecvSGE: int(r.MaxRecvSGE), MaxInlineData: int(wqe)}
 }
+
+// engineCap is c with every queue and SGE count at least 1, as the engine's
+// QPs need them.
+func engineCap(c transport.QPCap) transport.QPCap {
+	c.MaxSendWR, c.MaxRecvWR = max(c.MaxSendWR, 1), max(c.MaxRecvWR, 1)
+	c.MaxSendSGE, c.MaxRecvSGE = max(c.MaxSendSGE, 1), max(c.MaxRecvSGE, 1)
+	return c
+}
+
+// rxeSlots is the number of WRs rdma_rxe gives a queue asked for n: 2^k − 1, the
+// least such number not below n (rxe_queue_init in rxe_queue.c).
+func rxeSlots(n uint32) uint32 { return roundPow2(n+1) - 1 }
 
 // rxeRdAtomic rounds a max_rd_atomic or max_dest_rd_atomic of 1 to
 // transport.MaxQPRdAtom up to a power of two, as rdma_rxe stores it.
@@ -672,7 +684,7 @@ func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
 			r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInline, maxQPWR, maxSGE, transport.MaxInline)
 	}
 	c := rxeQPCap(r)
-	init := transport.QPInitAttr{Type: transport.QPType(r.QPType), SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: c, SigAll: r.SQSigAll != 0}
+	init := transport.QPInitAttr{Type: transport.QPType(r.QPType), SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: engineCap(c), SigAll: r.SQSigAll != 0}
 	var so *srqObj
 	if r.SRQ != 0 {
 		if so = s.srqs[r.SRQ]; so == nil {

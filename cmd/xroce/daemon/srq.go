@@ -56,12 +56,20 @@ func (s *session) handleSRQ(op uint16, p []byte) (any, error) {
 	return nil, fail(unix.EOPNOTSUPP, "unknown op %d", op)
 }
 
+// rxeSRQSlots is the max_wr rdma_rxe gives an SRQ asked for n (1..MaxSRQWR): 2^k − 1
+// (rxe_queue_init; rxe_srq_from_init writes it back, ibv_query_srq reports it),
+// at most MaxSRQWR.
+func rxeSRQSlots(n uint32) int { return int(min(rxeSlots(n), transport.MaxSRQWR)) }
+
 func (s *session) createSRQ(r *CreateSRQReq) (*CreateSRQReply, error) {
 	pd := s.pds[r.PD]
 	if pd == nil {
 		return nil, fail(unix.EINVAL, "no PD %d in this session", r.PD)
 	}
-	srq, err := pd.pd.CreateSRQ(transport.SRQAttr{MaxWR: int(r.MaxWR), MaxSGE: int(r.MaxSGE), Limit: int(r.Limit)})
+	if r.MaxWR == 0 || r.MaxWR > transport.MaxSRQWR {
+		return nil, fail(unix.EINVAL, "SRQ max_wr %d: 1 to %d (rdma_rxe's rxe_srq_chk_init refuses 0)", r.MaxWR, transport.MaxSRQWR)
+	}
+	srq, err := pd.pd.CreateSRQ(transport.SRQAttr{MaxWR: rxeSRQSlots(r.MaxWR), MaxSGE: int(r.MaxSGE), Limit: int(r.Limit)})
 	if err != nil {
 		return nil, fail(unix.EINVAL, "%v", err)
 	}
@@ -82,7 +90,11 @@ func (s *session) modifySRQ(r *SRQAttrMsg) error {
 	if r.Mask&^uint32(transport.SRQ_MAX_WR|transport.SRQ_LIMIT) != 0 {
 		return fail(unix.EINVAL, "ibv_modify_srq mask %#x: only IBV_SRQ_MAX_WR and IBV_SRQ_LIMIT", r.Mask)
 	}
-	if err := o.srq.Modify(transport.SRQAttr{MaxWR: int(r.MaxWR), Limit: int(r.Limit)}, transport.SRQAttrMask(r.Mask)); err != nil {
+	wr := int(r.MaxWR)
+	if r.Mask&uint32(transport.SRQ_MAX_WR) != 0 && r.MaxWR > 0 && r.MaxWR <= transport.MaxSRQWR {
+		wr = rxeSRQSlots(r.MaxWR) // out of range: Modify's error names the request
+	}
+	if err := o.srq.Modify(transport.SRQAttr{MaxWR: wr, Limit: int(r.Limit)}, transport.SRQAttrMask(r.Mask)); err != nil {
 		return fail(unix.EINVAL, "%v", err)
 	}
 	return nil

@@ -19,7 +19,9 @@ func TestSessionSRQ(t *testing.T) {
 	var srq CreateSRQReply
 	wantErrno(t, "SRQ in no PD", c.Call(OpCreateSRQ, &CreateSRQReq{PD: 999, MaxWR: 4, MaxSGE: 1}, &srq), unix.EINVAL)
 	wantErrno(t, "SRQ of 28 SGEs", c.Call(OpCreateSRQ, &CreateSRQReq{PD: pd.Handle, MaxWR: 4, MaxSGE: 28}, &srq), unix.EINVAL)
-	if err := c.Call(OpCreateSRQ, &CreateSRQReq{PD: pd.Handle, MaxWR: 4, MaxSGE: 2}, &srq); err != nil || srq.MaxWR != 4 || srq.MaxSGE != 2 {
+	wantErrno(t, "SRQ of 0 WRs", c.Call(OpCreateSRQ, &CreateSRQReq{PD: pd.Handle, MaxWR: 0, MaxSGE: 1}, &srq), unix.EINVAL)
+	// rdma_rxe's sizes: 4 WRs asked, 7 given (rxe_queue_init's 2^k − 1).
+	if err := c.Call(OpCreateSRQ, &CreateSRQReq{PD: pd.Handle, MaxWR: 4, MaxSGE: 2}, &srq); err != nil || srq.MaxWR != 7 || srq.MaxSGE != 2 {
 		t.Fatalf("create srq: %+v %v", srq, err)
 	}
 	post := func(n int, slot0 uint64, sges uint32) []byte {
@@ -39,8 +41,8 @@ func TestSessionSRQ(t *testing.T) {
 	}
 	var pr PostSRQRecvReply
 	wantErrno(t, "a post cut short", c.Call(OpPostSRQRecv, post(2, 0, 1)[:30], &pr), unix.EBADMSG)
-	if err := c.Call(OpPostSRQRecv, post(6, 0, 1), &pr); err != nil || pr != (PostSRQRecvReply{Posted: 4, Errno: int32(unix.ENOMEM)}) {
-		t.Errorf("6 receives into 4: %+v %v; want 4 posted and ENOMEM", pr, err)
+	if err := c.Call(OpPostSRQRecv, post(9, 0, 1), &pr); err != nil || pr != (PostSRQRecvReply{Posted: 7, Errno: int32(unix.ENOMEM)}) {
+		t.Errorf("9 receives into 7: %+v %v; want 7 posted and ENOMEM", pr, err)
 	}
 	cq := createTestCQ(t, c, CreateCQReq{CQE: 16})
 	tq := createTestQP(t, c, CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: qptRC,
@@ -49,12 +51,12 @@ func TestSessionSRQ(t *testing.T) {
 		t.Errorf("a QP with an SRQ reports max_recv_wr %d, max_recv_sge %d; want 0 and 0", tq.r.MaxRecvWR, tq.r.MaxRecvSGE)
 	}
 	wantErrno(t, "destroy an SRQ in use", c.Call(OpDestroySRQ, &Handle{srq.Handle}, nil), unix.EBUSY)
-	wantErrno(t, "limit above max_wr", c.Call(OpModifySRQ, &SRQAttrMsg{SRQ: srq.Handle, Mask: 2, Limit: 5}, nil), unix.EINVAL)
+	wantErrno(t, "limit above max_wr", c.Call(OpModifySRQ, &SRQAttrMsg{SRQ: srq.Handle, Mask: 2, Limit: 8}, nil), unix.EINVAL)
 	if err := c.Call(OpModifySRQ, &SRQAttrMsg{SRQ: srq.Handle, Mask: 3, MaxWR: 8, Limit: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var q SRQAttrMsg
-	if err := c.Call(OpQuerySRQ, &Handle{srq.Handle}, &q); err != nil || q.MaxWR != 8 || q.MaxSGE != 2 || q.Limit != 2 {
+	if err := c.Call(OpQuerySRQ, &Handle{srq.Handle}, &q); err != nil || q.MaxWR != 15 || q.MaxSGE != 2 || q.Limit != 2 { // 8 → 15
 		t.Errorf("query srq: %+v %v", q, err)
 	}
 	if err := c.Call(OpDestroyQP, &Handle{tq.r.Handle}, nil); err != nil {

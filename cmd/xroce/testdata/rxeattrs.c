@@ -1,7 +1,12 @@
 /*
  * rxeattrs: values and checks an application sees as rdma_rxe gives them. Prints
  * one line each, then "ok" (TestVerbsRxeAttrs):
- *   - ibv_create_cq rounds cqe up to 2^k − 1 (rxe_queue_init, rxe_cq_from_init);
+ *   - ibv_create_cq rounds cqe up to 2^k − 1 (rxe_queue_init, rxe_cq_from_init),
+ *     and so do ibv_create_srq's max_wr (rxe_srq_from_init writes it back) and
+ *     ibv_modify_srq's (ibv_query_srq reads it back), which then hold that many;
+ *     an SRQ of 0 WRs is refused with EINVAL (rxe_srq_chk_init);
+ *   - a QP asked for 0 send WRs and 0 SGEs reports 0 and 0 (rxe_init_sq), and
+ *     a post to it fails with ENOMEM;
  *   - ibv_query_qp reports the SRQ a QP was created with (ibv_cmd_query_qp);
  *   - ibv_modify_qp reads attr->qp_state only under IBV_QP_STATE (uverbs modify_qp);
  *   - max_rd_atomic and max_dest_rd_atomic read back rounded up to a power of two
@@ -47,8 +52,37 @@ int main(int argc, char **argv)
 		die("ibv_create_cq", errno);
 	printf("cqe 2 -> %d, cqe 16 -> %d\n", cq2->cqe, cq->cqe);
 
+	si.attr.max_wr = 0;
+	errno = 0;
+	srq = ibv_create_srq(pd, &si);
+	printf("create_srq max_wr 0: %s errno %d\n", srq ? "an SRQ" : "NULL", errno);
+	si.attr.max_wr = 4;
 	if (!(srq = ibv_create_srq(pd, &si)))
 		die("ibv_create_srq", errno);
+	printf("srq max_wr 4 -> %u\n", si.attr.max_wr);
+	{
+		struct ibv_srq_attr sa = { .max_wr = 8 };
+		struct ibv_recv_wr r = { .wr_id = 1 }, *rbad;
+		int posted = 0;
+
+		if ((ret = ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR)) || (ret = ibv_query_srq(srq, &sa)))
+			die("ibv_modify_srq", ret);
+		while ((ret = ibv_post_srq_recv(srq, &r, &rbad)) == 0 && posted < 100)
+			posted++;
+		printf("modify_srq max_wr 8 -> %u; posted %d, then %d\n", sa.max_wr, posted, ret);
+	}
+	{
+		struct ibv_qp_init_attr z = { .qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .cap = { 0, 1, 0, 1, 0 } };
+		struct ibv_send_wr s0 = { .wr_id = 1, .opcode = IBV_WR_SEND }, *sbad;
+		struct ibv_qp *qz = ibv_create_qp(pd, &z);
+
+		if (!qz)
+			die("ibv_create_qp with 0 send WRs", errno);
+		connect_qp(qz, qz->qp_num, &gid, IBV_ACCESS_LOCAL_WRITE, 1);
+		printf("qp max_send_wr 0 -> %u, max_send_sge 0 -> %u; post_send %d\n", z.cap.max_send_wr, z.cap.max_send_sge,
+		       ibv_post_send(qz, &s0, &sbad));
+		ibv_destroy_qp(qz);
+	}
 	qi.send_cq = qi.recv_cq = cq;
 	qi.srq = srq;
 	if (!(qs = ibv_create_qp(pd, &qi)))
