@@ -1289,10 +1289,43 @@ XROCE_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 	}
 }
 
+/* copy_addr sets *to to a copy of len bytes of from; 0, or -1 with errno ENOMEM. */
+static int copy_addr(struct sockaddr **to, socklen_t *to_len, const struct sockaddr *from, socklen_t len)
+{
+	if (!(*to = malloc(len)))
+		return fail(ENOMEM);
+	memcpy(*to, from, len);
+	*to_len = len;
+	return 0;
+}
+
+/* getaddrinfo_hints is rdma_getaddrinfo without a node or a service: the hints'
+ * addresses and flags alone (librdmacm's rdma_getaddrinfo). */
+static int getaddrinfo_hints(const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return fail(ENOMEM);
+	r->ai_flags = hints->ai_flags;
+	r->ai_family = hints->ai_family;
+	r->ai_qp_type = hints->ai_qp_type;
+	r->ai_port_space = hints->ai_port_space;
+	if ((hints->ai_dst_len && copy_addr(&r->ai_dst_addr, &r->ai_dst_len, hints->ai_dst_addr, hints->ai_dst_len)) ||
+	    (hints->ai_src_len && copy_addr(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr, hints->ai_src_len))) {
+		rdma_freeaddrinfo(r);
+		return -1;
+	}
+	*res = r;
+	return 0;
+}
+
 /* rdma_getaddrinfo resolves node and service with getaddrinfo(3), as librdmacm
- * does for IP addresses: a passive lookup fills ai_src_addr, another ai_dst_addr;
+ * does for IP addresses: a passive lookup fills ai_src_addr, another ai_dst_addr
+ * and takes ai_src_addr from the hints (where ucmatose's and udaddy's -b goes);
  * the port space and QP type are the hints' (RDMA_PS_TCP and IBV_QPT_RC when
- * none). */
+ * none). With neither node nor service, the result is the hints' addresses
+ * (librdmacm/addrinfo.c). */
 XROCE_EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 				  struct rdma_addrinfo **res)
 {
@@ -1301,8 +1334,10 @@ XROCE_EXPORT int rdma_getaddrinfo(const char *node, const char *service, const s
 	int passive = hints && (hints->ai_flags & RAI_PASSIVE);
 	int ret;
 
-	if (!res)
+	if (!res || (!node && !service && !hints))
 		return fail(EINVAL);
+	if (!node && !service)
+		return getaddrinfo_hints(hints, res);
 	if (hints) {
 		h.ai_family = hints->ai_family;
 		if (hints->ai_flags & RAI_NUMERICHOST)
@@ -1335,6 +1370,11 @@ XROCE_EXPORT int rdma_getaddrinfo(const char *node, const char *service, const s
 	if (!r->ai_src_addr && !r->ai_dst_addr) {
 		free(r);
 		return fail(ENOMEM);
+	}
+	if (!r->ai_src_len && hints && hints->ai_src_len &&
+	    copy_addr(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr, hints->ai_src_len)) {
+		rdma_freeaddrinfo(r);
+		return -1;
 	}
 	*res = r;
 	return 0;

@@ -219,6 +219,14 @@ func TestVerbsRpingErrors(t *testing.T) {
 	if want := "xroce: rdma_resolve_addr: no xroce device has the source address asked for (rping -I, ucmatose -b, src_addr): give one of the devices' addresses"; err == nil || !strings.Contains(out.String(), want) {
 		t.Errorf("rping -c -I 10.250.7.99: %v\n%s\nwant %q", err, out.String(), want)
 	}
+	// ucmatose's -b goes through rdma_getaddrinfo's hints (ai_src_addr), which the
+	// library once dropped: the client connected from its device's address.
+	needTool(t, "/usr/bin/ucmatose", "rdmacm-utils")
+	_, out, done = app(t, p.n.NsB, p.dirB, "ucmatose", "-s", p.n.IPA.String(), "-b", "10.250.7.99", "-c", "1", "-C", "1")
+	err = wait(t, "ucmatose client", done, out, 20*time.Second)
+	if want := "xroce: rdma_resolve_addr: no xroce device has the source address asked for"; err == nil || !strings.Contains(out.String(), want) {
+		t.Errorf("ucmatose -s %s -b 10.250.7.99: %v\n%s\nwant %q", p.n.IPA, err, out.String(), want)
+	}
 	// The daemon that refused the first case's request says why (the kernel's CM
 	// on an rdma_rxe host says nothing).
 	time.Sleep(2 * refusedLook)

@@ -635,7 +635,8 @@ func (s *session) reqNotify(r *NotifyReq) error {
 // library, ENOMEM or EINVAL, as on rxe); engineCap gives the engine at least one.
 func rxeQPCap(r *CreateQPReq) transport.QPCap {
 	wqe := max(r.MaxSendSGE*16, r.MaxInline)
-	return transport.QPCap{MaxSendWR: int(rxeSlots(r.MaxSendWR)), MaxRecvWR: int(rxeSlots(r.MaxRecvWR)),
+	slots := func(n uint32) int { return int(min(rxeSlots(n), maxQPWR)) } // max_qp_wr itself: 2^21 − 1 on rxe, max_qp_wr here
+	return transport.QPCap{MaxSendWR: slots(r.MaxSendWR), MaxRecvWR: slots(r.MaxRecvWR),
 		MaxSendSGE: int(wqe / 16), MaxRecvSGE: int(r.MaxRecvSGE), MaxInlineData: int(wqe)}
 }
 

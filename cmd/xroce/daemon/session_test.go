@@ -149,6 +149,11 @@ func TestSessionDataPath(t *testing.T) {
 		SQEntries: 8, SQStride: 192, RQEntries: 4, RQStride: 64, SQOffset: 4096, RQOffset: 8192, RingSize: 12288}); qp != want {
 		t.Fatalf("create qp: %+v\nwant %+v", qp, want)
 	}
+	// max_qp_wr itself is allowed (rxe_qp_chk_cap): the depth reported is max_qp_wr.
+	if big := createTestQP(t, c, CreateQPReq{PD: pd.Handle, SendCQ: cq.h, RecvCQ: cq.h, QPType: qptRC,
+		MaxSendWR: maxQPWR, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}); big.r.MaxSendWR != maxQPWR {
+		t.Errorf("a QP of max_qp_wr send WRs reports %d", big.r.MaxSendWR)
+	}
 
 	// Device B's side, driven directly.
 	pdB := dp.devB.AllocPD()
