@@ -123,6 +123,46 @@ static struct ibv_context *cm_ctx_for(const struct sockaddr *sa, int want_own)
 	return NULL;
 }
 
+/* wildcard says whether sa is the unspecified address of its family. */
+static int wildcard(const struct sockaddr *sa)
+{
+	uint8_t g[16];
+	int any = 0;
+
+	return ip_of(sa, g, &any) && any;
+}
+
+/* cm_ctx_towards returns the device a destination's route leaves through, as
+ * rdma_cm picks it (rdma_resolve_ip's route lookup, then the source address's
+ * netdev): the kernel's choice of source address for a UDP socket connected to
+ * dst, when a device owns it; otherwise the first device with an address of dst's
+ * family, whose daemon then names what is wrong with the route. */
+static socklen_t sa_len(const struct sockaddr *sa);
+
+static struct ibv_context *cm_ctx_towards(const struct sockaddr *dst)
+{
+	struct sockaddr_storage src;
+	socklen_t len = sizeof(src);
+	struct ibv_context *c = NULL;
+	int fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0) {
+		struct sockaddr_storage to;
+
+		/* a port, or connect refuses nothing but the kernel may; the port is
+		 * never sent to: a UDP connect only looks the route up */
+		memcpy(&to, dst, sa_len(dst));
+		if (to.ss_family == AF_INET && !((struct sockaddr_in *)&to)->sin_port)
+			((struct sockaddr_in *)&to)->sin_port = htons(4791);
+		if (to.ss_family == AF_INET6 && !((struct sockaddr_in6 *)&to)->sin6_port)
+			((struct sockaddr_in6 *)&to)->sin6_port = htons(4791);
+		if (!connect(fd, (struct sockaddr *)&to, sa_len(dst)) && !getsockname(fd, (struct sockaddr *)&src, &len))
+			c = cm_ctx_for((struct sockaddr *)&src, 1);
+		close(fd);
+	}
+	return c ? c : cm_ctx_for(dst, 0);
+}
+
 /* cm_pd returns device c's PD for rdma_cm_ids, allocating it on first use:
  * librdmacm gives every id bound to a device the device's one PD (id->pd, which
  * rdma_reg_msgs and rdma_create_qp without a PD use; ucma_get_device). */
@@ -415,7 +455,7 @@ XROCE_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_a
 
 	if (!x || !dst_addr)
 		return fail(EINVAL);
-	c = x->xc ? id->verbs : src_addr ? cm_ctx_for(src_addr, 1) : cm_ctx_for(dst_addr, 0);
+	c = x->xc ? id->verbs : src_addr && !wildcard(src_addr) ? cm_ctx_for(src_addr, 1) : cm_ctx_towards(dst_addr);
 	if (!c && src_addr) {
 		warnx("rdma_resolve_addr: no xroce device has the source address asked for (rping -I, ucmatose -b, "
 		      "src_addr): give one of the devices' addresses (`xroce daemon status` lists their interfaces), or "

@@ -474,3 +474,28 @@ func TestVerbsRpingTwoAddrs(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsCMTwoDevices: with two xroce devices in a namespace, rdma_resolve_addr
+// without a source address takes the device the destination's route leaves
+// through, as rdma_cm does (rdma_resolve_ip): rping to the second veth's peer
+// address, no -I, connects over xroce1. The library once took the first device,
+// whose daemon refused (no route through its interface, ADDR_ERROR -101).
+func TestVerbsCMTwoDevices(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	ifA, ifB := p.n.IfA+"s", p.n.IfB+"s"
+	testnet.Sh(t, "ip", "link", "add", ifA, "netns", p.n.NsA, "type", "veth", "peer", "name", ifB, "netns", p.n.NsB)
+	for _, s := range [][3]string{{p.n.NsA, ifA, "10.251.9.1/24"}, {p.n.NsB, ifB, "10.251.9.2/24"}} {
+		testnet.Sh(t, "ip", "-n", s[0], "addr", "add", s[2], "dev", s[1])
+		testnet.Sh(t, "ip", "-n", s[0], "link", "set", s[1], "up")
+	}
+	startDaemon(t, p.n.NsA, ifA, p.dirA)
+	startDaemon(t, p.n.NsB, ifB, p.dirB)
+	sout, sdone := cmServer(t, p, "rping", "-s", "-a", "10.251.9.1", "-C", "2", "-v")
+	_, cout, cdone := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", "10.251.9.1", "-C", "2", "-v")
+	cerr := wait(t, "rping client", cdone, cout, 20*time.Second)
+	serr := wait(t, "rping server", sdone, sout, 20*time.Second)
+	if cerr != nil || serr != nil || strings.Count(cout.String(), "ping data: rdma-ping-") != 2 {
+		t.Errorf("rping over the second device: client %v\n%s\nserver %v\n%s", cerr, cout.String(), serr, sout.String())
+	}
+}
