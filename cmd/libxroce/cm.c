@@ -861,6 +861,10 @@ static void explain(struct xcm_id *x, const struct xroce_cm_event *m)
 		if (m->status == -ETIMEDOUT)
 			warnx("no answer from the peer's connection manager through every retry: is an RDMA CM running there "
 			      "(rdma_rxe's rdma_cm, or an xroce daemon)?");
+		else if (m->status == -EMSGSIZE)
+			warnx("rdma_connect: the interface %s's MTU carries no RoCE frame, not even the connection manager's "
+			      "256-byte MADs, so the request never left: raise it (ip link set %s mtu 1500)",
+			      x->xc->xd->ifname, x->xc->xd->ifname);
 		else if (m->status == -EHOSTUNREACH)
 			warnx("the peer's host, or a router on the way, answered the connection requests with ICMP errors: no "
 			      "RoCE endpoint there, or no route to it (the daemon's log names the sender and the fix)");

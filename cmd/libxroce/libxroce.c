@@ -369,6 +369,7 @@ static struct xdev *probe(const char *path, int *refused)
 			xd->dev.node_type = IBV_NODE_CA;
 			xd->dev.transport_type = IBV_TRANSPORT_IB; /* as rdma_rxe: RoCE is IB transport */
 			snprintf(xd->dev.name, sizeof(xd->dev.name), "%s", r.name);
+			snprintf(xd->ifname, sizeof(xd->ifname), "%.*s", (int)sizeof(r.ifname), r.ifname);
 			snprintf(xd->dev.dev_name, sizeof(xd->dev.dev_name), "%s", r.name);
 			snprintf(xd->dev.dev_path, sizeof(xd->dev.dev_path), "%s", path);
 			/* No sysfs: ibv_read_sysfs_file(ibdev_path, …) finds nothing here. */

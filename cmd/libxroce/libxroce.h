@@ -55,6 +55,7 @@ struct xdev {
 	uint32_t magic;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uint64_t guid;
+	char ifname[16];       /* the interface the daemon serves */
 	int netns;             /* the daemon's network namespace: 0 this process's, 1 unknown, 2 another */
 	struct xdev *next;
 };

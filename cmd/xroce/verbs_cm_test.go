@@ -499,3 +499,24 @@ func TestVerbsCMTwoDevices(t *testing.T) {
 		t.Errorf("rping over the second device: client %v\n%s\nserver %v\n%s", cerr, cout.String(), serr, sout.String())
 	}
 }
+
+// TestVerbsCMMTUTooSmall: an interface MTU that carries no RoCE frame, not even
+// the connection manager's MADs: rdma_connect reports RDMA_CM_EVENT_UNREACHABLE at
+// once (status -EMSGSIZE) and the library names the interface and the fix. The REQ
+// never left, and rping used to wait through every CM retry (about 100 s) to be
+// told the peer did not answer.
+func TestVerbsCMMTUTooSmall(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	testnet.Sh(t, "ip", "-n", p.n.NsB, "link", "set", p.n.IfB, "mtu", "300")
+	start := time.Now()
+	_, out, done := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", p.n.IPA.String(), "-C", "1")
+	err := wait(t, "rping client", done, out, 20*time.Second)
+	want := fmt.Sprintf("xroce: rdma_connect: the interface %s's MTU carries no RoCE frame, not even the connection manager's 256-byte MADs, so the request never left: raise it (ip link set %s mtu 1500)", p.n.IfB, p.n.IfB)
+	if err == nil || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "RDMA_CM_EVENT_UNREACHABLE, error -90") {
+		t.Errorf("rping over an MTU of 300: %v\n%s\nwant %q", err, out.String(), want)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("rping took %v", d)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xroce/xroce/roce"
 	"github.com/xroce/xroce/roce/cm"
 	"github.com/xroce/xroce/transport"
 	"github.com/xroce/xroce/transport/rdmacm"
@@ -109,6 +110,20 @@ func (s *session) handleCM(op uint16, p []byte) (any, error) {
 		}
 	}
 	return nil, nil
+}
+
+// carriesMADs says, EMSGSIZE, that the device's interface MTU carries no RoCE
+// frame, not even the CM's 256-byte MADs: rdma_connect then reports
+// RDMA_CM_EVENT_UNREACHABLE at once (status -EMSGSIZE), where the REQ would never
+// leave and the application would wait through every CM retry (about 100 s) to be
+// told the peer did not answer.
+func (s *session) carriesMADs() error {
+	mtu := s.dev.Link().MTU()
+	if need := roce.LargestIPPacket(roce.MTU256, false); mtu < need {
+		return fail(unix.EMSGSIZE, "the interface %s's MTU %d carries no RoCE frame, not even the connection manager's (%d bytes over IPv4): raise it (ip link set %s mtu 1500)",
+			s.ifname, mtu, need, s.ifname)
+	}
+	return nil
 }
 
 // cmID returns the session's id h; c.mu is held.
@@ -334,6 +349,13 @@ func (s *session) cmConnect(c *cmDevice, op uint16, r *CMConnReq) error {
 	} else {
 		if id.conn != nil || !id.remote.IsValid() {
 			return fail(unix.EINVAL, "rdma_connect needs a resolved, unconnected id")
+		}
+		if err := s.carriesMADs(); err != nil {
+			// As the kernel's rdma_connect, which succeeds and reports the REQ's
+			// fate as an event (rping, for one, hangs on a synchronous error).
+			s.logf("rdma_connect to %v: %v", id.remote, err)
+			id.event(uint32(rdmacm.EventUnreachable), -int32(unix.EMSGSIZE))
+			return nil
 		}
 		o := rdmacm.DialOptions{Src: id.local.Addr(), TrafficClass: r.TOS}
 		if qp != nil {

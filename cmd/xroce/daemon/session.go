@@ -58,6 +58,7 @@ const (
 
 type session struct {
 	dev    *transport.Device
+	ifname string // the interface the device serves
 	poller *poller
 	logf   func(format string, a ...any)
 	ctx    context.Context
@@ -136,7 +137,7 @@ func newSession(src Source, counts *objCounts, logf func(string, ...any)) *sessi
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	dev := es.Engine()
-	return &session{dev: dev, poller: pollerFor(dev), logf: logf, ctx: ctx, cancel: cancel, pds: map[uint32]*pdObj{},
+	return &session{dev: dev, ifname: src.Ifname(), poller: pollerFor(dev), logf: logf, ctx: ctx, cancel: cancel, pds: map[uint32]*pdObj{},
 		mrs: map[uint32]*mrObj{}, cqs: map[uint32]*cqObj{}, qps: map[uint32]*qpObj{}, chans: map[uint32]*chanObj{}, srqs: map[uint32]*srqObj{},
 		ahs: &ahTable{m: map[uint32]*ahObj{}}, counts: counts}
 }
