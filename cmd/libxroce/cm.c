@@ -849,7 +849,11 @@ static void explain(struct xcm_id *x, const struct xroce_cm_event *m)
 
 	switch (m->event) {
 	case RDMA_CM_EVENT_ADDR_ERROR:
-		if (m->status == -ENETUNREACH)
+		if (m->status == -EADDRNOTAVAIL)
+			warnx("rdma_resolve_addr: xroce's RDMA CM takes no IPv6 link-local address (fe80::/10): use a global "
+			      "or unique-local address of the peer, or the verbs path with GID 0 (the README's \"Unmodified "
+			      "applications\")");
+		else if (m->status == -ENETUNREACH)
 			warnx("rdma_resolve_addr: no route to the destination through this device's interface (`ip route "
 			      "get ADDR` in the daemon's network namespace; an address of this host is not reachable "
 			      "either): check the address, or add a route (the daemon's log has the details)");

@@ -201,6 +201,7 @@ func TestVerbsRpingErrors(t *testing.T) {
 		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "xroce: rdma_resolve_addr: no neighbour answer (ARP or ND)"},
 		{"10.250.7.9", "RDMA_CM_EVENT_ADDR_ERROR, error -101"}, // -ENETUNREACH: no route, at once
 		{"10.250.7.9", "xroce: rdma_resolve_addr: no route to the destination through this device's interface"},
+		{"fe80::1%" + p.n.IfB, "xroce: rdma_resolve_addr: xroce's RDMA CM takes no IPv6 link-local address"}, // not "no neighbour"
 	} {
 		start := time.Now()
 		_, out, done := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", c.addr, "-C", "1")

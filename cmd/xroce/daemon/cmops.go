@@ -216,7 +216,8 @@ func (s *session) cmBind(c *cmDevice, r *CMBindReq) (*CMAddr, error) {
 
 // cmResolveAddr picks the local address and resolves the next hop to Dst in the
 // background; ADDR_RESOLVED or ADDR_ERROR follows (status -ENETUNREACH when no
-// route leads to Dst, -EHOSTUNREACH when its next hop does not answer).
+// route leads to Dst, -EHOSTUNREACH when its next hop does not answer,
+// -EADDRNOTAVAIL at once for an IPv6 link-local Dst, which xroce's CM does not take).
 func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
 	src, ok1 := r.Src.addrPort()
 	dst, ok2 := r.Dst.addrPort()
@@ -234,6 +235,15 @@ func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
 	c.mu.Unlock()
 	if err != nil {
 		return nil, err
+	}
+	if dst.Addr().Is6() && dst.Addr().IsLinkLocalUnicast() {
+		// rdma_cm connects over link-local with the scope id; xroce's CM does not
+		// (README, "Unmodified applications"): say so, not "no neighbour".
+		s.logf("rdma_resolve_addr %v: xroce's RDMA CM takes no IPv6 link-local address: use a global or unique-local one", dst)
+		c.mu.Lock()
+		id.event(cmEventAddrError, -int32(unix.EADDRNOTAVAIL))
+		c.mu.Unlock()
+		return &CMAddr{}, nil
 	}
 	from := src.Addr()
 	if from.IsUnspecified() {
