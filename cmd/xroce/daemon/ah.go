@@ -60,7 +60,8 @@ func (t *ahTable) obj(h uint32) *ahObj {
 // may be the side whose own index is right.
 const noGRH = "without a GRH (is_global 0): RoCE routes by GID, and this application has no remote GID: " +
 	"give both sides a GID index the device has (ibv_rc_pingpong -g 1, perftest -x 1, qperf -cm1; ibv_devinfo -v lists them). " +
-	"If this side has one, its peer was given an index its device lacks and sent a GID of zeros"
+	"If this side has one, its peer was given an index its device lacks and sent a GID of zeros. " +
+	"qperf's UD and UC tests (ud_bw, ud_lat, uc_bw, uc_lat...) take no -cm1: they address by LID and run on no RoCE device, rdma_rxe's neither"
 
 // createAH resolves an address handle (its GID entry and next hop, as the
 // engine's CreateAH does) in a PD of the session.
