@@ -38,6 +38,11 @@ struct xcm_id {
 	uint8_t tos;
 	int sync;      /* created without a channel: id.channel is its own, each call waits for its event */
 	int listening; /* rdma_listen succeeded */
+	/* A wildcard listener listens on every device, as rdma_cm's (cma_listen_on_all):
+	 * on the others through shadow ids, which belong to their devices' sessions and
+	 * whose requests are the listener's (fill_event). */
+	struct xcm_id *owner;  /* a shadow's listener; NULL for an application's id */
+	struct xcm_id *shadow; /* a listener's first shadow, then each shadow's next */
 	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep's, for rdma_get_request (passive ids) */
 	struct xcm_id *next;
 };
@@ -119,6 +124,25 @@ static struct ibv_context *cm_ctx_for(const struct sockaddr *sa, int want_own)
 					     : v4 == (sa->sa_family == AF_INET) && gid.raw[0] != 0xfe)
 				return cm_ctxs[i];
 		}
+	}
+	return NULL;
+}
+
+/* cm_ctx_for_on returns c when it has an address of sa's family (not link-local),
+ * as cm_ctx_for looks for a wildcard's device; NULL otherwise. */
+static struct ibv_context *cm_ctx_for_on(struct ibv_context *c, const struct sockaddr *sa)
+{
+	int g;
+
+	for (g = 0; g < 16; g++) {
+		union ibv_gid gid;
+		int v4;
+
+		if (ibv_query_gid(c, 1, g, &gid))
+			break;
+		v4 = gid.raw[10] == 0xff && gid.raw[11] == 0xff && !memcmp(gid.raw, "\0\0\0\0\0\0\0\0\0\0", 10);
+		if (v4 == (sa->sa_family == AF_INET) && gid.raw[0] != 0xfe)
+			return c;
 	}
 	return NULL;
 }
@@ -288,6 +312,9 @@ static struct xcm_id *new_id(struct rdma_event_channel *channel, void *context, 
 	pthread_mutex_unlock(&cm_lock);
 	return x;
 }
+
+static void drop_shadows(struct xcm_id *x);
+static int listen_on_others(struct xcm_id *x, int backlog);
 
 XROCE_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
 				enum rdma_port_space ps)
@@ -521,7 +548,64 @@ XROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if ((ret = ctx_call(x->xc, XROCE_OP_CM_LISTEN, &req, sizeof(req), &r, sizeof(r))))
 		return fail(ret);
 	from_cm_addr(&id->route.addr.src_storage, &r);
+	if (wildcard(&id->route.addr.src_addr) && !x->shadow && listen_on_others(x, backlog)) {
+		ret = errno;
+		drop_shadows(x);
+		simple_op(id, XROCE_OP_CM_DESTROY_ID); /* unbound again: the daemon forgets it */
+		x->xc = NULL;
+		return fail(ret);
+	}
 	x->listening = 1;
+	return 0;
+}
+
+/* drop_shadows destroys a listener's shadow ids. */
+static void drop_shadows(struct xcm_id *x)
+{
+	while (x->shadow) {
+		struct xcm_id *s = x->shadow;
+
+		x->shadow = s->shadow;
+		s->shadow = NULL;
+		rdma_destroy_id(&s->id);
+	}
+}
+
+/* listen_on_others makes wildcard listener x listen on every other device with an
+ * address of its family, on its port (rdma_cm's cma_listen_on_all); -1 with errno
+ * when one refuses (the port taken there: EADDRINUSE), as rdma_listen fails then. */
+static int listen_on_others(struct xcm_id *x, int backlog)
+{
+	int i, n;
+
+	pthread_mutex_lock(&cm_lock);
+	n = cm_open_all();
+	pthread_mutex_unlock(&cm_lock);
+	for (i = 0; i < n; i++) {
+		struct ibv_context *c = cm_ctxs[i];
+		struct xroce_cm_bind b = { 0 };
+		struct xroce_cm_listen l = { .backlog = backlog };
+		struct xroce_cm_addr r;
+		struct xcm_id *s;
+		int ret;
+
+		if (c == x->id.verbs || cm_ctx_for_on(c, &x->id.route.addr.src_addr) != c ||
+		    (ctx_of(c) && ctx_of(c)->xd->netns == 2)) /* a daemon of another namespace */
+			continue;
+		if (!(s = new_id(x->id.channel, x->id.context, x->id.ps)))
+			return fail(ENOMEM);
+		s->owner = x;
+		s->shadow = x->shadow;
+		x->shadow = s;
+		if (bind_dev(s, c))
+			return -1;
+		b.handle = l.handle = s->h;
+		to_cm_addr(&b.addr, &x->id.route.addr.src_addr);
+		if ((ret = ctx_call(s->xc, XROCE_OP_CM_BIND, &b, sizeof(b), &r, sizeof(r))) ||
+		    (ret = ctx_call(s->xc, XROCE_OP_CM_LISTEN, &l, sizeof(l), &r, sizeof(r))))
+			return fail(ret);
+		s->listening = 1;
+	}
 	return 0;
 }
 
@@ -627,6 +711,7 @@ XROCE_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 
 	if (!x)
 		return fail(EINVAL);
+	drop_shadows(x);
 	if (x->xc)
 		simple_op(id, XROCE_OP_CM_DESTROY_ID);
 	pthread_mutex_lock(&cm_lock);
@@ -898,24 +983,28 @@ static struct xcm_event *fill_event(struct rdma_event_channel *channel, const st
 	if (!(e = calloc(1, sizeof(*e))))
 		return NULL;
 	if (m->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-		if (!(child = new_id(x->id.channel, x->id.context, x->id.ps))) {
+		struct xcm_id *l = x->owner ? x->owner : x; /* a shadow's requests are its listener's */
+
+		if (!(child = new_id(l->id.channel, l->id.context, l->id.ps))) {
 			free(e);
 			return NULL;
 		}
-		child->xc = x->xc;
+		child->xc = x->xc; /* the request's device: the shadow's */
 		child->h = m->handle;
 		child->id.verbs = x->id.verbs;
 		child->id.pd = cm_pd(x->id.verbs);
 		/* A synchronous listener's requests each get a synchronous id with a
 		 * channel of its own (librdmacm's ucma_process_conn_req). */
-		if (x->sync && rdma_migrate_id(&child->id, NULL)) {
+		if (l->sync && rdma_migrate_id(&child->id, NULL)) {
 			warnx("rdma_get_request: a connection request's own event channel: %s", strerror(errno));
 			rdma_destroy_id(&child->id); /* the daemon rejects the request */
 			free(e);
 			return NULL;
 		}
-		e->ev.listen_id = &x->id;
+		e->ev.listen_id = &l->id;
 		x = child;
+	} else if (x->owner) {
+		x = x->owner;
 	}
 	e->ev.id = &x->id;
 	e->ev.event = m->event;
@@ -1138,6 +1227,20 @@ XROCE_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channe
 				free_channel(ch);
 			return fail(ret);
 		}
+	}
+	for (struct xcm_id *s = x->shadow; s; s = s->shadow) { /* a wildcard listener's shadows follow it */
+		struct xroce_cm_migrate req = { .handle = s->h };
+
+		if ((req.channel = chan_in((struct xcm_chan *)ch, s->xc)))
+			ret = ctx_call(s->xc, XROCE_OP_CM_MIGRATE_ID, &req, sizeof(req), NULL, 0);
+		else
+			ret = errno;
+		if (ret)
+			warnx("rdma_migrate_id: the listener on %s stays on the old channel: %s", s->id.verbs->device->name, strerror(ret));
+		move_events(s, id->channel, ch);
+		pthread_mutex_lock(&cm_lock);
+		s->id.channel = ch;
+		pthread_mutex_unlock(&cm_lock);
 	}
 	move_events(x, id->channel, ch);
 	if (x->sync) {

@@ -480,7 +480,8 @@ func TestVerbsRpingTwoAddrs(t *testing.T) {
 // without a source address takes the device the destination's route leaves
 // through, as rdma_cm does (rdma_resolve_ip): rping to the second veth's peer
 // address, no -I, connects over xroce1. The library once took the first device,
-// whose daemon refused (no route through its interface, ADDR_ERROR -101).
+// whose daemon refused (no route through its interface, ADDR_ERROR -101). A
+// wildcard server then serves clients through both devices.
 func TestVerbsCMTwoDevices(t *testing.T) {
 	needTool(t, "/usr/bin/rping", "rdmacm-utils")
 	p := newVerbsPair(t)
@@ -498,6 +499,21 @@ func TestVerbsCMTwoDevices(t *testing.T) {
 	serr := wait(t, "rping server", sdone, sout, 20*time.Second)
 	if cerr != nil || serr != nil || strings.Count(cout.String(), "ping data: rdma-ping-") != 2 {
 		t.Errorf("rping over the second device: client %v\n%s\nserver %v\n%s", cerr, cout.String(), serr, sout.String())
+	}
+	// A server of the wildcard address listens on every device, as rdma_cm's
+	// (cma_listen_on_all): clients reach it through each. It used to listen on the
+	// first device only (REJECTED, reason 8, through the second).
+	sout, sdone = cmServer(t, p, "rping", "-s", "-P", "-C", "2", "-v") // -P: a thread per client, until killed
+	for _, dst := range []string{"10.251.9.1", p.n.IPA.String()} {
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", dst, "-C", "2", "-v")
+		if err := wait(t, "rping client", cdone, cout, 20*time.Second); err != nil || strings.Count(cout.String(), "ping data: rdma-ping-") != 2 {
+			t.Errorf("rping -c -a %s to a wildcard server: %v\n%s", dst, err, cout.String())
+		}
+	}
+	select {
+	case err := <-sdone:
+		t.Errorf("the wildcard rping server ended (rping -s -P serves until killed): %v\n%s", err, sout.String())
+	default:
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -58,8 +59,12 @@ func cmFor(dev *transport.Device, logf func(string, ...any)) (*cmDevice, error) 
 	if c, ok := cmDevices.Load(dev); ok {
 		return c.(*cmDevice), nil
 	}
+	// Handles start at random: an application's library reads every device's
+	// events from one socket and tells the ids a daemon made (a request's) by
+	// handle, so two devices' handles must not meet (a wildcard listener's
+	// requests come from each device).
 	c := &cmDevice{ids: map[uint32]*cmID{}, byConn: map[*rdmacm.Conn]*cmID{},
-		byListener: map[*rdmacm.Listener]*cmID{}, sig: make(chan struct{}, 1)}
+		byListener: map[*rdmacm.Listener]*cmID{}, sig: make(chan struct{}, 1), next: rand.Uint32()}
 	svc, err := rdmacm.Start(dev, rdmacm.Options{OnEvent: c.enqueue})
 	if err != nil {
 		return nil, err
