@@ -100,40 +100,16 @@ static int ip_of(const struct sockaddr *sa, uint8_t gid[16], int *any)
 	return 0;
 }
 
-/* cm_ctx_for returns the device that owns address sa (want_own), or the first
- * device with an address of sa's family (a destination); NULL when none. */
-static struct ibv_context *cm_ctx_for(const struct sockaddr *sa, int want_own)
+/* gid_match says whether device c has a GID for sa: its very address (own), or
+ * else any address of sa's family that is not link-local (a wildcard's or a
+ * destination's device). */
+static int gid_match(struct ibv_context *c, const struct sockaddr *sa, int own)
 {
 	uint8_t want[16];
-	int any, i, g;
+	int any, g;
 
 	if (!ip_of(sa, want, &any))
-		return NULL;
-	pthread_mutex_lock(&cm_lock);
-	cm_open_all();
-	pthread_mutex_unlock(&cm_lock);
-	for (i = 0; i < cm_nctx; i++) {
-		for (g = 0; g < 16; g++) {
-			union ibv_gid gid;
-			int v4;
-
-			if (ibv_query_gid(cm_ctxs[i], 1, g, &gid))
-				break;
-			v4 = gid.raw[10] == 0xff && gid.raw[11] == 0xff && !memcmp(gid.raw, "\0\0\0\0\0\0\0\0\0\0", 10);
-			if (want_own && !any ? !memcmp(gid.raw, want, 16)
-					     : v4 == (sa->sa_family == AF_INET) && gid.raw[0] != 0xfe)
-				return cm_ctxs[i];
-		}
-	}
-	return NULL;
-}
-
-/* cm_ctx_for_on returns c when it has an address of sa's family (not link-local),
- * as cm_ctx_for looks for a wildcard's device; NULL otherwise. */
-static struct ibv_context *cm_ctx_for_on(struct ibv_context *c, const struct sockaddr *sa)
-{
-	int g;
-
+		return 0;
 	for (g = 0; g < 16; g++) {
 		union ibv_gid gid;
 		int v4;
@@ -141,9 +117,25 @@ static struct ibv_context *cm_ctx_for_on(struct ibv_context *c, const struct soc
 		if (ibv_query_gid(c, 1, g, &gid))
 			break;
 		v4 = gid.raw[10] == 0xff && gid.raw[11] == 0xff && !memcmp(gid.raw, "\0\0\0\0\0\0\0\0\0\0", 10);
-		if (v4 == (sa->sa_family == AF_INET) && gid.raw[0] != 0xfe)
-			return c;
+		if (own && !any ? !memcmp(gid.raw, want, 16) : v4 == (sa->sa_family == AF_INET) && gid.raw[0] != 0xfe)
+			return 1;
 	}
+	return 0;
+}
+
+/* cm_ctx_for returns the device that owns address sa (want_own), or the first
+ * device with an address of sa's family (a destination, or a wildcard); NULL when
+ * none. */
+static struct ibv_context *cm_ctx_for(const struct sockaddr *sa, int want_own)
+{
+	int i;
+
+	pthread_mutex_lock(&cm_lock);
+	cm_open_all();
+	pthread_mutex_unlock(&cm_lock);
+	for (i = 0; i < cm_nctx; i++)
+		if (gid_match(cm_ctxs[i], sa, want_own))
+			return cm_ctxs[i];
 	return NULL;
 }
 
@@ -589,7 +581,7 @@ static int listen_on_others(struct xcm_id *x, int backlog)
 		struct xcm_id *s;
 		int ret;
 
-		if (c == x->id.verbs || cm_ctx_for_on(c, &x->id.route.addr.src_addr) != c ||
+		if (c == x->id.verbs || !gid_match(c, &x->id.route.addr.src_addr, 0) ||
 		    (ctx_of(c) && ctx_of(c)->xd->netns == 2)) /* a daemon of another namespace */
 			continue;
 		if (!(s = new_id(x->id.channel, x->id.context, x->id.ps)))
