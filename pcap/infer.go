@@ -80,18 +80,8 @@ func InferConns(frames []Frame, as netip.Addr) []Conn {
 		if last[k] == nil {
 			c := Conn{Peer: p.SrcAddr(), QPN: p.BTH.DestQP, PSN: p.BTH.PSN, From: q.f.Index,
 				Source: fmt.Sprintf("inferred from the RoCE frames from frame %d", q.f.Index)}
-			found := false
-			for _, r := range pkts[i+1:] {
-				if r.p.SrcAddr() == as && r.p.DstAddr() == c.Peer && isResponse(&r.p) {
-					c.PeerQPN, found = r.p.BTH.DestQP, true
-					break
-				}
-			}
-			for _, r := range pkts[i+1:] {
-				if !found && r.p.SrcAddr() == as && r.p.DstAddr() == c.Peer {
-					c.PeerQPN, found = r.p.BTH.DestQP, true
-				}
-			}
+			var found bool
+			c.PeerQPN, found = peerQPN(pkts[i:], as, k.peer, k.qpn)
 			if !found {
 				c.Source += "; the peer's QPN is unknown (the endpoint never sent to it)"
 			}
@@ -100,6 +90,44 @@ func InferConns(frames []Frame, as netip.Addr) []Conn {
 		last[k] = q
 	}
 	return conns
+}
+
+// peerQPN returns the QPN the endpoint at as answers the connection (its peer at
+// peer, its own QPN qpn) on, from pkts, which begin with the connection's first
+// request: the destination QPN of the first response whose PSN one of the
+// connection's requests before it asked for (an ACK's the request's PSN, a READ
+// response's one in the READ's span). Where several QPs interleave, the first
+// response after a request may be another connection's. With no such response,
+// the first frame the endpoint sent to the peer; false when it sent none.
+func peerQPN(pkts []*packet, as, peer netip.Addr, qpn uint32) (uint32, bool) {
+	type span struct{ psn, n uint32 }
+	asked := map[uint32]bool{} // the PSNs of its requests
+	var reads []span           // its READs: PSN and the most responses they may have
+	for _, r := range pkts {
+		p := &r.p
+		switch {
+		case p.SrcAddr() == peer && p.DstAddr() == as && p.BTH.DestQP == qpn && !isResponse(p):
+			asked[p.BTH.PSN] = true
+			if p.BTH.Opcode.Is(roce.ClassRead) {
+				reads = append(reads, span{p.BTH.PSN, max(1, (p.RETH.DMALen+255)/256)}) // the smallest PMTU's count
+			}
+		case p.SrcAddr() == as && p.DstAddr() == peer && isResponse(p):
+			if asked[p.BTH.PSN] {
+				return p.BTH.DestQP, true
+			}
+			for _, a := range reads {
+				if d := roce.PSNDiff(p.BTH.PSN, a.psn); d >= 0 && uint32(d) < a.n {
+					return p.BTH.DestQP, true
+				}
+			}
+		}
+	}
+	for _, r := range pkts {
+		if r.p.SrcAddr() == as && r.p.DstAddr() == peer {
+			return r.p.BTH.DestQP, true
+		}
+	}
+	return 0, false
 }
 
 // inferMTU returns the path MTU the connection's packets show.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -243,19 +244,25 @@ func TestReplayBinary(t *testing.T) {
 }
 
 // TestReplayRoundTrip: a server recording its traffic with --pcap, against an
-// xroce client, replays with no differences, for each kind of traffic and over
-// both links.
+// xroce client, replays with no differences, for each kind of traffic, with
+// several QPs, and over both links.
 func TestReplayRoundTrip(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	dir := t.TempDir()
 	for _, link := range []string{"xdp", "udp"} {
 		for _, c := range []struct {
-			cmd  string
-			size int
-		}{{"write_bw", 10000}, {"read_bw", 5000}, {"send_bw", 3000}, {"atomic_bw", 8}, {"write_lat", 64}, {"pingpong", 2500}} {
-			t.Run(link+"/"+c.cmd, func(t *testing.T) {
-				file := filepath.Join(dir, link+"-"+c.cmd+".pcapng")
+			cmd     string
+			size, q int
+		}{{"write_bw", 10000, 1}, {"read_bw", 5000, 1}, {"send_bw", 3000, 1}, {"atomic_bw", 8, 1}, {"write_lat", 64, 1}, {"pingpong", 2500, 1},
+			// Interleaved QPs: each connection's peer QPN from its own responses (a
+			// neighbour's ACK once paired the wrong QPs).
+			{"write_bw", 5000, 3}, {"read_bw", 5000, 2}} {
+			t.Run(fmt.Sprintf("%s/%s/q%d", link, c.cmd, c.q), func(t *testing.T) {
+				file := filepath.Join(dir, fmt.Sprintf("%s-%s-q%d.pcapng", link, c.cmd, c.q))
 				args := []string{c.cmd, "--link", link, "-s", fmt.Sprint(c.size), "-n", "300"}
+				if c.q > 1 {
+					args = slices.Clip(append(args, "-q", fmt.Sprint(c.q))) // each side appends its own
+				}
 				pair(t, n, append(args, "-d", n.IfB, "--pcap", file), append(args, "-d", n.IfA, n.IPB.String()))
 				frames, err := pcap.ReadFile(file)
 				must(t, err)
@@ -272,13 +279,13 @@ func TestReplayRoundTrip(t *testing.T) {
 					t.Fatalf("%d frames: %d rx, %d tx", len(frames), rx, tx)
 				}
 				out, err := exec.Command(bin, "replay", file, "--as", n.IPB.String()).CombinedOutput()
-				if err != nil || !strings.HasSuffix(string(out), "replay: no differences\n") || !strings.Contains(string(out), "replaying 10.79.0.2: 1 connection") {
+				if err != nil || !strings.HasSuffix(string(out), "replay: no differences\n") || !strings.Contains(string(out), fmt.Sprintf("replaying 10.79.0.2: %d connection", c.q)) {
 					t.Fatalf("%v\n%s", err, out)
 				}
 				if m := regexp.MustCompile(`(\d+) compared`).FindStringSubmatch(string(out)); m == nil || m[1] == "0" {
 					t.Errorf("nothing compared:\n%s", out)
 				}
-				if c.cmd == "write_bw" && link == "xdp" {
+				if c.cmd == "write_bw" && c.q == 1 && link == "xdp" {
 					// The dump of the recording: every frame with a good ICRC.
 					d, err := exec.Command(bin, "dump", file).CombinedOutput()
 					if err != nil || !strings.Contains(string(d), fmt.Sprintf("%d RoCE: %d ICRC ok, 0 ICRC BAD", len(frames), len(frames))) {
