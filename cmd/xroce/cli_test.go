@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -388,5 +389,19 @@ func TestPcapDiskFull(t *testing.T) {
 	}
 	if frames, err := pcap.ReadFile(rec); len(frames) == 0 || err != nil && !errors.Is(err, pcap.ErrTorn) {
 		t.Errorf("the file keeps %d frames: %v", len(frames), err)
+	}
+}
+
+// TestManyQPs: -q 64, the most the tools take, runs with the default depths and
+// --verify (the shared CQ was sized 2q × (depth + 512) and refused above -q 25:
+// a fresh user's trial), for WRITE and for SEND, whose receives count too.
+func TestManyQPs(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	for _, cmd := range []string{"write_bw", "send_bw"} {
+		args := []string{cmd, "-q", "64", "-n", "200", "-s", "512", "--verify"}
+		out, _ := pair(t, n, append(slices.Clip(args), "-d", n.IfB), append(slices.Clip(args), "-d", n.IfA, n.IPB.String()))
+		if !strings.Contains(out, "Data verified") {
+			t.Errorf("%s -q 64: the server did not verify:\n%s", cmd, out)
+		}
 	}
 }

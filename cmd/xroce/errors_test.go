@@ -86,6 +86,7 @@ func TestErrorMessages(t *testing.T) {
 		{[]string{"devinfo", "-d", "nosuch0"}, []string{`interface "nosuch0": no such network interface in this network namespace`}},
 		{[]string{"write_lat", "-d", n.IfA, "-q", "2"}, []string{"-q 2: multiple QPs only available on bw tests"}},
 		{[]string{"write_bw", "-d", n.IfA, "-q", "0"}, []string{"-q 0: the number of QPs is 1..64"}},
+		{[]string{"write_bw", "-d", n.IfA, "-q", "64", "-t", "1024"}, []string{"-q 64 with -t 1024 and -r 1: the QPs may have 65600 work requests outstanding, more than a CQ holds (max_cqe 32767): lower -q, -t or -r"}},
 		// A receive depth the device cannot take is refused at once (it used to
 		// post 100 million receives, gigabytes, before opening its port).
 		{[]string{"pingpong", "-d", n.IfA, "-r", "100000000"}, []string{"-r 100000000: at most 32759 (the receives and a few sends complete to one CQ, and the device's max_cqe is 32767)"}},

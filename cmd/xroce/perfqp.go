@@ -37,7 +37,11 @@ func (c *conn) setup() error {
 		return err
 	}
 	depth := c.o.txDepth
-	if c.cq, err = prov.CreateCQ(max(4, 2*q) * (depth + max(512, c.o.rxDepth))); err != nil {
+	cqe, err := perfCQE(q, depth, c.o.rxDepth)
+	if err != nil {
+		return err
+	}
+	if c.cq, err = prov.CreateCQ(cqe); err != nil {
 		return err
 	}
 	outReads := 1
@@ -202,4 +206,18 @@ func (c *conn) wr(qp int) transport.SendWR {
 		w.Flags |= transport.SendInline
 	}
 	return w
+}
+
+// perfCQE is the depth of the CQ that q QPs of depth send WRs and rx receives
+// (-q, -t, -r) share: room to spare, at most the device's max_cqe, and never less
+// than every WR they may have outstanding, which an error would flush into it (a
+// CQ that overruns fails the QPs). An error when even that exceeds max_cqe, naming
+// the flags: perftest's own CQs hold tx_depth × num_qps, so -q 64 runs there.
+func perfCQE(q, depth, rx int) (int, error) {
+	need := q * (depth + rx)
+	if need > transport.MaxCQE {
+		return 0, fmt.Errorf("-q %d with -t %d and -r %d: the QPs may have %d work requests outstanding, more than a CQ holds (max_cqe %d): lower -q, -t or -r",
+			q, depth, rx, need, transport.MaxCQE)
+	}
+	return max(need, min(max(4, 2*q)*(depth+max(512, rx)), transport.MaxCQE)), nil
 }
