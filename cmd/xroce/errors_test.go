@@ -202,13 +202,21 @@ func TestUMEMOverMemlock(t *testing.T) {
 }
 
 // TestHelp: asking for the usage (-h, --help, help) prints it and succeeds; no
-// command at all, or an unknown one, is an error.
+// command at all, or an unknown one, is an error; a tool's help lists what it takes.
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"help"}, {"write_bw", "--help"}, {"dump", "-h"}, {"pingpong", "--help"}} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil || !strings.Contains(strings.ToLower(string(out)), "usage") {
 			t.Errorf("%v: %v\n%s", args, err, out)
 		}
+	}
+	// The help says what the tool takes: -I up to transport.MaxInline, and no -q
+	// or --verify-all on a latency test, which refuses them (a fresh user's trial).
+	lat, _ := exec.Command(bin, "write_lat", "-h").CombinedOutput()
+	bw, _ := exec.Command(bin, "write_bw", "-h").CombinedOutput()
+	if strings.Contains(string(lat), "--qp int") || strings.Contains(string(lat), "--verify-all") || !strings.Contains(string(bw), "--qp int") ||
+		!strings.Contains(string(bw), "inline (at most 512)") {
+		t.Errorf("write_lat -h:\n%s\nwrite_bw -h:\n%s", lat, bw)
 	}
 	for _, args := range [][]string{{}, {"nosuch"}} {
 		out, err := exec.Command(bin, args...).CombinedOutput()

@@ -135,14 +135,16 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 	fs.IntVarP(&o.cqMod, cqModOptLong, cqModOptShort, defCQMod, "ask for a completion every this many work requests (perftest's CQ moderation; unless given: 1 above 8 KiB without -a or -e, and the list size with -l)")
 	fs.BoolVarP(&o.noPeak, "noPeak", "N", false, "cancel the peak bandwidth (BW peak 0.00), as perftest does also with -D, --run_infinitely, -n above 20000 and on a send_bw server without -b")
 	fs.BoolVar(&o.runInf, "run_infinitely", false, "run until interrupted, a line a second (with -D: a line every D seconds)")
-	fs.IntVarP(&o.inline, "inline_size", "I", 0, "send messages up to this size inline (at most 256)")
+	fs.IntVarP(&o.inline, "inline_size", "I", 0, fmt.Sprintf("send messages up to this size inline (at most %d)", transport.MaxInline))
 	fs.IntVarP(&o.qpTimeout, "qp-timeout", "u", transport.DefaultTimeout, "local ACK timeout: 4.096 µs × 2^u")
 	fs.StringVarP(&o.conn, "connection", "c", "RC", "connection type (RC only)")
 	if name == "atomic_bw" {
 		fs.StringVarP(&o.atomicType, "atomic_type", "A", "FETCH_AND_ADD", "FETCH_AND_ADD or CMP_AND_SWAP (the client's choice)")
 	}
-	if lat {
-		for _, f := range []string{"duration", "run_infinitely", "bidirectional", "post_list", cqModOptLong, "noPeak"} {
+	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce): the last message of each size, on each QP")
+	fs.BoolVar(&o.verifyAll, "verify-all", false, "write_bw, read_bw and send_bw: verify every message (implies --verify; give it on both sides): each has content and a buffer slot of its own on both sides, -q × -n × -s at most 1 GiB; one size, so not with -a, -b, -D or --run_infinitely (nor atomic_bw or the latency tests)")
+	if lat { // what the latency tests refuse or ignore is not in their help
+		for _, f := range []string{"duration", "run_infinitely", "bidirectional", "post_list", cqModOptLong, "noPeak", "qp", "verify-all"} {
 			_ = fs.MarkHidden(f)
 		}
 	}
@@ -155,8 +157,6 @@ func (o *perfOptions) addFlags(fs *pflag.FlagSet, name string) {
 		_ = fs.MarkHidden(u.long)
 	}
 	addLinkFlags(fs, &o.linkOptions)
-	fs.BoolVar(&o.verify, "verify", false, "verify the data moved (both sides must be xroce): the last message of each size, on each QP")
-	fs.BoolVar(&o.verifyAll, "verify-all", false, "write_bw, read_bw and send_bw: verify every message (implies --verify; give it on both sides): each has content and a buffer slot of its own on both sides, -q × -n × -s at most 1 GiB; one size, so not with -a, -b, -D or --run_infinitely (nor atomic_bw or the latency tests)")
 	fs.IntVar(&o.guard, "guard", 0, "watch this many bytes on each side of the registered buffer (a multiple of 4096, at most 1 MiB): filled with a pattern, checked when the test ends; a change fails the run (xroce conform's memory-safety check)")
 	fs.BoolVar(&o.counters, "counters", false, "print the counters that moved (the engine's, or the RDMA device's hw_counters)")
 }
