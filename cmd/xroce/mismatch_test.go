@@ -102,6 +102,8 @@ func TestVerifyMessages(t *testing.T) {
 		{"write_bw", "65536", "4096", false, "verify: QP 0, 65536-byte messages: the peer's messages are 4096 bytes and this side's -s is 65536; give both sides the same -s"},
 		{"write_bw", "1000", "2000", false, "verify: QP 0, 1000-byte messages: the peer's messages are 2000 bytes and this side's -s is 1000; give both sides the same -s"},
 		{"send_bw", "4096", "1000", false, "verify: QP 0, 4096-byte messages: the peer's messages are 1000 bytes and this side's -s is 4096; give both sides the same -s"},
+		// Longer than the room this side's -s gave them (it said only "bytes differ").
+		{"write_bw", "4096", "4097", false, "verify: QP 0, 4096-byte messages: the peer's messages are 4097 bytes, longer than the room for this side's -s 4096; give both sides the same -s"},
 		// A SEND longer than the receive buffer fails before any check, naming -s.
 		{"send_bw", "1000", "2000", false, "completion IBV_WC_LOC_LEN_ERR (IBV_WC_RECV): the peer sent a message larger than our receive buffer: its -s is larger than ours"},
 		{"read_bw", "1000", "2000", true, "verify: QP 0, 2000-byte messages: the peer's messages are 1000 bytes and this side's -s is 2000; give both sides the same -s"},

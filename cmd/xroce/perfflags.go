@@ -219,7 +219,7 @@ func (o *perfOptions) check(name string, args []string) error {
 	case o.atomicType == "CMP_AND_SWAP" && o.verify:
 		return fmt.Errorf("--verify checks FETCH_AND_ADD's counters: it does not go with -A CMP_AND_SWAP")
 	case name == "atomic_bw" && o.size != 8:
-		return fmt.Errorf("-s %d: atomics move 8 bytes", o.size)
+		return fmt.Errorf("-s %d: atomics move 8 bytes: leave -s out, or give -s 8", o.size)
 	case o.duration < 0 || o.duration > maxDuration:
 		return fmt.Errorf("-D %d: the duration is in seconds, 1..%d", o.duration, maxDuration)
 	case o.iters <= 0:

@@ -33,6 +33,9 @@ func checkData(what string, room, want []byte, seed func(k int) uint64) error {
 	if k := patternLen(room, seed); k > 0 && k != len(want) {
 		return fmt.Errorf("verify: %s: the peer's messages are %d bytes and this side's -s is %d; give both sides the same -s", what, k, len(want))
 	}
+	if k := longerPattern(room, seed); k > 0 {
+		return fmt.Errorf("verify: %s: the peer's messages are %d bytes, longer than the room for this side's -s %d; give both sides the same -s", what, k, len(want))
+	}
 	i := 0
 	for i < len(want) && got[i] == want[i] {
 		i++
@@ -71,6 +74,25 @@ func patternLen(got []byte, seed func(k int) uint64) int {
 		p := make([]byte, k)
 		pattern(p, seed(k))
 		if string(got[:k]) == string(p) {
+			return k
+		}
+	}
+	return 0
+}
+
+// longerPattern returns k if room, full to its end, starts as a k-byte message's
+// pattern does (seeded by seed(k)) for a k longer than room, up to 2^24 bytes, or
+// 0: a peer whose -s is larger than the room this side gave its messages. It runs
+// only when a check failed (about 0.1 s at worst).
+func longerPattern(room []byte, seed func(k int) uint64) int {
+	if len(room) == 0 || room[len(room)-1] == 0 {
+		return 0
+	}
+	head := room[:min(16, len(room))]
+	p := make([]byte, len(head))
+	for k := len(room) + 1; k <= 1<<24; k++ {
+		pattern(p, seed(k))
+		if string(p) == string(head) {
 			return k
 		}
 	}
