@@ -142,7 +142,7 @@ func Read(r io.Reader) (frames []Frame, err error) {
 		opts.WantMixedLinkType = true
 		ng, err := pcapgo.NewNgReader(bytes.NewReader(all[:valid]), opts)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err) // pcapgo's words: "Unknown pcapng Version in Section Header"
 		}
 		linkOf, next = ngLinkOf(ngLinkTypes(all[:valid])), ng.ReadPacketData
 		dir = func(ci gopacket.CaptureInfo) Direction {
@@ -185,8 +185,8 @@ func Read(r io.Reader) (frames []Frame, err error) {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return frames, fmt.Errorf("frame %d: %w: %w", len(frames)+1, err, ErrTorn)
 		}
-		if err != nil {
-			return frames, fmt.Errorf("frame %d: %w", len(frames)+1, err)
+		if err != nil { // the block's content, which checkNg does not read
+			return frames, fmt.Errorf("frame %d: %w: %v", len(frames)+1, ErrMalformed, err)
 		}
 		wire, link := ci.Length, linkOf(ci)
 		conv, grow, err := toEthernet(link)

@@ -362,3 +362,14 @@ func TestReadDirectory(t *testing.T) {
 		t.Fatalf("ReadFile(%s) = %v, want EISDIR", dir, err)
 	}
 }
+
+// TestReadBadSectionHeader: a pcapng Section Header Block whose blocks are whole
+// but whose version pcapgo refuses (2.0) is a malformed capture file, as every
+// other damage is, not pcapgo's bare words.
+func TestReadBadSectionHeader(t *testing.T) {
+	shb := []byte{0x0A, 0x0D, 0x0D, 0x0A, 28, 0, 0, 0, 0x4D, 0x3C, 0x2B, 0x1A, 2, 0, 0, 0,
+		0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 28, 0, 0, 0}
+	if _, err := pcap.Read(bytes.NewReader(shb)); !errors.Is(err, pcap.ErrMalformed) {
+		t.Errorf("a pcapng of version 2.0: %v, want an error wrapping ErrMalformed", err)
+	}
+}
