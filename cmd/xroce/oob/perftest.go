@@ -201,7 +201,7 @@ func Dial(addr string, timeout time.Duration) (net.Conn, error) {
 		var ne net.Error
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
-			return nil, fmt.Errorf("oob: no answer from %s within %v: is the server running and the address right?", addr, timeout)
+			return nil, fmt.Errorf("oob: no answer from %s within %v: is the server running and the address right?", addr, timeout.Round(time.Millisecond))
 		case errors.Is(err, syscall.ECONNREFUSED):
 			return nil, fmt.Errorf("oob: %s refused the connection: start the server first (it serves one client at a time: it may be busy with another), or check the port (-p); a server started with -R (RDMA CM) listens on no TCP port: give both sides -R, or neither", addr)
 		case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
