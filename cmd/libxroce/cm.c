@@ -148,13 +148,13 @@ static int wildcard(const struct sockaddr *sa)
 	return ip_of(sa, g, &any) && any;
 }
 
+static socklen_t sa_len(const struct sockaddr *sa);
+
 /* cm_ctx_towards returns the device a destination's route leaves through, as
  * rdma_cm picks it (rdma_resolve_ip's route lookup, then the source address's
  * netdev): the kernel's choice of source address for a UDP socket connected to
  * dst, when a device owns it; otherwise the first device with an address of dst's
  * family, whose daemon then names what is wrong with the route. */
-static socklen_t sa_len(const struct sockaddr *sa);
-
 static struct ibv_context *cm_ctx_towards(const struct sockaddr *dst)
 {
 	struct sockaddr_storage src;
@@ -165,8 +165,8 @@ static struct ibv_context *cm_ctx_towards(const struct sockaddr *dst)
 	if (fd >= 0) {
 		struct sockaddr_storage to;
 
-		/* a port, or connect refuses nothing but the kernel may; the port is
-		 * never sent to: a UDP connect only looks the route up */
+		/* a UDP connect sends nothing, it only looks the route up; the port
+		 * (RoCEv2's, where the destination gives none) is never used */
 		memcpy(&to, dst, sa_len(dst));
 		if (to.ss_family == AF_INET && !((struct sockaddr_in *)&to)->sin_port)
 			((struct sockaddr_in *)&to)->sin_port = htons(4791);
@@ -535,18 +535,20 @@ XROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		if (rdma_bind_addr(id, (struct sockaddr *)&any))
 			return -1;
 	}
-	req.handle = x->h;
-	req.backlog = backlog;
-	if ((ret = ctx_call(x->xc, XROCE_OP_CM_LISTEN, &req, sizeof(req), &r, sizeof(r))))
-		return fail(ret);
-	from_cm_addr(&id->route.addr.src_storage, &r);
+	/* The other devices first, on the port the bind chose: when one refuses, the
+	 * id stays bound and listens nowhere, as rdma_cm's after a failed listen. */
 	if (wildcard(&id->route.addr.src_addr) && !x->shadow && listen_on_others(x, backlog)) {
 		ret = errno;
 		drop_shadows(x);
-		simple_op(id, XROCE_OP_CM_DESTROY_ID); /* unbound again: the daemon forgets it */
-		x->xc = NULL;
 		return fail(ret);
 	}
+	req.handle = x->h;
+	req.backlog = backlog;
+	if ((ret = ctx_call(x->xc, XROCE_OP_CM_LISTEN, &req, sizeof(req), &r, sizeof(r)))) {
+		drop_shadows(x);
+		return fail(ret);
+	}
+	from_cm_addr(&id->route.addr.src_storage, &r);
 	x->listening = 1;
 	return 0;
 }
@@ -1227,8 +1229,10 @@ XROCE_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channe
 			ret = ctx_call(s->xc, XROCE_OP_CM_MIGRATE_ID, &req, sizeof(req), NULL, 0);
 		else
 			ret = errno;
-		if (ret)
+		if (ret) {
 			warnx("rdma_migrate_id: the listener on %s stays on the old channel: %s", s->id.verbs->device->name, strerror(ret));
+			continue;
+		}
 		move_events(s, id->channel, ch);
 		pthread_mutex_lock(&cm_lock);
 		s->id.channel = ch;
@@ -1498,24 +1502,11 @@ XROCE_EXPORT int rdma_getaddrinfo(const char *node, const char *service, const s
 	r->ai_family = ai->ai_family;
 	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
 	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
-	if (passive) {
-		r->ai_src_len = ai->ai_addrlen;
-		r->ai_src_addr = malloc(ai->ai_addrlen);
-		if (r->ai_src_addr)
-			memcpy(r->ai_src_addr, ai->ai_addr, ai->ai_addrlen);
-	} else {
-		r->ai_dst_len = ai->ai_addrlen;
-		r->ai_dst_addr = malloc(ai->ai_addrlen);
-		if (r->ai_dst_addr)
-			memcpy(r->ai_dst_addr, ai->ai_addr, ai->ai_addrlen);
-	}
+	ret = passive ? copy_addr(&r->ai_src_addr, &r->ai_src_len, ai->ai_addr, ai->ai_addrlen)
+		      : copy_addr(&r->ai_dst_addr, &r->ai_dst_len, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(ai);
-	if (!r->ai_src_addr && !r->ai_dst_addr) {
-		free(r);
-		return fail(ENOMEM);
-	}
-	if (!r->ai_src_len && hints && hints->ai_src_len &&
-	    copy_addr(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr, hints->ai_src_len)) {
+	if (ret || (!r->ai_src_len && hints && hints->ai_src_len &&
+		    copy_addr(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr, hints->ai_src_len))) {
 		rdma_freeaddrinfo(r);
 		return -1;
 	}

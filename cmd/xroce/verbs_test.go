@@ -505,6 +505,22 @@ func TestVerbsUnsupported(t *testing.T) {
 	}
 }
 
+// TestVerbsGetaddrinfo: rdma_getaddrinfo as librdmacm's (testdata/getaddrinfo.c):
+// nothing to resolve is EINVAL, hints alone give their addresses, and a lookup
+// keeps the hints' source address (ucmatose -b went there and was dropped).
+func TestVerbsGetaddrinfo(t *testing.T) {
+	p := newVerbsPair(t)
+	prog := cBuild(t, "testdata/getaddrinfo.c", "-lrdmacm")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog)
+	err := wait(t, "getaddrinfo", done, out, 20*time.Second)
+	want := fmt.Sprintf("no node, service or hints: -1 errno %d\n", int(syscall.EINVAL)) +
+		"hints alone: src 10.1.2.3:0 dst 10.4.5.6:7\n" +
+		"node and service: src 10.1.2.3:0 dst 10.7.8.9:7174\nok\n"
+	if got := out.String(); err != nil || stripWarnings(got) != want {
+		t.Errorf("getaddrinfo: %v\n%s\nwant\n%s", err, got, want)
+	}
+}
+
 // TestVerbsCMUnsupported: librdmacm's multicast, SRQ helpers, ECE and rsockets
 // fail with ENOSYS and a message (testdata/cmunsup.c), and Debian's rstream ends
 // saying so: left to the real librdmacm with xroce's objects, mckey and rstream
