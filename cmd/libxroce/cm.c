@@ -306,7 +306,9 @@ static struct xcm_id *new_id(struct rdma_event_channel *channel, void *context, 
 }
 
 static void drop_shadows(struct xcm_id *x);
-static int listen_on_others(struct xcm_id *x, int backlog);
+static int bind_others(struct xcm_id *x, struct ibv_context *main, const struct sockaddr *addr);
+static int listen_shadows(struct xcm_id *x, int backlog);
+static __be16 port_of(const struct sockaddr *sa);
 
 XROCE_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
 				enum rdma_port_space ps)
@@ -453,12 +455,25 @@ XROCE_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 		warnx("rdma_bind_addr: no xroce device has this address (is `xroce daemon` running on its interface? a daemon takes an address added to it within 0.5 s)");
 		return fail(EADDRNOTAVAIL);
 	}
-	if (bind_dev(x, c))
+	/* A wildcard address's port is taken on the other devices first: rdma_cm's port
+	 * space is the namespace's, so one of them refusing it refuses the bind
+	 * (cma_check_port), and the id stays unbound. A port the system chooses is
+	 * taken on them at rdma_listen. */
+	if (wildcard(addr) && port_of(addr) && !x->xc && !x->shadow && bind_others(x, c, addr)) {
+		ret = errno;
+		drop_shadows(x);
+		return fail(ret);
+	}
+	if (bind_dev(x, c)) {
+		drop_shadows(x);
 		return -1;
+	}
 	req.handle = x->h;
 	to_cm_addr(&req.addr, addr);
-	if ((ret = ctx_call(x->xc, XROCE_OP_CM_BIND, &req, sizeof(req), &r, sizeof(r))))
+	if ((ret = ctx_call(x->xc, XROCE_OP_CM_BIND, &req, sizeof(req), &r, sizeof(r)))) {
+		drop_shadows(x);
 		return fail(ret);
+	}
 	from_cm_addr(&id->route.addr.src_storage, &r);
 	return 0;
 }
@@ -537,7 +552,8 @@ XROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	}
 	/* The other devices first, on the port the bind chose: when one refuses, the
 	 * id stays bound and listens nowhere, as rdma_cm's after a failed listen. */
-	if (wildcard(&id->route.addr.src_addr) && !x->shadow && listen_on_others(x, backlog)) {
+	if (wildcard(&id->route.addr.src_addr) &&
+	    ((!x->shadow && bind_others(x, id->verbs, &id->route.addr.src_addr)) || listen_shadows(x, backlog))) {
 		ret = errno;
 		drop_shadows(x);
 		return fail(ret);
@@ -565,10 +581,12 @@ static void drop_shadows(struct xcm_id *x)
 	}
 }
 
-/* listen_on_others makes wildcard listener x listen on every other device with an
- * address of its family, on its port (rdma_cm's cma_listen_on_all); -1 with errno
- * when one refuses (the port taken there: EADDRINUSE), as rdma_listen fails then. */
-static int listen_on_others(struct xcm_id *x, int backlog)
+/* bind_others binds wildcard id x, whose device is main, on every other device with
+ * an address of addr's family, to addr's port, through shadow ids that take the
+ * requests there for it (rdma_cm's cma_listen_on_all); -1 with errno when one
+ * refuses the port (EADDRINUSE, EADDRNOTAVAIL: cma_check_port), the shadows made
+ * so far left for drop_shadows. */
+static int bind_others(struct xcm_id *x, struct ibv_context *main, const struct sockaddr *addr)
 {
 	int i, n;
 
@@ -578,12 +596,11 @@ static int listen_on_others(struct xcm_id *x, int backlog)
 	for (i = 0; i < n; i++) {
 		struct ibv_context *c = cm_ctxs[i];
 		struct xroce_cm_bind b = { 0 };
-		struct xroce_cm_listen l = { .backlog = backlog };
 		struct xroce_cm_addr r;
 		struct xcm_id *s;
 		int ret;
 
-		if (c == x->id.verbs || !gid_match(c, &x->id.route.addr.src_addr, 0) ||
+		if (c == main || !gid_match(c, addr, 0) ||
 		    (ctx_of(c) && ctx_of(c)->xd->netns == 2)) /* a daemon of another namespace */
 			continue;
 		if (!(s = new_id(x->id.channel, x->id.context, x->id.ps)))
@@ -593,10 +610,26 @@ static int listen_on_others(struct xcm_id *x, int backlog)
 		x->shadow = s;
 		if (bind_dev(s, c))
 			return -1;
-		b.handle = l.handle = s->h;
-		to_cm_addr(&b.addr, &x->id.route.addr.src_addr);
-		if ((ret = ctx_call(s->xc, XROCE_OP_CM_BIND, &b, sizeof(b), &r, sizeof(r))) ||
-		    (ret = ctx_call(s->xc, XROCE_OP_CM_LISTEN, &l, sizeof(l), &r, sizeof(r))))
+		b.handle = s->h;
+		to_cm_addr(&b.addr, addr);
+		if ((ret = ctx_call(s->xc, XROCE_OP_CM_BIND, &b, sizeof(b), &r, sizeof(r))))
+			return fail(ret);
+	}
+	return 0;
+}
+
+/* listen_shadows makes a wildcard listener's shadows listen; -1 with errno when one
+ * refuses, as rdma_listen fails then. */
+static int listen_shadows(struct xcm_id *x, int backlog)
+{
+	for (struct xcm_id *s = x->shadow; s; s = s->shadow) {
+		struct xroce_cm_listen l = { .handle = s->h, .backlog = backlog };
+		struct xroce_cm_addr r;
+		int ret;
+
+		if (s->listening)
+			continue;
+		if ((ret = ctx_call(s->xc, XROCE_OP_CM_LISTEN, &l, sizeof(l), &r, sizeof(r))))
 			return fail(ret);
 		s->listening = 1;
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -485,14 +486,7 @@ func TestVerbsRpingTwoAddrs(t *testing.T) {
 func TestVerbsCMTwoDevices(t *testing.T) {
 	needTool(t, "/usr/bin/rping", "rdmacm-utils")
 	p := newVerbsPair(t)
-	ifA, ifB := p.n.IfA+"s", p.n.IfB+"s"
-	testnet.Sh(t, "ip", "link", "add", ifA, "netns", p.n.NsA, "type", "veth", "peer", "name", ifB, "netns", p.n.NsB)
-	for _, s := range [][3]string{{p.n.NsA, ifA, "10.251.9.1/24"}, {p.n.NsB, ifB, "10.251.9.2/24"}} {
-		testnet.Sh(t, "ip", "-n", s[0], "addr", "add", s[2], "dev", s[1])
-		testnet.Sh(t, "ip", "-n", s[0], "link", "set", s[1], "up")
-	}
-	startDaemon(t, p.n.NsA, ifA, p.dirA)
-	startDaemon(t, p.n.NsB, ifB, p.dirB)
+	secondDevices(t, p)
 	sout, sdone := cmServer(t, p, "rping", "-s", "-a", "10.251.9.1", "-C", "2", "-v")
 	_, cout, cdone := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", "10.251.9.1", "-C", "2", "-v")
 	cerr := wait(t, "rping client", cdone, cout, 20*time.Second)
@@ -514,6 +508,58 @@ func TestVerbsCMTwoDevices(t *testing.T) {
 	case err := <-sdone:
 		t.Errorf("the wildcard rping server ended (rping -s -P serves until killed): %v\n%s", err, sout.String())
 	default:
+	}
+}
+
+// secondDevices gives each namespace of p a second xroce device: a veth pair of its
+// own, 10.251.9.1 in A and 10.251.9.2 in B, each with its daemon in the pair's run
+// directory.
+func secondDevices(t *testing.T, p *verbsPair) {
+	t.Helper()
+	ifA, ifB := p.n.IfA+"s", p.n.IfB+"s"
+	testnet.Sh(t, "ip", "link", "add", ifA, "netns", p.n.NsA, "type", "veth", "peer", "name", ifB, "netns", p.n.NsB)
+	for _, s := range [][3]string{{p.n.NsA, ifA, "10.251.9.1/24"}, {p.n.NsB, ifB, "10.251.9.2/24"}} {
+		testnet.Sh(t, "ip", "-n", s[0], "addr", "add", s[2], "dev", s[1])
+		testnet.Sh(t, "ip", "-n", s[0], "link", "set", s[1], "up")
+	}
+	startDaemon(t, p.n.NsA, ifA, p.dirA)
+	startDaemon(t, p.n.NsB, ifB, p.dirB)
+}
+
+// TestVerbsCMWildcardRefused: with two devices in the namespace, a wildcard bind
+// to the port of a listener of the second device's address is refused with
+// EADDRNOTAVAIL, as rdma_cm's namespace-wide port space refuses it (cma_check_port;
+// it was bound, and refused only at rdma_listen); the id binds once that one is
+// gone (a second bind is EINVAL, as rdma_cm's outside RDMA_CM_IDLE) and listens, and rdma_migrate_id takes the second device's listener behind
+// it to the new channel: requests through both devices come there
+// (testdata/cmwildcard.c).
+func TestVerbsCMWildcardRefused(t *testing.T) {
+	needTool(t, "/usr/bin/rping", "rdmacm-utils")
+	p := newVerbsPair(t)
+	secondDevices(t, p)
+	prog := cBuild(t, "testdata/cmwildcard.c", "-lrdmacm")
+	_, out, done := app(t, p.n.NsA, p.dirA, prog, "10.251.9.1", "20071")
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(out.String(), "listening\n"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("cmwildcard did not listen within 15 s:\n%s", out.String())
+		}
+	}
+	for _, dst := range []string{p.n.IPA.String(), "10.251.9.1"} {
+		_, cout, cdone := app(t, p.n.NsB, p.dirB, "rping", "-c", "-a", dst, "-p", "20071", "-C", "1")
+		if err := wait(t, "rping client", cdone, cout, 20*time.Second); err == nil || !strings.Contains(cout.String(), "RDMA_CM_EVENT_REJECTED") {
+			t.Errorf("rping -c -a %s to the rejecting listener: %v\n%s", dst, err, cout.String())
+		}
+	}
+	err := wait(t, "cmwildcard", done, out, 20*time.Second)
+	want := "bind ADDR2: 0\nlisten ADDR2: 0\n" +
+		fmt.Sprintf("bind any beside ADDR2: -1 errno %d\n", int(syscall.EADDRNOTAVAIL)) +
+		"destroy ADDR2's: 0\nbind any: 0\n" + fmt.Sprintf("bind any again: -1 errno %d\n", int(syscall.EINVAL)) +
+		"listen any: 0\nmigrate: 0\nlistening\n" +
+		"request to the first device on the second channel, for the listener\n" +
+		"request to ADDR2 on the second channel, for the listener\n" +
+		"events on the first channel: 0\ndestroy any: 0\nok\n"
+	if got := out.String(); err != nil || stripWarnings(got) != want {
+		t.Errorf("cmwildcard: %v\n%s\nwant\n%s", err, got, want)
 	}
 }
 

@@ -198,6 +198,10 @@ func (s *session) cmBind(c *cmDevice, r *CMBindReq) (*CMAddr, error) {
 	if err != nil {
 		return nil, err
 	}
+	if id.bound.IsValid() || id.remote.IsValid() || id.passive {
+		// rdma_cm binds an id in RDMA_CM_IDLE only (cma.c rdma_bind_addr).
+		return nil, fail(unix.EINVAL, "the id has an address already: an id is bound once, before rdma_resolve_addr or rdma_listen")
+	}
 	if err := c.svc.CanListen(id.ps, a.Addr(), a.Port()); err != nil {
 		return nil, portErr(err)
 	}
