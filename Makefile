@@ -38,7 +38,7 @@ libverbs:
 	@mkdir -p $(dir $(LIBXROCE))
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden \
 		-Wl,--version-script=cmd/libxroce/libxroce.map -Wl,-soname,libxroce.so -Wl,-z,defs \
-		$(LIBXROCE_CFLAGS) -o $(LIBXROCE) cmd/libxroce/libxroce.c cmd/libxroce/rings.c cmd/libxroce/cm.c cmd/libxroce/srq.c cmd/libxroce/segs.c cmd/libxroce/memlock.c cmd/libxroce/cmunsup.c
+		$(LIBXROCE_CFLAGS) -o $(LIBXROCE) cmd/libxroce/libxroce.c cmd/libxroce/rings.c cmd/libxroce/cm.c cmd/libxroce/srq.c cmd/libxroce/segs.c cmd/libxroce/wprotect.c cmd/libxroce/memlock.c cmd/libxroce/cmunsup.c
 
 # Two namespaces, a veth pair, xroce write_bw server and client over AF_XDP with
 # data verification; needs root.

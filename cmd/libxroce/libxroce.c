@@ -2141,10 +2141,29 @@ XROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_
 	return ibv_create_ah(pd, &a);
 }
 
+/* ibv_rereg_mr as rdma-core's (libibverbs/verbs.c) over a provider without one,
+ * rdma_rxe's: bad arguments are IBV_REREG_MR_ERR_INPUT with EINVAL; the rest reach
+ * the provider, whose answer (dummy_ops.c: EOPNOTSUPP) libibverbs reports as
+ * IBV_REREG_MR_ERR_CMD. A negative value either way: applications test < 0. */
+XROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	static int said;
+
+	(void)pd;
+	if (!mr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	unsupported(&said, "re-registration (ibv_rereg_mr; rdma_rxe has none either: deregister and register again)");
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_CMD;
+}
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 FAIL_PTR_SAY(struct ibv_mr *, ibv_reg_dmabuf_mr, "dma-buf regions (ibv_reg_dmabuf_mr)", struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
-FAIL_INT(ibv_rereg_mr, struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
 FAIL_INT(ibv_resize_cq, struct ibv_cq *cq, int cqe)
 FAIL_INT(ibv_query_qp_data_in_order, struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 FAIL_INT(ibv_query_ece, struct ibv_qp *qp, struct ibv_ece *ece)

@@ -171,6 +171,9 @@ int segs_cover(uintptr_t s, uintptr_t e, int writable, struct seg **gs, int *n, 
 int memlock_charge(uint64_t npages);
 void memlock_uncharge(uint64_t npages);
 void seg_put(struct seg *g);
+/* wprotect.c: other threads' writes wait while a registration moves pages. */
+int wp_begin(uintptr_t s, size_t len);
+void wp_end(uintptr_t s, size_t len, int moved);
 int seg_fd(const struct seg *g);
 
 /* rings.c */

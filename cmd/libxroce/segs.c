@@ -5,7 +5,10 @@
  * and the daemon's engine reads and writes the same pages. A segment is one such
  * page range; regions on the same pages share it.
  *
- * Two cases need care, because moving a page copies its bytes and then replaces it:
+ * Three cases need care, because moving a page copies its bytes and then replaces it:
+ *  - Other threads writing the pages: they are write-protected for the move with a
+ *    userfaultfd (wprotect.c), so a write waits and lands on the new mapping rather
+ *    than on the old page after its copy (where it was lost).
  *  - The calling thread's own stack (a buffer in a local array): the thread writes
  *    its stack while it runs, so the copy and the replacement are made on another
  *    stack (swapcontext), with every signal blocked, while nothing writes this one.
@@ -20,6 +23,7 @@
  */
 #include "libxroce.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <ucontext.h>
@@ -225,18 +229,71 @@ static char *read_maps(void)
 	return buf;
 }
 
-/* still_mapped says whether maps (read_maps) has the pages [start, start+len) as
- * one mapping of g's memfd (its inode): not when the application unmapped them, or
- * mapped something else there, or part of them. */
-static int still_mapped(const char *maps, const struct seg *g)
-{
-	const char *l;
+/* A mapping of /proc/self/maps: its range and inode. */
+struct vma {
 	unsigned long lo, hi, ino;
+};
 
-	for (l = maps; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
-		if (sscanf(l, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) == 3 && lo == g->start)
-			return hi == g->start + g->len && ino == (unsigned long)g->ino;
-	return 0;
+/* skip_fields returns p past the next k space-separated fields of its line. */
+static char *skip_fields(const char *p, int k)
+{
+	for (; k > 0 && *p && *p != '\n'; k--) {
+		while (*p == ' ')
+			p++;
+		while (*p && *p != ' ' && *p != '\n')
+			p++;
+	}
+	return (char *)p;
+}
+
+/* parse_vmas returns maps' (read_maps) mappings in its order, which is the
+ * addresses' (free it), *n of them; NULL when out of memory. strtoul, not sscanf:
+ * a process with many registrations has thousands of lines. */
+static struct vma *parse_vmas(const char *maps, size_t *n)
+{
+	size_t cap = 256;
+	struct vma *v = malloc(cap * sizeof(*v));
+	const char *l;
+	char *p;
+
+	*n = 0;
+	for (l = maps; v && l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		struct vma m;
+
+		m.lo = strtoul(l, &p, 16);
+		if (*p != '-')
+			continue;
+		m.hi = strtoul(p + 1, &p, 16);
+		m.ino = strtoul(skip_fields(p, 3), NULL, 10); /* past perms, offset, device */
+		if (*n == cap) {
+			struct vma *nv = realloc(v, (cap *= 2) * sizeof(*v));
+			if (!nv) {
+				free(v);
+				return NULL;
+			}
+			v = nv;
+		}
+		v[(*n)++] = m;
+	}
+	return v;
+}
+
+/* still_mapped says whether the mappings v (parse_vmas, n of them) have the pages
+ * [start, start+len) as one mapping of g's memfd (its inode): not when the
+ * application unmapped them, or mapped something else there, or part of them. */
+static int still_mapped(const struct vma *v, size_t n, const struct seg *g)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) { /* the first mapping starting at or after g's start */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].lo < g->start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo].lo == g->start && v[lo].hi == g->start + g->len && v[lo].ino == (unsigned long)g->ino;
 }
 
 /* maps_line parses one line of /proc/self/maps: its range, protection and
@@ -244,16 +301,22 @@ static int still_mapped(const char *maps, const struct seg *g)
  * the end or on a line it cannot read. */
 static int maps_line(const char *l, unsigned long *lo, unsigned long *hi, int *prot, int *shared, int *ours)
 {
-	char perms[5];
-	int path = 0;
+	const char *perms;
+	char *p;
 
-	if (sscanf(l, "%lx-%lx %4s %*s %*s %*s%n", lo, hi, perms, &path) < 3)
+	*lo = strtoul(l, &p, 16);
+	if (*p != '-')
+		return 0;
+	*hi = strtoul(p + 1, &p, 16);
+	perms = p + 1;
+	if (*p != ' ' || strnlen(perms, 4) < 4 || memchr(perms, '\n', 4))
 		return 0;
 	*prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
 	*shared = perms[3] == 's';
-	while (path && l[path] == ' ') /* to the path, if the line has one */
-		path++;
-	*ours = path && !strncmp(l + path, "/memfd:xroce-mr", 15);
+	p = skip_fields(perms, 4); /* perms, offset, device, inode: then the path, if the line has one */
+	while (*p == ' ')
+		p++;
+	*ours = !strncmp(p, "/memfd:xroce-mr", 15);
 	return 1;
 }
 
@@ -310,13 +373,16 @@ static void restore_prot(const char *maps, uintptr_t s, uintptr_t e)
 static void prune_retired(void)
 {
 	struct seg **pp = &retired, *g;
+	struct vma *v = NULL;
+	size_t n = 0;
 	char *maps;
 
 	if (!retired)
 		return;
-	maps = read_maps();
+	if ((maps = read_maps()))
+		v = parse_vmas(maps, &n);
 	while ((g = *pp))
-		if (maps && still_mapped(maps, g) && !g->forking) {
+		if (v && still_mapped(v, n, g) && !g->forking) {
 			pp = &g->next;
 		} else {
 			*pp = g->next;
@@ -324,6 +390,7 @@ static void prune_retired(void)
 				close(g->fd);
 			free(g);
 		}
+	free(v);
 	free(maps);
 }
 
@@ -424,6 +491,35 @@ static uintptr_t seg_gap_end(uintptr_t p, uintptr_t e)
 	return e;
 }
 
+/* high_fd moves a memfd above the soft RLIMIT_NOFILE the process had, which it
+ * raises to the hard limit on first use (as Go's runtime does): a segment holds
+ * one descriptor for as long as a region uses its pages, where rdma_rxe's regions
+ * hold none, so they must not take the application's own (a select(2) user keeps
+ * them under FD_SETSIZE) nor end at its 1024th. fd, or the new one. */
+static int high_fd(int fd)
+{
+	static rlim_t base; /* the soft limit before, once raised */
+	struct rlimit rl;
+	int h;
+
+	if (fd < 0)
+		return fd;
+	if (!base) {
+		base = RLIM_INFINITY; /* not raised: no room above */
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+			rlim_t was = rl.rlim_cur;
+
+			rl.rlim_cur = rl.rlim_max;
+			if (!setrlimit(RLIMIT_NOFILE, &rl))
+				base = was;
+		}
+	}
+	if (base == RLIM_INFINITY || base > INT_MAX || (h = fcntl(fd, F_DUPFD_CLOEXEC, (int)base)) < 0)
+		return fd;
+	close(fd);
+	return h;
+}
+
 /*
  * seg_new moves the pages [s, e), which no segment holds, onto a new segment: a
  * sealed memfd gets the pages' contents and is mapped MAP_SHARED|MAP_FIXED over
@@ -434,7 +530,7 @@ static struct seg *seg_new(uintptr_t s, uintptr_t e, const char *maps, int *err)
 {
 	struct seg *g = calloc(1, sizeof(*g));
 	size_t len = e - s;
-	int fd = memfd_create("xroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = high_fd(memfd_create("xroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING));
 	struct stat st;
 
 	if (!g || fd < 0 || ftruncate(fd, len) < 0 ||
@@ -442,7 +538,15 @@ static struct seg *seg_new(uintptr_t s, uintptr_t e, const char *maps, int *err)
 		*err = g ? errno : ENOMEM;
 		goto fail;
 	}
-	*err = on_own_stack(s, e) ? replace_stack_pages(s, len, fd) : replace_pages(s, len, fd);
+	if (on_own_stack(s, e)) {
+		*err = replace_stack_pages(s, len, fd);
+	} else { /* other threads' writes to the pages wait for the move (wprotect.c) */
+		int wp = wp_begin(s, len);
+
+		*err = replace_pages(s, len, fd);
+		if (wp)
+			wp_end(s, len, !*err);
+	}
 	if (*err)
 		goto fail;
 	restore_prot(maps, s, e);
@@ -510,6 +614,9 @@ int segs_cover(uintptr_t s, uintptr_t e, int writable, struct seg **gs, int *n, 
 	}
 	pthread_mutex_unlock(&segs_lock);
 	free(maps);
+	if (err == EMFILE)
+		warnx("ibv_reg_mr: out of file descriptors: xroce holds one for each registered page range (rdma_rxe none); "
+		      "raise the limit (ulimit -n; the hard limit bounds it)");
 	if (err) {
 		while (*n)
 			seg_put(gs[--*n]);

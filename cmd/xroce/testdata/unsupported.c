@@ -1,7 +1,8 @@
 /*
  * unsupported: asks twice each for a memory window and an on-demand-paging region,
  * which xroce does not have, and prints what verbs returned (NULL and errno
- * EOPNOTSUPP each time, as rdma-core's providers refuse what they lack).
+ * EOPNOTSUPP each time, as rdma-core's providers refuse what they lack), then
+ * re-registers a region with bad flags and with new access flags, twice.
  * TestVerbsUnsupported builds it against libibverbs and runs it through xroce run.
  */
 #include <errno.h>
@@ -29,6 +30,20 @@ int main(void)
 		struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
 		printf("reg_mr odp %s errno %d\n", mr ? "ok" : "NULL", mr ? 0 : errno);
 	}
+	/* ibv_rereg_mr as libibverbs over rdma_rxe, which has none: a negative
+	 * IBV_REREG_MR_ERR_* (it returned +EOPNOTSUPP, which a test for < 0 takes
+	 * for success) */
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	errno = 0;
+	i = mr ? ibv_rereg_mr(mr, 0x100, NULL, NULL, 0, 0) : 1;
+	printf("rereg_mr bad flags %d errno %d\n", i, errno);
+	for (int k = 0; k < 2; k++) {
+		errno = 0;
+		i = mr ? ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE) : 1;
+		printf("rereg_mr access %d errno %d\n", i, errno);
+	}
+	if (mr)
+		ibv_dereg_mr(mr);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(l);
