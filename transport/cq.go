@@ -132,19 +132,20 @@ const (
 // (cmd/xroce/daemon). Push is called with the engine lock held, once per
 // completion, and must not block or call back into the Device.
 type CQSink interface {
-	// Push stores wc and reports whether there was room: false makes the CQ overrun
-	// (ErrCQOverrun, IBV_EVENT_CQ_ERR), as a full CQ does.
+	// Push stores wc and reports whether there was room: false overruns the CQ
+	// (ErrCQOverrun, IBV_EVENT_CQ_ERR) and wc is lost, as on a full CQ.
 	Push(wc WorkCompletion) bool
 	// Len is how many pushed completions the consumer has not taken yet.
 	Len() int
 }
 
 // ErrCQOverrun is the error of a completion queue that overran: a completion arrived
-// while it held its full depth of unpolled completions. The CQ stays in error: its
-// queued completions can still be polled, new ones are lost, and the QP whose
-// completion was lost moves to ERR (IBTA Vol 1 ch. 11, CQ overrun among the
-// affiliated asynchronous errors; rdma_rxe's
-// rxe_cq_post raises IB_EVENT_CQ_ERR and its responder moves the QP to error).
+// while it held its full depth of unpolled completions. As rdma_rxe's (rxe_cq.c
+// rxe_cq_post), that completion is lost and raises IBV_EVENT_CQ_ERR, each time;
+// the CQ goes on taking completions once there is room. A receive completion lost
+// so moves its QP to ERR (rxe_resp.c: RESPST_ERR_CQ_OVERFLOW, then rxe_qp_error,
+// with no event of its own); a send completion's QP goes on (rxe_comp.c
+// do_complete ignores the failure). Err keeps the error once it happened.
 var ErrCQOverrun = errors.New("transport: completion queue overrun (IBV_EVENT_CQ_ERR)")
 
 // CreateCQ returns a completion queue holding up to depth completions (default 1024
@@ -168,15 +169,15 @@ func (d *Device) CreateCQWithSink(depth int, sink CQSink) *CompletionQueue {
 // Depth returns how many completions the CQ holds before it overruns.
 func (cq *CompletionQueue) Depth() int { return cq.depth }
 
-// push appends wc and reports whether the CQ took it: false when the CQ is full
-// (it then enters the error state and raises IBV_EVENT_CQ_ERR) or already in error.
+// push appends wc and reports whether the CQ took it: false when the CQ is full,
+// which loses wc and raises IBV_EVENT_CQ_ERR (ErrCQOverrun).
 func (cq *CompletionQueue) push(wc WorkCompletion) bool {
 	cq.mu.Lock()
 	var ok bool
 	if cq.sink != nil {
-		ok = cq.err == nil && cq.sink.Push(wc)
+		ok = cq.sink.Push(wc)
 	} else {
-		ok = cq.err == nil && len(cq.cqes)-cq.head < cq.depth
+		ok = len(cq.cqes)-cq.head < cq.depth
 	}
 	raise := false
 	if ok && cq.sink == nil {
@@ -194,9 +195,11 @@ func (cq *CompletionQueue) push(wc WorkCompletion) bool {
 		default:
 		}
 	}
-	if !ok && cq.err == nil {
-		cq.err = fmt.Errorf("%w: more than %d completions were left unpolled; poll more often or create a larger CQ",
-			ErrCQOverrun, cq.depth)
+	if !ok {
+		if cq.err == nil {
+			cq.err = fmt.Errorf("%w: more than %d completions were left unpolled, and the next were lost; poll more often or create a larger CQ",
+				ErrCQOverrun, cq.depth)
+		}
 		raise = true
 	}
 	cq.mu.Unlock()
@@ -211,7 +214,8 @@ func (cq *CompletionQueue) push(wc WorkCompletion) bool {
 }
 
 // Poll moves up to len(wcs) completions into wcs, oldest first, and returns how many.
-// A CQ in error still returns the completions it holds; Err tells why no more come.
+// After an overrun it goes on returning what the CQ took; Err tells that some were
+// lost.
 func (cq *CompletionQueue) Poll(wcs []WorkCompletion) int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
@@ -239,7 +243,8 @@ func (cq *CompletionQueue) pending() int {
 	return len(cq.cqes) - cq.head
 }
 
-// Err returns nil, or an error wrapping ErrCQOverrun once the CQ has overrun.
+// Err returns nil, or an error wrapping ErrCQOverrun once the CQ has overrun (lost
+// a completion).
 func (cq *CompletionQueue) Err() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
@@ -269,8 +274,9 @@ func (cq *CompletionQueue) Arm(solicitedOnly bool) {
 // CQ's arm (Arm); the arm is then spent. Values do not accumulate beyond one.
 func (cq *CompletionQueue) Events() <-chan struct{} { return cq.events }
 
-// Wait blocks until at least one completion can be polled, the CQ is in error with
-// nothing left to poll (its Err), or ctx ends (ctx.Err()).
+// Wait blocks until at least one completion can be polled, the CQ has overrun and
+// has nothing left to poll (its Err: a completion waited for may be lost), or ctx
+// ends (ctx.Err()).
 func (cq *CompletionQueue) Wait(ctx context.Context) error {
 	for {
 		cq.mu.Lock()

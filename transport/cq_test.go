@@ -10,10 +10,12 @@ import (
 )
 
 // TestCQOverrun: B's receive CQ holds 4 completions and nobody polls it while A sends
-// 6 SENDs. The 5th completion finds it full: the CQ enters error
-// (IBV_EVENT_CQ_ERR), B's QP moves to ERR (IBV_EVENT_QP_FATAL) without
-// acknowledging the 5th SEND, the 4 queued completions can still be polled, and
-// Wait reports the overrun instead of waiting. A, unanswered, runs out of retries.
+// 6 SENDs. The 5th completion finds it full and is lost (IBV_EVENT_CQ_ERR); B's QP
+// moves to ERR without acknowledging the 5th SEND and with no event of its own
+// (rdma_rxe's responder: RESPST_ERR_CQ_OVERFLOW, rxe_qp_error); the 4 queued
+// completions can be polled, Wait reports the overrun instead of waiting, and the
+// CQ takes completions again once polled: B's QP's flushed receive, the 6th. A,
+// unanswered, runs out of retries.
 func TestCQOverrun(t *testing.T) {
 	p := newPair(t, pairConfig{cqDepthB: 4, timeout: 10, retryCnt: 2})
 	a, b := p.a, p.b
@@ -59,9 +61,25 @@ func TestCQOverrun(t *testing.T) {
 	if err != nil || ev.Type != transport.EVENT_CQ_ERR || ev.CQ != b.cq {
 		t.Errorf("first event %v %v, want IBV_EVENT_CQ_ERR on B's CQ", ev, err)
 	}
+	// The 6th receive's flush found the CQ full too: a second IBV_EVENT_CQ_ERR, as
+	// rxe_cq_post raises one at every completion it loses; nothing else.
 	ev, err = b.dev.GetAsyncEvent(ctx)
-	if err != nil || ev.Type != transport.EVENT_QP_FATAL || ev.QPN != b.qp.QPN() {
-		t.Errorf("second event %v %v, want IBV_EVENT_QP_FATAL for QP 0x%x", ev, err, b.qp.QPN())
+	if err != nil || ev.Type != transport.EVENT_CQ_ERR || ev.CQ != b.cq {
+		t.Errorf("second event %v %v, want IBV_EVENT_CQ_ERR on B's CQ", ev, err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if ev, err := b.dev.GetAsyncEvent(short); err == nil {
+		t.Errorf("a third event %+v", ev)
+	}
+	// Polled, the CQ takes completions again: a receive posted to the QP in ERR is
+	// flushed into it.
+	must(t, postRecv(b, 200, 0, 64))
+	progress(t, b.dev)
+	if n := b.cq.Poll(wcs[:]); n != 1 {
+		t.Errorf("after the overrun B polled %d completions, want the flushed receive", n)
+	} else {
+		checkWC(t, wcs[0], 200, transport.WC_WR_FLUSH_ERR, transport.WC_RECV, -1)
 	}
 	// A: the first 4 SENDs were acknowledged (unsignaled: no completion); the 5th
 	// never was and exhausted retry_cnt; the 6th is flushed.
@@ -71,6 +89,58 @@ func TestCQOverrun(t *testing.T) {
 	}
 	checkWC(t, got[0], 4, transport.WC_RETRY_EXC_ERR, transport.WC_SEND, -1)
 	checkWC(t, got[1], 5, transport.WC_WR_FLUSH_ERR, transport.WC_SEND, -1)
+}
+
+// TestCQOverrunSendSide: B's CQ holds 2 completions and nobody polls it while B
+// completes 4 signaled WRITEs: the 3rd and 4th completions are lost, each with
+// IBV_EVENT_CQ_ERR, and B's QP stays in RTS, as rdma_rxe's requester ignores the
+// failed post (rxe_comp.c do_complete): once polled, the CQ takes the 5th WRITE's
+// completion. A trial found xroce's QP moved to ERR with IBV_EVENT_QP_FATAL.
+func TestCQOverrunSendSide(t *testing.T) {
+	p := newPair(t, pairConfig{cqDepthB: 2})
+	a, b := p.a, p.b
+	write := func(id uint64) transport.SendWR {
+		return transport.SendWR{WRID: id, Opcode: transport.WR_RDMA_WRITE, SGList: sge(b, 0, 64), Flags: transport.SendSignaled,
+			RemoteAddr: a.mr.Addr(), RKey: a.mr.RKey()}
+	}
+	must(t, postSend(b, write(0), write(1), write(2), write(3)))
+	for i := 0; b.cq.Err() == nil; i++ { // the ACKs come (one may cover all four)
+		if i > 100000 {
+			t.Fatalf("B: %v, CQ %v", b.counters(), b.cq.Err())
+		}
+		progress(t, a.dev)
+		progress(t, b.dev)
+		p.clock.Advance(time.Microsecond)
+	}
+	for range 10 {
+		progress(t, a.dev)
+		progress(t, b.dev)
+		p.clock.Advance(time.Microsecond)
+	}
+	if s := b.qp.State(); s != transport.QPS_RTS {
+		t.Errorf("B's QP %v after losing send completions, want IBV_QPS_RTS", s)
+	}
+	var wcs [8]transport.WorkCompletion
+	got := wcs[:b.cq.Poll(wcs[:])]
+	if len(got) != 2 {
+		t.Fatalf("B polled %+v, want the 2 completions the CQ held", got)
+	}
+	for i, wc := range got {
+		checkWC(t, wc, uint64(i), transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 64)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for i := range 3 {
+		ev, err := b.dev.GetAsyncEvent(ctx)
+		if i < 2 && (err != nil || ev.Type != transport.EVENT_CQ_ERR || ev.CQ != b.cq) {
+			t.Errorf("event %d: %+v %v, want IBV_EVENT_CQ_ERR on B's CQ", i, ev, err)
+		}
+		if i == 2 && err == nil {
+			t.Errorf("a third event %+v", ev)
+		}
+	}
+	must(t, postSend(b, write(4)))
+	checkWC(t, p.waitWCs(b, 1, time.Second)[0], 4, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 64)
 }
 
 // TestCountersString: the non-zero counters, by rdma_rxe's names, in table order.

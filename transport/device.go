@@ -40,7 +40,7 @@ type Device struct {
 	postedQPs []*QueuePair
 	postSpare []*QueuePair
 
-	fatal    []*QueuePair // QPs that lost a completion to a CQ overrun in this pass
+	fatal    []*QueuePair // QPs that lost a receive completion to a CQ overrun in this pass
 	evMu     sync.Mutex
 	events   []AsyncEvent
 	evNotify chan struct{}

@@ -11,7 +11,7 @@ type EventType uint8
 // Asynchronous event types this engine raises.
 const (
 	EVENT_CQ_ERR            EventType = 0  // IBV_EVENT_CQ_ERR: a CQ overran
-	EVENT_QP_FATAL          EventType = 1  // IBV_EVENT_QP_FATAL: a QP moved to ERR on its own
+	EVENT_QP_FATAL          EventType = 1  // IBV_EVENT_QP_FATAL: a QP moved to ERR on its own (the engine raises none, as rdma_rxe)
 	EVENT_SQ_DRAINED        EventType = 5  // IBV_EVENT_SQ_DRAINED: a QP moved to SQD has no request outstanding any more
 	EVENT_SRQ_LIMIT_REACHED EventType = 15 // IBV_EVENT_SRQ_LIMIT_REACHED: fewer WQEs than the armed limit remain
 )
@@ -77,14 +77,15 @@ func (d *Device) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	}
 }
 
-// failFatal moves the QPs that lost a completion in this pass to ERR, each with
-// IBV_EVENT_QP_FATAL. The engine lock is held.
+// failFatal moves the QPs that lost a receive completion in this pass to ERR,
+// raising no event of their own (the CQ raised IBV_EVENT_CQ_ERR): rxe_resp.c's
+// RESPST_ERR_CQ_OVERFLOW goes to rxe_qp_error, which raises none. The engine lock
+// is held.
 func (d *Device) failFatal() {
 	for _, qp := range d.fatal {
 		qp.fatal = false
 		if qp.state != QPS_ERR && qp.state != QPS_RESET && !qp.destroyed {
 			qp.toError()
-			d.raise(AsyncEvent{Type: EVENT_QP_FATAL, QPN: qp.qpn})
 		}
 	}
 	clear(d.fatal)

@@ -47,7 +47,7 @@ type QueuePair struct {
 	ready     bool      // on the device's ready list
 	heapAt    time.Time // time of this QP's live timer-heap entry; zero when none
 	destroyed bool
-	fatal     bool // lost a completion to a CQ overrun: to ERR at the end of the pass
+	fatal     bool // lost a receive completion to a CQ overrun: to ERR at the end of the pass
 	draining  bool // moved from RTS to SQD, IBV_EVENT_SQ_DRAINED not raised yet (drained)
 
 	// posting (post.go)
@@ -130,7 +130,7 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 				wc.HasImm, wc.ImmData = true, w.wr.ImmData
 			}
 		}
-		qp.deliver(qp.init.SendCQ, wc)
+		qp.init.SendCQ.push(wc) // lost to an overrun: the QP goes on, as rxe's (rxe_comp.c do_complete)
 	}
 	qp.sqDone = append(qp.sqDone, w)
 }
@@ -159,7 +159,12 @@ func (qp *QueuePair) completeRecv(wc WorkCompletion) {
 		qp.count(CntRdmaRecvs)
 	}
 	qp.recvDone(r) // before the completion is seen: the slot is free when it is polled
-	qp.deliver(qp.init.RecvCQ, wc)
+	if !qp.init.RecvCQ.push(wc) && qp.state != QPS_ERR && !qp.fatal {
+		// Lost to an overrun: the QP moves to ERR at the end of the engine pass, as
+		// rxe's responder (RESPST_ERR_CQ_OVERFLOW), and does not acknowledge it.
+		qp.fatal = true
+		qp.dev.fatal = append(qp.dev.fatal, qp)
+	}
 }
 
 // recvDone returns a receive WQE the QP is done with to where it was posted: the
@@ -187,15 +192,6 @@ func (qp *QueuePair) recvReady() bool {
 		qp.takeIn()
 	}
 	return qp.rq.len() > 0
-}
-
-// deliver puts wc on cq. A completion the CQ cannot take (overrun) is lost and the
-// QP moves to ERR at the end of the engine pass, with IBV_EVENT_QP_FATAL.
-func (qp *QueuePair) deliver(cq *CompletionQueue, wc WorkCompletion) {
-	if !cq.push(wc) && qp.state != QPS_ERR && !qp.fatal {
-		qp.fatal = true
-		qp.dev.fatal = append(qp.dev.fatal, qp)
-	}
 }
 
 // toError moves the QP to ERR and flushes both queues (IBTA Vol 1 §10.3.1.4).

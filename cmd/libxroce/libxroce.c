@@ -988,9 +988,9 @@ static int async_target(struct xctx *xc, const struct xroce_async_event *e, stru
 }
 
 /* ibv_get_async_event blocks until the daemon reports an event of this
- * context's (IBV_EVENT_CQ_ERR for a CQ that overran, IBV_EVENT_QP_FATAL for a
- * QP the engine moved to ERR, the port's IBV_EVENT_PORT_ACTIVE, _PORT_ERR and
- * _GID_CHANGE), as libibverbs's does, or fails with EAGAIN on an
+ * context's (IBV_EVENT_CQ_ERR for a completion a CQ overrun lost, a QP's
+ * IBV_EVENT_SQ_DRAINED, an SRQ's limit, the port's IBV_EVENT_PORT_ACTIVE,
+ * _PORT_ERR and _GID_CHANGE), as libibverbs's does, or fails with EAGAIN on an
  * async_fd the application made non-blocking. When the daemon went away it
  * returns IBV_EVENT_DEVICE_FATAL once and then fails with EIO, as for a kernel
  * device that was removed (ib_uverbs queues DEVICE_FATAL on the async file when

@@ -455,20 +455,18 @@ static int cq_next_wc(struct xcq *c, struct xctx *xc, uint32_t prod, struct ibv_
 	return found;
 }
 
-/* cq_empty is what polling an empty CQ answers: 0, or a negative errno when the
- * CQ overran (EOVERFLOW) or the daemon went away (ENODEV). c->lock is not held. */
+/* cq_empty is what polling an empty CQ answers: 0, or -ENODEV when the daemon
+ * went away. An overrun is no error here: rxe_poll_cq never returns one, and the CQ
+ * goes on (IBV_EVENT_CQ_ERR told of the lost completions). c->lock is not held. */
 static int cq_empty(struct xcq *c, struct xctx *xc)
 {
-	if (__atomic_load_n(word(c->ring, XROCE_CQ_RING_OVERRUN), __ATOMIC_RELAXED))
-		return -EOVERFLOW;
 	if ((++c->idle & 0x3f) == 0)
 		sched_yield(); /* the daemon may wait for this CPU */
 	return (c->idle & 0xfff) == 0 && daemon_gone(xc) ? -ENODEV : 0;
 }
 
 /* x_poll_cq is context->ops.poll_cq: up to n completions, oldest first; a
- * negative errno when the CQ overran and holds no more (as the earlier release
- * reported it), when the daemon went away (ENODEV), or when the ring is not one
+ * negative errno when the daemon went away (ENODEV), or when the ring is not one
  * the daemon wrote. CQEs of a QP destroyed meanwhile are dropped, as mlx5 cleans
  * them from its CQ. */
 int x_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)

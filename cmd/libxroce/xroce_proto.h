@@ -51,7 +51,7 @@ enum {
 #define XROCE_CQ_RING_HEADER 4096
 #define XROCE_CQ_RING_PROD 0       /* daemon: CQEs written */
 #define XROCE_CQ_RING_CONS 64      /* library: CQEs consumed */
-#define XROCE_CQ_RING_OVERRUN 128  /* daemon: 1 once the CQ overran */
+#define XROCE_CQ_RING_OVERRUN 128  /* daemon: 1 once the CQ overran (a completion lost; polls go on) */
 #define XROCE_CQE_RECV (1u << 0)
 #define XROCE_CQE_WITH_IMM (1u << 1)
 #define XROCE_CQE_GRH (1u << 2) /* IBV_WC_GRH: a UD receive, src_qp set */

@@ -444,6 +444,23 @@ func TestVerbsNotify(t *testing.T) {
 		"armed for any, then for solicited, unsolicited SEND: event 1\nok\n")
 }
 
+// TestVerbsCQOverrun: a CQ overrun as rdma_rxe reports it (testdata/cqoverrun.c):
+// each lost completion raises IBV_EVENT_CQ_ERR, ibv_poll_cq never fails and goes
+// on once there is room, a QP whose send completion was lost stays in RTS and one
+// whose receive completion was lost moves to ERR with no IBV_EVENT_QP_FATAL. A
+// fresh user's trial found the CQ dead (ibv_poll_cq -EOVERFLOW for good, which
+// perftest and the ibv_*_pingpong programs treat as fatal) and the sending QP in
+// ERR.
+func TestVerbsCQOverrun(t *testing.T) {
+	runOwnGID(t, "cqoverrun", "send side: polled 1 (wr 0 success), then 0\n"+
+		"send QP: RTS\n"+
+		"send side events: CQ error (its CQ) CQ error (its CQ)\n"+
+		"then: polled 1 (wr 3 success)\n"+
+		"receive side: polled 1 (wr 100 success), then 0\n"+
+		"receive QP: ERR\n"+
+		"receive side events: CQ error (its CQ) CQ error (its CQ)\nok\n")
+}
+
 // TestVerbsRxeAttrs: values and post-time checks as rdma_rxe gives them
 // (testdata/rxeattrs.c): CQ and SRQ depths rounded up to 2^k − 1 (an SRQ of 0
 // WRs refused), a QP of 0 send WRs reported as such, the SRQ in

@@ -9,7 +9,7 @@ import (
 )
 
 // asyncRouter delivers the engine's asynchronous events (transport.Device's
-// GetAsyncEvent: IBV_EVENT_CQ_ERR, IBV_EVENT_QP_FATAL, IBV_EVENT_SRQ_LIMIT_REACHED)
+// GetAsyncEvent: IBV_EVENT_CQ_ERR, IBV_EVENT_SQ_DRAINED, IBV_EVENT_SRQ_LIMIT_REACHED)
 // to the session that owns the CQ, QP or SRQ, as an AsyncEventMsg on the session's event channel
 // (OpAsyncChannel), which the library reads in ibv_get_async_event.
 type asyncRouter struct {

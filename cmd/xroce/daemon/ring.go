@@ -36,7 +36,7 @@ const (
 	CQRingHeader  = 4096 // bytes before the CQE slots
 	CQRingProd    = 0    // uint32, daemon: CQEs written
 	CQRingCons    = 64   // uint32, library: CQEs consumed
-	CQRingOverrun = 128  // uint32, daemon: 1 once the CQ overran (IBV_EVENT_CQ_ERR)
+	CQRingOverrun = 128  // uint32, daemon: 1 once the CQ overran (IBV_EVENT_CQ_ERR; a completion lost, polls go on)
 
 	sendWRSize = 72 // binary.Size(SendWRMsg{})
 	recvWRSize = 16 // binary.Size(RecvWRMsg{})

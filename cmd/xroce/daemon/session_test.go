@@ -344,9 +344,10 @@ func waitWRID(t *testing.T, cq *transport.CompletionQueue, wrid uint64) transpor
 	}
 }
 
-// TestAsyncEvents: a CQ that overruns raises IBV_EVENT_CQ_ERR, and its QP, whose
-// completion was lost, IBV_EVENT_QP_FATAL; both reach the owning session's event
-// channel with the cookies the library gave the CQ and the QP.
+// TestAsyncEvents: a CQ that overruns raises IBV_EVENT_CQ_ERR, which reaches the
+// owning session's event channel with the cookie the library gave the CQ; the QP
+// whose receive completion was lost moves to ERR with no event of its own, as
+// rdma_rxe's (rxe_resp.c RESPST_ERR_CQ_OVERFLOW, rxe_qp_error).
 func TestAsyncEvents(t *testing.T) {
 	dp := startDataPath(t)
 	c := dp.dial(t)
@@ -404,10 +405,10 @@ func TestAsyncEvents(t *testing.T) {
 		}
 	}
 	var got []AsyncEventMsg
-	for len(got) < 2 {
+	for wait := 5000; ; wait = 300 { // the first event, then nothing more
 		p := []unix.PollFd{{Fd: int32(sv[0]), Events: unix.POLLIN}}
-		if n, _ := unix.Poll(p, 5000); n != 1 {
-			t.Fatalf("events after 5 s: %+v", got)
+		if n, _ := unix.Poll(p, wait); n != 1 {
+			break
 		}
 		b := make([]byte, 64)
 		n, err := unix.Read(sv[0], b)
@@ -416,9 +417,9 @@ func TestAsyncEvents(t *testing.T) {
 		}
 		got = append(got, AsyncEventMsg{Type: binary.LittleEndian.Uint32(b), Cookie: binary.LittleEndian.Uint64(b[8:])})
 	}
-	want := []AsyncEventMsg{{Type: uint32(transport.EVENT_CQ_ERR), Cookie: 0xc0c0}, {Type: uint32(transport.EVENT_QP_FATAL), Cookie: 0x9090}}
-	if got[0] != want[0] || got[1] != want[1] {
-		t.Errorf("events %+v, want %+v", got, want)
+	want := AsyncEventMsg{Type: uint32(transport.EVENT_CQ_ERR), Cookie: 0xc0c0}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("events %+v, want only %+v", got, want)
 	}
 }
 
