@@ -130,18 +130,25 @@ func TestPostErrors(t *testing.T) {
 	if _, err := a.qp.PostSend(transport.SendWR{Opcode: 9}); err != transport.ErrBadWR {
 		t.Errorf("opcode 9: %v", err)
 	}
-	// A bad lkey completes with IBV_WC_LOC_PROT_ERR and the QP moves to ERR; the next
-	// WR is flushed.
+	// A bad lkey completes with IBV_WC_LOC_QP_OP_ERR, as rdma_rxe's requester
+	// (copy_data finds no region: -EINVAL), and the QP moves to ERR; the next WR is
+	// flushed.
 	must(t, postSend(a,
 		transport.SendWR{WRID: 1, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,
 			SGList: []transport.SGE{{Addr: a.mr.Addr(), Length: 8, LKey: a.mr.LKey() ^ 1}}},
 		transport.SendWR{WRID: 2, Opcode: transport.WR_SEND, SGList: sge(a, 0, 8)}))
 	wcs := p.waitWCs(a, 2, time.Second)
-	checkWC(t, wcs[0], 1, transport.WC_LOC_PROT_ERR, transport.WC_SEND, -1)
+	checkWC(t, wcs[0], 1, transport.WC_LOC_QP_OP_ERR, transport.WC_SEND, -1)
 	checkWC(t, wcs[1], 2, transport.WC_WR_FLUSH_ERR, transport.WC_SEND, -1)
 	if s := a.qp.State(); s != transport.QPS_ERR {
-		t.Errorf("state %v after a local protection error", s)
+		t.Errorf("state %v after a local error", s)
 	}
+	// A buffer past its region's end: IBV_WC_LOC_PROT_ERR (mr_check_range's -EFAULT).
+	p = newPair(t, pairConfig{})
+	a = p.a
+	must(t, postSend(a, transport.SendWR{WRID: 3, Opcode: transport.WR_SEND, Flags: transport.SendSignaled,
+		SGList: []transport.SGE{{Addr: a.mr.Addr() + uint64(len(a.buf)) - 4, Length: 8, LKey: a.mr.LKey()}}}))
+	checkWC(t, p.waitWCs(a, 1, time.Second)[0], 3, transport.WC_LOC_PROT_ERR, transport.WC_SEND, -1)
 }
 
 // TestChosenKeys: regions registered with a chosen key and IOVA (as replays do), even
@@ -176,7 +183,7 @@ func TestChosenKeys(t *testing.T) {
 
 // TestPostResolvesAfterDereg: a send or receive WR's region is remembered from the
 // last post (mrCache); once the region is deregistered its lkey is refused
-// (IBV_WC_LOC_PROT_ERR) on the very next post, as is a range past the end of a
+// (IBV_WC_LOC_QP_OP_ERR) on the very next post, as is (IBV_WC_LOC_PROT_ERR) a range past the end of a
 // remembered region, and posts alternating between two regions place each one's
 // bytes.
 func TestPostResolvesAfterDereg(t *testing.T) {
@@ -203,7 +210,7 @@ func TestPostResolvesAfterDereg(t *testing.T) {
 		// a.mr is the remembered region now.
 		must(t, a.mr.Dereg())
 		must(t, postSend(a, write(4, sge(a, 0, 64), b, 0)))
-		checkWC(t, p.waitWCs(a, 1, time.Second)[0], 4, transport.WC_LOC_PROT_ERR, transport.WC_RDMA_WRITE, -1)
+		checkWC(t, p.waitWCs(a, 1, time.Second)[0], 4, transport.WC_LOC_QP_OP_ERR, transport.WC_RDMA_WRITE, -1)
 	})
 	t.Run("receive", func(t *testing.T) {
 		p := newPair(t, pairConfig{})
@@ -223,7 +230,7 @@ func TestPostResolvesAfterDereg(t *testing.T) {
 		recv(2)
 		send.WRID = 2
 		must(t, postSend(a, send))
-		checkWC(t, p.waitWCs(b, 1, time.Second)[0], 2, transport.WC_LOC_PROT_ERR, transport.WC_RECV, -1)
+		checkWC(t, p.waitWCs(b, 1, time.Second)[0], 2, transport.WC_LOC_QP_OP_ERR, transport.WC_RECV, -1)
 	})
 	t.Run("past the end", func(t *testing.T) {
 		p := newPair(t, pairConfig{})

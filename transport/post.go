@@ -14,8 +14,9 @@ import "github.com/xroce/xroce/roce"
 // it could not post and an error: ErrQPState before RTS (in ERR the WRs are accepted
 // and flushed), ErrQueueFull, ErrTooManySGE, ErrInline, ErrMsgSize or ErrBadWR
 // (unknown opcode, or an atomic whose local buffer is not 8 bytes). A local key,
-// access or bounds problem is not an error here: the WR completes with
-// IBV_WC_LOC_PROT_ERR and the QP moves to ERR, as with an HCA.
+// access or bounds problem is not an error here: the WR completes with an error and
+// the QP moves to ERR, with rdma_rxe's status (sourceFault; a READ's or atomic's
+// local buffer: IBV_WC_LOC_PROT_ERR).
 func (qp *QueuePair) PostSend(wrs ...SendWR) (int, error) {
 	qp.postMu.Lock()
 	posted, err := 0, error(nil)
@@ -94,7 +95,10 @@ func (qp *QueuePair) postSend(wr *SendWR) error {
 		w.sg.segs = append(w.sg.segs[:0], w.inline)
 		w.sg.total = len(w.inline)
 	} else if !qp.dev.resolveCached(wr.SGList, qp.pd, need, &w.sg, &qp.sendMR) {
-		w.status = WC_LOC_PROT_ERR
+		w.status = WC_LOC_PROT_ERR // READ or atomic: rxe_comp.c do_read/do_atomic, whatever the cause
+		if need == 0 {
+			w.status = qp.dev.sourceFault(wr.SGList, qp.pd)
+		}
 	}
 	qp.pendSQ = append(qp.pendSQ, w)
 	qp.sqUsed.Add(1)
@@ -102,8 +106,9 @@ func (qp *QueuePair) postSend(wr *SendWR) error {
 }
 
 // PostRecv posts receive work requests. Errors: ErrHasSRQ on a QP created with an
-// SRQ, ErrQPState in RESET, ErrQueueFull, ErrTooManySGE. A bad local key completes the WR with IBV_WC_LOC_PROT_ERR when a
-// SEND arrives for it.
+// SRQ, ErrQPState in RESET, ErrQueueFull, ErrTooManySGE. A bad local key, or a
+// buffer outside its region, completes the WR with IBV_WC_LOC_QP_OP_ERR when a SEND
+// arrives for it, as rdma_rxe's responder (RESPST_ERR_MALFORMED_WQE).
 func (qp *QueuePair) PostRecv(wrs ...RecvWR) (int, error) {
 	qp.postMu.Lock()
 	posted, err := 0, error(nil)

@@ -154,7 +154,7 @@ func (r *responder) send(qp *QueuePair, p *roce.Packet) bool {
 	rw := *qp.rq.at(0)
 	if rw.sg.total < 0 { // the receive WR's local key was bad
 		r.sendNAK(qp, roce.NAKSyndrome(roce.NAKRemoteOperationalError), psn)
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_QP_OP_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		qp.toError()
 		return false
 	}

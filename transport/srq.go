@@ -81,7 +81,8 @@ func (pd *ProtectionDomain) CreateSRQ(a SRQAttr) (*SharedReceiveQueue, error) {
 // PostRecv posts receive work requests to the SRQ (ibv_post_srq_recv). It returns
 // how many it posted and, for the first it could not, ErrQueueFull, ErrTooManySGE,
 // or ErrQPState once the SRQ is destroyed. A bad local key completes the WR with
-// IBV_WC_LOC_PROT_ERR on the QP a SEND takes it for.
+// IBV_WC_LOC_QP_OP_ERR on the QP a SEND takes it for (rdma_rxe's
+// RESPST_ERR_MALFORMED_WQE).
 func (s *SharedReceiveQueue) PostRecv(wrs ...RecvWR) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -294,7 +294,7 @@ func (qp *QueuePair) udRequest(p *roce.Packet) {
 		return
 	}
 	if rw.sg.total < 0 { // the receive WR's local key was bad: a local error, fatal as with RC
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_QP_OP_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		qp.toError()
 		return
 	}
@@ -403,7 +403,7 @@ func (qp *QueuePair) ucSend(p *roce.Packet, pos roce.Position) {
 		return
 	}
 	if rw.sg.total < 0 {
-		qp.completeRecv(WorkCompletion{Status: WC_LOC_PROT_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
+		qp.completeRecv(WorkCompletion{Status: WC_LOC_QP_OP_ERR, Opcode: WC_RECV, solicited: p.BTH.SE})
 		qp.toError()
 		return
 	}

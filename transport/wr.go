@@ -237,6 +237,29 @@ func (d *Device) resolveCached(sges []SGE, pd *ProtectionDomain, need Access, in
 	return ok
 }
 
+// sourceFault is the status of a SEND's or WRITE's WR whose SGEs do not resolve,
+// as rdma_rxe's requester finds it (rxe_req.c finish_packet, rxe_mr.c copy_data):
+// the first SGE with bytes whose key names no region of the PD is
+// IBV_WC_LOC_QP_OP_ERR (copy_data's -EINVAL), one outside its region
+// IBV_WC_LOC_PROT_ERR (mr_check_range's -EFAULT, Linux 6.1).
+func (d *Device) sourceFault(sges []SGE, pd *ProtectionDomain) WCStatus {
+	d.mrs.mu.RLock()
+	defer d.mrs.mu.RUnlock()
+	for _, e := range sges {
+		if e.Length == 0 {
+			continue
+		}
+		mr := d.mrs.lookup(e.LKey, pd)
+		if mr == nil {
+			return WC_LOC_QP_OP_ERR
+		}
+		if _, ok := mr.slice(e.Addr, uint64(e.Length)); !ok {
+			return WC_LOC_PROT_ERR
+		}
+	}
+	return WC_LOC_PROT_ERR
+}
+
 // gather is resolve's lookup, under t.mu.
 func (t *mrTable) gather(sges []SGE, pd *ProtectionDomain, need Access, into *sgList) bool {
 	for _, e := range sges {

@@ -291,10 +291,10 @@ func TestSessionDataPath(t *testing.T) {
 	c2 := dp.dial(t)
 	wantErrno(t, "another session's CQ", c2.Call(OpDestroyCQ, &Handle{cq.h}, nil), unix.EINVAL)
 	wantErrno(t, "another session's QP", c2.Call(OpDestroyQP, &Handle{qp.Handle}, nil), unix.EINVAL)
-	// A bad lkey completes with a local protection error (as an HCA reports it).
+	// A bad lkey completes with a local QP operation error (as rdma_rxe reports it).
 	seq := tq.postSend(le(SendWRMsg{Opcode: uint32(transport.WR_SEND), Flags: uint32(transport.SendSignaled), NumSGE: 1},
 		SGEMsg{Addr: addr(buf), Length: 8, LKey: mr.LKey + 1}))
-	if e := cq.poll(t); e.Seq != seq || e.Flags != 0 || e.Status != uint32(transport.WC_LOC_PROT_ERR) {
+	if e := cq.poll(t); e.Seq != seq || e.Flags != 0 || e.Status != uint32(transport.WC_LOC_QP_OP_ERR) {
 		t.Errorf("bad lkey: %+v", e)
 	}
 

@@ -2,7 +2,7 @@
  * cqex: ibv_create_cq_ex and the ibv_start_poll/next_poll/end_poll loop, with
  * completions made locally: an RC QP in RTS (towards the GID in argv[1]) posts a
  * receive and a SEND with a bad lkey; the SEND completes with
- * IBV_WC_LOC_PROT_ERR, the QP goes to ERR and the receive is flushed. Prints one
+ * IBV_WC_LOC_QP_OP_ERR (as rdma_rxe's), the QP goes to ERR and the receive is flushed. Prints one
  * line per completion, then "ok". TestVerbsCQEx runs it through xroce run.
  */
 #include <arpa/inet.h>
@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 	sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
 	if ((ret = ibv_post_recv(qp, &rw, &brw)))
 		return fail("post recv", ret);
-	sge.lkey = mr->lkey + 1; /* no such region: IBV_WC_LOC_PROT_ERR */
+	sge.lkey = mr->lkey + 1; /* no such region: IBV_WC_LOC_QP_OP_ERR */
 	if ((ret = ibv_post_send(qp, &sw, &bsw)))
 		return fail("post send", ret);
 	for (tries = 0; n < 2 && tries < 5000; tries++) {
