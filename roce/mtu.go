@@ -92,6 +92,13 @@ func LargestIPPacket(m MTU, v6 bool) int {
 	return ip + 8 + 12 + maxExtHeaders + m.Bytes() + 4
 }
 
+// NetdevMTUFor returns the netdev MTU in bytes to suggest for path MTU m: the
+// larger of what its packets need (LargestIPPacket) and what rdma_rxe's active MTU
+// rule asks (NetdevMTU), so that a fix named in a message both carries the packets
+// and lets the port report m as its active_mtu (perftest refuses a -m above it):
+// 1104 for IPv4 at MTU1024, 1112 for IPv6; 4176 and 4184 at MTU4096.
+func NetdevMTUFor(m MTU, v6 bool) int { return max(LargestIPPacket(m, v6), NetdevMTU(m)) }
+
 // LargestFitting returns the largest path MTU whose packets (LargestIPPacket) a
 // netdev of MTU netdevMTU carries, or 0 if none does.
 func LargestFitting(netdevMTU int, v6 bool) MTU {

@@ -130,7 +130,7 @@ func TestBringUpEngine(t *testing.T) {
 	must(t, err)
 	p.PathMTU = roce.MTU4096 // the Pipe's 1500-byte MTU carries 1024
 	err = transport.BringUp(qp, transport.QPS_RESET, transport.QPS_RTS, p)
-	want := "bring-up INIT → RTR: transport: QP 0x12: path MTU 4096 makes IPv4 packets of up to 4164 bytes, more than the link's MTU 1500 carries: use path MTU 1024 or lower, or raise the link's MTU to 4164 or more"
+	want := "bring-up INIT → RTR: transport: QP 0x12: path MTU 4096 makes IPv4 packets of up to 4164 bytes, more than the link's MTU 1500 carries: use path MTU 1024 or lower, or raise the link's MTU to 4176 or more"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %q\nwant  %q", err, want)
 	}

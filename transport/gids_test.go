@@ -131,3 +131,37 @@ func TestRemovedAddressReceivesNothing(t *testing.T) {
 		t.Errorf("%d frames sent from the removed address", n-sent)
 	}
 }
+
+// TestRemovedSourceAddressInFlight: a WRITE is on its way when its QP's source
+// address leaves the interface. Its ACK, sent to the removed address, is dropped
+// (rcvd_bad_dgid), and when the local ACK timeout sends it again the QP cannot
+// route from the address: the WRITE completes with IBV_WC_LOC_QP_OP_ERR and the
+// QP goes to the error state, as rdma_rxe's requester fails that transmission
+// (rxe_req.c), not with the retry-exceeded status a trial saw after the retries.
+func TestRemovedSourceAddressInFlight(t *testing.T) {
+	c := defaults(pairConfig{})
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	link := &movingLink{PipeEnd: eb, addrs: []netip.Addr{addrB}}
+	p := &pair{t: t, clock: transport.NewFakeClock()}
+	p.a = p.newSide(ea, c, 1<<10)
+	p.b = p.newSideOn(eb, link, c, 1<<10)
+	p.connect(p.a, p.b, c, 0, 0)
+	p.connect(p.b, p.a, c, 0, 0)
+	_, err := p.b.qp.PostSend(transport.SendWR{WRID: 1, Opcode: transport.WR_RDMA_WRITE, SGList: sge(p.b, 0, 1),
+		RemoteAddr: p.a.mr.Addr(), RKey: p.a.mr.RKey(), Flags: transport.SendSignaled})
+	must(t, err)
+	progress(t, p.b.dev) // the WRITE leaves
+	if n := p.b.dev.Counters().Get(transport.CntSentPkts); n != 1 {
+		t.Fatalf("%d frames sent, want the WRITE", n)
+	}
+	link.set()
+	p.b.dev.FollowAddrs()
+	checkWC(t, p.waitWCs(p.b, 1, 10*time.Second)[0], 1, transport.WC_LOC_QP_OP_ERR, transport.WC_RDMA_WRITE, 0)
+	if st := p.b.qp.State(); st != transport.QPS_ERR {
+		t.Errorf("QP state %v, want ERR", st)
+	}
+	if n := p.b.dev.Counters().Get(transport.CntSentPkts); n != 1 {
+		t.Errorf("%d frames sent, want only the first WRITE: none from the removed address", n)
+	}
+}

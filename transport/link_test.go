@@ -26,16 +26,16 @@ func TestPathMTULimits(t *testing.T) {
 			"transport: QP 0x11: path MTU 4096 is not supported on this link (at most 2048): one chunk per frame"},
 		{1500, transport.LinkCaps{}, roce.MTU1024, ""},
 		{1500, transport.LinkCaps{}, roce.MTU2048,
-			"transport: QP 0x11: path MTU 2048 makes IPv4 packets of up to 2116 bytes, more than the link's MTU 1500 carries: use path MTU 1024 or lower, or raise the link's MTU to 2116 or more"},
+			"transport: QP 0x11: path MTU 2048 makes IPv4 packets of up to 2116 bytes, more than the link's MTU 1500 carries: use path MTU 1024 or lower, or raise the link's MTU to 2128 or more"},
 		// rdma_rxe takes a path MTU above the port's active MTU (512 on a 1100-byte
 		// netdev) when it is at most max_mtu; its 1092-byte IPv4 packets fit.
 		{1100, transport.LinkCaps{}, roce.MTU1024, ""},
 		{1091, transport.LinkCaps{}, roce.MTU1024,
-			"transport: QP 0x11: path MTU 1024 makes IPv4 packets of up to 1092 bytes, more than the link's MTU 1091 carries: use path MTU 512 or lower, or raise the link's MTU to 1092 or more"},
+			"transport: QP 0x11: path MTU 1024 makes IPv4 packets of up to 1092 bytes, more than the link's MTU 1091 carries: use path MTU 512 or lower, or raise the link's MTU to 1104 or more"},
 		{300, transport.LinkCaps{}, roce.MTU256,
-			"transport: QP 0x11: path MTU 256 makes IPv4 packets of up to 324 bytes, more than the link's MTU 300 carries: raise the link's MTU to 324 or more"},
+			"transport: QP 0x11: path MTU 256 makes IPv4 packets of up to 324 bytes, more than the link's MTU 300 carries: raise the link's MTU to 336 or more"},
 		{1500, transport.LinkCaps{MaxPathMTU: roce.MTU2048}, roce.MTU2048,
-			"transport: QP 0x11: path MTU 2048 makes IPv4 packets of up to 2116 bytes, more than the link's MTU 1500 carries: use path MTU 1024 or lower, or raise the link's MTU to 2116 or more"},
+			"transport: QP 0x11: path MTU 2048 makes IPv4 packets of up to 2116 bytes, more than the link's MTU 1500 carries: use path MTU 1024 or lower, or raise the link's MTU to 2128 or more"},
 	} {
 		end, _ := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}, MTU: c.mtu, Caps: c.caps},
 			transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})

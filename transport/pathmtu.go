@@ -26,7 +26,7 @@ func fitsLink(m roce.MTU, dgid roce.GID, linkMTU int) error {
 	if v6 {
 		family = "IPv6"
 	}
-	fix := fmt.Sprintf("raise the link's MTU to %d or more", need)
+	fix := fmt.Sprintf("raise the link's MTU to %d or more", roce.NetdevMTUFor(m, v6))
 	if fit := roce.LargestFitting(linkMTU, v6); fit != 0 {
 		fix = fmt.Sprintf("use path MTU %d or lower, or %s", fit.Bytes(), fix)
 	}

@@ -105,16 +105,17 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 			break
 		}
 		rdAt := w.wr.Opcode.isReadOrAtomic()
+		if !d.ownDst(qp.local) && (w.assigned || qp.state == QPS_RTS) {
+			// The QP's source address left the interface: rdma_rxe cannot route
+			// from it (rxe_req.c: rxe_prepare finds no route, or rxe_xmit_packet
+			// fails) and completes the WQE it was sending, or sending again after a
+			// timeout, with IBV_WC_LOC_QP_OP_ERR, the QP going to the error state.
+			w.status = WC_LOC_QP_OP_ERR
+			continue
+		}
 		if !w.assigned {
 			if qp.state != QPS_RTS || r.win.full(r.psn, r.compPSN) || (rdAt && r.rdInflight >= maxRd) {
 				break
-			}
-			if !d.ownDst(qp.local) {
-				// The QP's source address left the interface: rdma_rxe cannot route
-				// from it (rxe_xmit_packet fails) and completes the WQE with
-				// IBV_WC_LOC_QP_OP_ERR, the QP going to the error state.
-				w.status = WC_LOC_QP_OP_ERR
-				continue
 			}
 			w.assigned = true
 			w.firstPSN = r.psn

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/xroce/xroce/roce"
@@ -39,12 +40,38 @@ func mtuState(name string, pmtu roce.MTU, v6 bool) error {
 		use = fmt.Sprintf("path MTU %d at most", fits.Bytes())
 	}
 	return fmt.Errorf("the interface %s's MTU is now %d, which carries %s, and this run's path MTU is %d: set it back (ip link set %s mtu %d or more), or run with a smaller -m",
-		name, ifi.MTU, use, pmtu.Bytes(), name, roce.LargestIPPacket(pmtu, v6))
+		name, ifi.MTU, use, pmtu.Bytes(), name, roce.NetdevMTUFor(pmtu, v6))
 }
 
-// linkCheck is interfaceState and mtuState for c's interface and path MTU (nil
-// without an interface). The tools run it while they wait for the peer and, during
-// a run whose completions keep coming, every linkCheckEvery.
+// addrState returns an error when the interface name no longer has the address a,
+// the source of this run's QPs: removed (ip addr del), so the peer's answers to it
+// go nowhere, as rdma_rxe's QP can no longer route from it. A missing interface, an
+// invalid a, or an IPv6 link-local one (the default GID, made from the MAC whether
+// or not the interface has it) give nil.
+func addrState(name string, a netip.Addr) error {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil || !a.IsValid() || a.IsLinkLocalUnicast() {
+		return nil
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return nil
+	}
+	for _, x := range addrs {
+		if p, ok := x.(*net.IPNet); ok {
+			if b, ok := netip.AddrFromSlice(p.IP); ok && b.Unmap() == a {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the address %v was removed from the interface %s, and this run's QPs send from it, so no answer reaches them: add it back (ip addr add %v/PREFIX dev %s) and run again",
+		a, name, a, name)
+}
+
+// linkCheck is interfaceState, mtuState and addrState for c's interface, path MTU
+// and source address (nil without an interface). The tools run it while they wait
+// for the peer and, during a run whose completions keep coming, every
+// linkCheckEvery.
 func (c *conn) linkCheck() error {
 	if c.env == nil || c.env.ifname == "" {
 		return nil
@@ -53,6 +80,9 @@ func (c *conn) linkCheck() error {
 		return err
 	}
 	if err := mtuState(c.env.ifname, c.mtu, !c.env.gid.GID.IsIPv4Mapped()); err != nil {
+		return err
+	}
+	if err := addrState(c.env.ifname, c.env.gid.GID.Addr()); err != nil {
 		return err
 	}
 	return c.env.engineErr()

@@ -190,6 +190,15 @@ func TestRDMACMMismatch(t *testing.T) {
 		t.Errorf("-R to a host with no server: %v after %v:\n%s\nwant exit status 1 within 10s and %q", err, took.Round(time.Millisecond), out, noEP)
 	}
 
+	// xroce rping's client too (it said "no answer" after its 20 s).
+	start = time.Now()
+	out, err = exec.Command("ip", "netns", "exec", n.NsA, bin, "rping", "-c", "-a", n.IPB.String(), "-C", "1").CombinedOutput()
+	took = time.Since(start)
+	noEP = regexp.MustCompile(`xroce rping: no RoCE endpoint at ` + regexp.QuoteMeta(n.IPB.String()) + `: for [\d.]+s its host answered our CM REQs on UDP port 4791 with ICMP port unreachable \(no rdma_rxe, RDMA NIC or xroce there\): start rping -s \(or xroce rping -s\) there, or check -a\n\(rping: RDMA_CM_EVENT_UNREACHABLE\)\n$`)
+	if exitCode(err) != 1 || !noEP.Match(out) || took > 10*time.Second {
+		t.Errorf("rping -c to a host with no server: %v after %v:\n%s\nwant exit status 1 within 10s and %q", err, took.Round(time.Millisecond), out, noEP)
+	}
+
 	// A -R client to an address where nothing answers ARP ends when the address
 	// does not resolve (rdma_resolve_addr), not after the REQs' 30 s.
 	absent := n.IPB.Next()

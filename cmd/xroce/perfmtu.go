@@ -61,7 +61,7 @@ func (e *env) checkPathMTU(want roce.MTU) error {
 	if need <= ifi.MTU {
 		return nil
 	}
-	fix := fmt.Sprintf("raise it to %d or more (ip link set %s mtu %d)", need, ifi.Name, need)
+	fix := fmt.Sprintf("raise it to %d or more (ip link set %s mtu %d)", roce.NetdevMTUFor(want, v6), ifi.Name, roce.NetdevMTUFor(want, v6))
 	if fit := roce.LargestFitting(ifi.MTU, v6); fit != 0 {
 		fix += fmt.Sprintf(", or give both sides -m %d", fit.Bytes())
 	}

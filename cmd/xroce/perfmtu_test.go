@@ -47,7 +47,7 @@ func TestPingpongMTUAboveActive(t *testing.T) {
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%s: the refusal took %v", who, d)
 		}
-		want := "xroce pingpong: -m 4096: its longest IPv4 packets are 4164 bytes, and the interface " + c.ifname + "'s MTU is 1500: raise it to 4164 or more (ip link set " + c.ifname + " mtu 4164), or give both sides -m 1024\n"
+		want := "xroce pingpong: -m 4096: its longest IPv4 packets are 4164 bytes, and the interface " + c.ifname + "'s MTU is 1500: raise it to 4176 or more (ip link set " + c.ifname + " mtu 4176), or give both sides -m 1024\n"
 		if out := p.out.String(); exitCode(err) != 1 || !strings.Contains(out, want) {
 			t.Errorf("%s: %v\n%s\nwant exit status 1 and %q", who, err, out, want)
 		}
@@ -77,7 +77,7 @@ func TestPingpongAboveActiveFits(t *testing.T) {
 	// the MTU that carries it and the largest -m that fits.
 	p := startIn(t, n.NsB, 60*time.Second, "pingpong", "-m", "2048", "-d", n.IfB)
 	err := p.wait(10 * time.Second)
-	want := "xroce pingpong: -m 2048: its longest IPv4 packets are 2116 bytes, and the interface " + n.IfB + "'s MTU is 1100: raise it to 2116 or more (ip link set " + n.IfB + " mtu 2116), or give both sides -m 1024\n"
+	want := "xroce pingpong: -m 2048: its longest IPv4 packets are 2116 bytes, and the interface " + n.IfB + "'s MTU is 1100: raise it to 2128 or more (ip link set " + n.IfB + " mtu 2128), or give both sides -m 1024\n"
 	if out := p.out.String(); exitCode(err) != 1 || !strings.Contains(out, want) {
 		t.Errorf("-m 2048 on 1100 bytes: %v\n%s\nwant exit status 1 and %q", err, out, want)
 	}

@@ -121,8 +121,12 @@ func (o *perfOptions) checkVerifyAll(name string) error {
 	case o.iters > maxSlotBytes/o.size/o.qps:
 		p := new(big.Int).Mul(big.NewInt(int64(o.qps)), big.NewInt(int64(o.iters)))
 		p.Mul(p, big.NewInt(int64(o.size)))
-		return fmt.Errorf("--verify-all: -q %d × -n %d × -s %d = %s bytes of message slots, more than the %d (1 GiB) allowed: each message has a slot of its own in both sides' buffers; lower -n to %d or less at this -s and -q, or lower -s",
-			o.qps, o.iters, o.size, p, maxSlotBytes, maxSlotBytes/o.size/o.qps)
+		fix := fmt.Sprintf("lower -n to %d or less at this -s and -q, or lower -s", maxSlotBytes/o.size/o.qps)
+		if maxSlotBytes/o.size/o.qps == 0 { // not one message fits: -n cannot help
+			fix = "lower -s or -q: not one message per QP fits at these"
+		}
+		return fmt.Errorf("--verify-all: -q %d × -n %d × -s %d = %s bytes of message slots, more than the %d (1 GiB) allowed: each message has a slot of its own in both sides' buffers; %s",
+			o.qps, o.iters, o.size, p, maxSlotBytes, fix)
 	}
 	return nil
 }

@@ -112,6 +112,8 @@ func TestVerifyAllRefused(t *testing.T) {
 		{"write_lat", []string{"--verify-all"}, "--verify-all is for write_bw, read_bw and send_bw; write_lat has --verify"},
 		{"write_bw", []string{"--verify-all", "-s", "1048576", "-n", "1025"}, "--verify-all: -q 1 × -n 1025 × -s 1048576 = 1074790400 bytes of message slots, more than the 1073741824 (1 GiB) allowed: each message has a slot of its own in both sides' buffers; lower -n to 1024 or less at this -s and -q, or lower -s"},
 		{"read_bw", []string{"--verify-all", "-s", "4097", "-q", "3", "-n", "100000"}, "--verify-all: -q 3 × -n 100000 × -s 4097 = 1229100000 bytes of message slots, more than the 1073741824 (1 GiB) allowed: each message has a slot of its own in both sides' buffers; lower -n to 87360 or less at this -s and -q, or lower -s"},
+		// Not one message fits: -n 0 is no fix (a trial was told to lower -n to 0).
+		{"write_bw", []string{"--verify-all", "-s", "2147483647", "-q", "64", "-n", "2"}, "--verify-all: -q 64 × -n 2 × -s 2147483647 = 274877906816 bytes of message slots, more than the 1073741824 (1 GiB) allowed: each message has a slot of its own in both sides' buffers; lower -s or -q: not one message per QP fits at these"},
 	} {
 		if _, err := parsePerf(c.name, c.args, io.Discard); err == nil || err.Error() != c.err {
 			t.Errorf("%s %v: %v\nwant %s", c.name, c.args, err, c.err)

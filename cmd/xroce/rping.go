@@ -274,8 +274,12 @@ func (o *rpingOptions) runClient(eng *engine, svc *rdmacm.Service) error {
 	defer x.close()
 	ctx, cancel := context.WithTimeout(context.Background(), rpingConnectLimit)
 	defer cancel()
+	noEndpoint := cancelOnUnreachable(ctx, o.dst, cmRetries*cmRetryDelay, cancel)
 	conn, err := svc.Dial(ctx, x.qp, dst, rpingParam, rdmacm.DialOptions{Src: o.local})
 	if err != nil {
+		if did, tried := noEndpoint(); did {
+			return fmt.Errorf("%w: start rping -s (or xroce rping -s) there, or check -a\n(rping: RDMA_CM_EVENT_UNREACHABLE)", errNoRoCEEndpoint(o.dst, tried))
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("no answer from %v to our connection request in %v: is a server running there (rping -s, xroce rping -s) with an RDMA CM (rdma_rxe, mlx5, xroce), and is UDP port 4791 open? (%v)", o.dst, rpingConnectLimit, err)
 		}

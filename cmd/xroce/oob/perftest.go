@@ -404,7 +404,8 @@ func (s *Session) deadline() {
 func (s *Session) ioErr(what string, err error) error {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("oob: %w %s the exchange with %s after %v", errTimedOut, what, s.peer(), s.timeout)
+		return fmt.Errorf("oob: %w %s the exchange with %s after %v: the peer neither answered nor closed the connection, so it is cut off (its link or address gone, a firewall between) or stopped or hung; see its output",
+			errTimedOut, what, s.peer(), s.timeout)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, ErrPeerClosed) {
 		if s.Check != nil {
