@@ -22,7 +22,12 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 		if c.t.name == "pingpong" { // ibv_rc_pingpong's peer exits after its own -n
 			stopped = "it exited or stopped (see its output), or was given a smaller -n"
 		}
-		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. If it ran until then, %s; if it never answered, look for a wrong GID index (%s) on either side, a path MTU the peer cannot take (-m), a peer running another connection type (pingpong --connection, perftest -c), or a firewall dropping UDP port 4791", wc.Status, wc.Opcode, stopped, c.gidOpt())
+		outage := fmt.Sprintf("about %v", retriesLast(transport.DefaultTimeout))
+		if c.o != nil { // the perftest tools' -u
+			outage = fmt.Sprintf("about %v at -u %d: a larger -u rides out longer outages", retriesLast(c.o.qpTimeout), c.o.qpTimeout)
+		}
+		return fmt.Errorf("completion %v (%v): the peer did not answer after every retry. If it ran until then, %s, or the path stopped carrying frames for longer than the retries last (%s); if it never answered, look for a wrong GID index (%s) on either side, a path MTU the peer cannot take (-m), a peer running another connection type (pingpong --connection, perftest -c), or a firewall dropping UDP port 4791",
+			wc.Status, wc.Opcode, stopped, outage, c.gidOpt())
 	case transport.WC_RNR_RETRY_EXC_ERR:
 		return fmt.Errorf("completion %v (%v): the peer had no receive posted", wc.Status, wc.Opcode)
 	case transport.WC_REM_ACCESS_ERR:
@@ -40,6 +45,17 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 		}
 	}
 	return fmt.Errorf("completion %v (%v)", wc.Status, wc.Opcode)
+}
+
+// retriesLast is about how long a request goes unanswered before the tools' QPs
+// (retry count 7) give up at local ACK timeout u: the first send and 7 retries,
+// each 4.096 µs × 2^u apart (IBTA Vol 1 §11.2.4.2; the adaptive delay may
+// shorten them on a lossy path).
+func retriesLast(u int) time.Duration {
+	if u <= 0 || u > 31 {
+		return 0
+	}
+	return (8 * time.Duration(4096<<u) * time.Nanosecond).Round(time.Millisecond)
 }
 
 // counterWatch returns a function that reports how far the provider's counter

@@ -124,6 +124,9 @@ func serveDevice(eng *runningEngine, c deviceConfig) error {
 	defer gone(nil)
 	go func() {
 		if err, ok := <-eng.died; ok {
+			if _, e := net.InterfaceByName(c.ifname); e != nil { // what made the link fail
+				err = fmt.Errorf("%w (%w)", errInterfaceGone(c.ifname), err)
+			}
 			gone(err)
 		}
 	}()
@@ -187,6 +190,11 @@ func checkDevName(name string) error {
 //
 // rdma_rxe reacts to the kernel's notifiers at once; this looks every ifaceWatch,
 // so a change shows up to that much later.
+// errInterfaceGone is the daemon's end when its interface goes.
+func errInterfaceGone(name string) error {
+	return fmt.Errorf("the interface %s is gone (deleted, renamed, or moved to another namespace): start the daemon again on it (xroce daemon -d %s) once it is back", name, name)
+}
+
 func watchInterface(ctx context.Context, w portWatch) {
 	name := w.name
 	ifi, err := net.InterfaceByName(name)
@@ -205,7 +213,7 @@ func watchInterface(ctx context.Context, w portWatch) {
 		}
 		now, err := net.InterfaceByIndex(ifi.Index)
 		if err != nil || now.Name != name {
-			w.gone(fmt.Errorf("the interface %s is gone (deleted, renamed, or moved to another namespace): start the daemon again on it (xroce daemon -d %s) once it is back", name, name))
+			w.gone(errInterfaceGone(name))
 			return
 		}
 		if is := interfaceState(name); (is == nil) != (state == nil) {

@@ -46,11 +46,11 @@ func mtuState(name string, pmtu roce.MTU, v6 bool) error {
 // addrState returns an error when the interface name no longer has the address a,
 // the source of this run's QPs: removed (ip addr del), so the peer's answers to it
 // go nowhere, as rdma_rxe's QP can no longer route from it. A missing interface, an
-// invalid a, or an IPv6 link-local one (the default GID, made from the MAC whether
+// invalid or unspecified a, or an IPv6 link-local one (the default GID, made from the MAC whether
 // or not the interface has it) give nil.
 func addrState(name string, a netip.Addr) error {
 	ifi, err := net.InterfaceByName(name)
-	if err != nil || !a.IsValid() || a.IsLinkLocalUnicast() {
+	if err != nil || !a.IsValid() || a.IsUnspecified() || a.IsLinkLocalUnicast() {
 		return nil
 	}
 	addrs, err := ifi.Addrs()
