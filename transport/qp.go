@@ -89,6 +89,9 @@ var qpAttrMaskNames = [...]struct {
 	{QP_RETRY_CNT, "IBV_QP_RETRY_CNT"}, {QP_RNR_RETRY, "IBV_QP_RNR_RETRY"}, {QP_RQ_PSN, "IBV_QP_RQ_PSN"},
 	{QP_MAX_QP_RD_ATOMIC, "IBV_QP_MAX_QP_RD_ATOMIC"}, {QP_MIN_RNR_TIMER, "IBV_QP_MIN_RNR_TIMER"},
 	{QP_SQ_PSN, "IBV_QP_SQ_PSN"}, {QP_MAX_DEST_RD_ATOMIC, "IBV_QP_MAX_DEST_RD_ATOMIC"}, {QP_DEST_QPN, "IBV_QP_DEST_QPN"},
+	// verbs bits the engine does not take, named for the verbs daemon's messages
+	{1 << 1, "IBV_QP_CUR_STATE"}, {1 << 2, "IBV_QP_EN_SQD_ASYNC_NOTIFY"}, {1 << 14, "IBV_QP_ALT_PATH"},
+	{1 << 18, "IBV_QP_PATH_MIG_STATE"}, {1 << 19, "IBV_QP_CAP"}, {1 << 25, "IBV_QP_RATE_LIMIT"},
 }
 
 // String names the mask's bits as enum ibv_qp_attr_mask spells them, joined by '|',
@@ -259,7 +262,8 @@ var transitions = map[[2]QPState][2]QPAttrMask{
 	{QPS_RTS, QPS_RTS}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY},
 	{QPS_RTS, QPS_SQD}: {0, 0},
 	{QPS_SQD, QPS_RTS}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY},
-	{QPS_SQD, QPS_SQD}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC | QP_MAX_DEST_RD_ATOMIC},
+	{QPS_SQD, QPS_SQD}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC | QP_MAX_DEST_RD_ATOMIC |
+		QP_AV | QP_PORT | QP_PKEY_INDEX}, // a new path while drained
 	{QPS_SQE, QPS_RTS}: {0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER},
 }
 
@@ -272,7 +276,7 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 	// resolving may wait for ARP or neighbour discovery.
 	var path qpPath
 	var pathErr error
-	if mask&QP_STATE != 0 && attr.State == QPS_RTR && mask&QP_AV != 0 {
+	if mask&QP_STATE != 0 && (attr.State == QPS_RTR || attr.State == QPS_SQD) && mask&QP_AV != 0 {
 		path, pathErr = qp.resolvePath(&attr)
 	}
 	d.mu.Lock()
@@ -376,6 +380,12 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		}
 		qp.setPath(&path, &a)
 		qp.resp.init(a.RQPSN)
+	}
+	if to == QPS_SQD && from == QPS_SQD && mask&QP_AV != 0 { // a new path, as IBTA Vol 1 §10.3.1 allows in SQD
+		if pathErr != nil {
+			return pathErr
+		}
+		qp.setPath(&path, &a)
 	}
 	if to == QPS_RTS && from == QPS_RTR {
 		qp.req.init(a.SQPSN)

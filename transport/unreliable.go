@@ -115,7 +115,7 @@ var ucTransitions = map[[2]QPState][2]QPAttrMask{
 	{QPS_RTS, QPS_RTS}:    {0, QP_ACCESS_FLAGS},
 	{QPS_RTS, QPS_SQD}:    {0, 0},
 	{QPS_SQD, QPS_RTS}:    {0, QP_ACCESS_FLAGS},
-	{QPS_SQD, QPS_SQD}:    {0, QP_ACCESS_FLAGS},
+	{QPS_SQD, QPS_SQD}:    {0, QP_ACCESS_FLAGS | QP_AV | QP_PKEY_INDEX},
 	{QPS_SQE, QPS_RTS}:    {0, QP_ACCESS_FLAGS},
 }
 

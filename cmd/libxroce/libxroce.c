@@ -1510,9 +1510,13 @@ XROCE_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int 
 		return EINVAL;
 	m.qp = qp->handle;
 	m.mask = (uint32_t)mask;
+	if ((mask & IBV_QP_AV) && attr->ah_attr.port_num != 1) {
+		/* ib_uverbs' modify_qp: rdma_is_port_valid(dest.port_num) */
+		warnx("ibv_modify_qp: ah_attr.port_num %u: the device has port 1 only", attr->ah_attr.port_num);
+		return EINVAL;
+	}
 	m.state = attr->qp_state;
-	if ((mask & IBV_QP_CUR_STATE) && !(mask & IBV_QP_STATE))
-		m.state = attr->cur_qp_state;
+	m.cur_state = attr->cur_qp_state;
 	m.path_mtu = attr->path_mtu;
 	m.dest_qpn = attr->dest_qp_num;
 	m.rq_psn = attr->rq_psn;

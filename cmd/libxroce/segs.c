@@ -520,6 +520,35 @@ static int high_fd(int fd)
 	return h;
 }
 
+/* huge_pages says, once, when the pages [s, e) of a move were huge pages (a
+ * MAP_HUGETLB or hugetlbfs mapping, as /proc/self/maps names it): err EINVAL means
+ * the move could not split one (a region of part of a huge page), 0 that they are
+ * small pages now. rdma_rxe pins huge pages in place. */
+static void huge_pages(const char *maps, uintptr_t s, uintptr_t e, int err)
+{
+	static int said_fail, said_moved;
+	unsigned long lo, hi;
+	const char *l;
+
+	if (err && err != EINVAL)
+		return;
+	for (l = maps; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) : strlen(l);
+
+		if (sscanf(l, "%lx-%lx", &lo, &hi) != 2 || hi <= s || lo >= e ||
+		    !(memmem(l, n, "anon_hugepage", 13) || memmem(l, n, "/hugepages", 10) || memmem(l, n, "hugetlbfs", 9)))
+			continue;
+		if (err && !__atomic_exchange_n(&said_fail, 1, __ATOMIC_RELAXED))
+			warnx("ibv_reg_mr: the pages [%#lx, %#lx) lie on huge pages (MAP_HUGETLB or hugetlbfs), which xroce cannot move onto its shared memory in part: register whole huge pages, or memory of normal (or transparent huge) pages; rdma_rxe pins them in place",
+			      (unsigned long)s, (unsigned long)e);
+		if (!err && !__atomic_exchange_n(&said_moved, 1, __ATOMIC_RELAXED))
+			warnx("ibv_reg_mr: the pages [%#lx, %#lx) were huge pages (MAP_HUGETLB or hugetlbfs); xroce moved them onto its shared memory, of normal pages, where rdma_rxe pins them in place",
+			      (unsigned long)s, (unsigned long)e);
+		return;
+	}
+}
+
 /*
  * seg_new moves the pages [s, e), which no segment holds, onto a new segment: a
  * sealed memfd gets the pages' contents and is mapped MAP_SHARED|MAP_FIXED over
@@ -547,6 +576,7 @@ static struct seg *seg_new(uintptr_t s, uintptr_t e, const char *maps, int *err)
 		if (wp)
 			wp_end(s, len, !*err);
 	}
+	huge_pages(maps, s, e, *err);
 	if (*err)
 		goto fail;
 	restore_prot(maps, s, e);

@@ -305,7 +305,7 @@ struct xroce_qp_attr {
 	uint8_t min_rnr_timer, timeout;
 	uint8_t retry_cnt, rnr_retry;
 	uint8_t port_num, is_global;
-	uint8_t reserved;
+	uint8_t cur_state; /* attr->cur_qp_state, under IBV_QP_CUR_STATE */
 	uint16_t pkey_index;
 	uint16_t reserved2;
 	uint32_t qkey; /* UD */

@@ -461,6 +461,31 @@ func TestVerbsCQOverrun(t *testing.T) {
 		"receive side events: CQ error (its CQ) CQ error (its CQ)\nok\n")
 }
 
+// TestVerbsModifyQP: ibv_modify_qp's attribute masks as the kernel's uverbs layer
+// checks them for rdma_rxe (testdata/modifyqp.c; qp_state_table and
+// ib_modify_qp_is_ok in drivers/infiniband/core/verbs.c): refused where a required
+// attribute is missing or one the transition does not take is given, taken where
+// the kernel takes what the engine has no use for (an alternate path, a path
+// migration state, SQD's asynchronous notice) or a new path in SQD. A fresh
+// user's trial found xroce taking RESET → INIT without a port and RTS → RTS with a
+// timeout, and refusing the others.
+func TestVerbsModifyQP(t *testing.T) {
+	runOwnGID(t, "modifyqp", "RESET to ERR: 22\n"+
+		"RESET, access flags without a state: 22\n"+
+		"RESET to INIT without a port: 22\n"+
+		"RESET to INIT with a current state: 22\n"+
+		"RESET to INIT: 0\n"+
+		"INIT to RTR on port 2: 22\n"+
+		"INIT to RTR with an alternate path: 0\n"+
+		"RTR to RTS with a path migration state: 0\n"+
+		"RTS to RTS with a timeout: 22\n"+
+		"RTS to RTS claiming to be in RTR: 22\n"+
+		"RTS to RTS with an RNR timer: 0\n"+
+		"RTS to SQD with async notify: 0\n"+
+		"SQD to SQD with a path and a port: 0\n"+
+		"SQD to RTS: 0\nok\n")
+}
+
 // TestVerbsRxeAttrs: values and post-time checks as rdma_rxe gives them
 // (testdata/rxeattrs.c): CQ and SRQ depths rounded up to 2^k − 1 (an SRQ of 0
 // WRs refused), a QP of 0 send WRs reported as such, the SRQ in

@@ -366,7 +366,7 @@ type QPAttrMsg struct {
 	MinRNRTimer, Timeout      uint8
 	RetryCnt, RNRRetry        uint8
 	PortNum, IsGlobal         uint8
-	Reserved                  uint8
+	CurState                  uint8 // attr->cur_qp_state, under IBV_QP_CUR_STATE
 	PKeyIndex                 uint16
 	Reserved2                 uint16
 	QKey                      uint32 // UD

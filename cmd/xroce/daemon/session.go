@@ -738,22 +738,26 @@ func (s *session) createQP(r *CreateQPReq) (*CreateQPReply, []int, error) {
 	return &o.caps, fds, nil
 }
 
-// verbs attribute-mask bits the engine has no use for.
-const (
-	maskCurState        = 1 << 1 // IBV_QP_CUR_STATE
-	maskEnSQDAsyncNotif = 1 << 2 // IBV_QP_EN_SQD_ASYNC_NOTIFY
-)
-
 func (s *session) modifyQP(r *QPAttrMsg) error {
 	o := s.qps[r.QP]
 	if o == nil {
 		return fail(unix.EINVAL, "no QP %d in this session", r.QP)
 	}
 	mask := transport.QPAttrMask(r.Mask)
-	if mask&maskCurState != 0 && r.State != uint32(o.qp.State()) && mask&transport.QP_STATE == 0 {
-		return fail(unix.EINVAL, "cur_qp_state %d is not the QP's state %v", r.State, o.qp.State())
+	cur, next := o.qp.State(), transport.QPState(r.State)
+	if mask&maskCurState != 0 {
+		cur = transport.QPState(r.CurState)
 	}
-	mask &^= maskCurState | maskEnSQDAsyncNotif
+	if mask&transport.QP_STATE == 0 {
+		next = cur
+	}
+	if r.State > uint32(transport.QPS_ERR) && mask&transport.QP_STATE != 0 || r.CurState > uint8(transport.QPS_ERR) && mask&maskCurState != 0 {
+		return fail(unix.EINVAL, "qp_state %d or cur_qp_state %d", r.State, r.CurState)
+	}
+	if err := modifyOK(cur, next, o.qp.Type(), mask); err != nil {
+		return fail(unix.EINVAL, "%v", err)
+	}
+	mask &^= ignoredMask
 	if mask&transport.QP_PORT != 0 && r.PortNum != 1 {
 		return fail(unix.EINVAL, "port %d: the device has port 1 only", r.PortNum)
 	}
@@ -765,8 +769,6 @@ func (s *session) modifyQP(r *QPAttrMsg) error {
 	}
 	if mask&transport.QP_STATE == 0 {
 		r.State = uint32(o.qp.State()) // attr->qp_state is read only under IBV_QP_STATE
-	} else if r.State > uint32(transport.QPS_ERR) {
-		return fail(unix.EINVAL, "qp_state %d", r.State)
 	}
 	// rdma_rxe keeps max_rd_atomic and max_dest_rd_atomic rounded up to a power of
 	// two (rxe_qp_from_attr in rxe_qp.c), and ibv_query_qp reports them so.
