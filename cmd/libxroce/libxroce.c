@@ -1102,13 +1102,17 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	struct xmr *m;
 	int i, ret = 0, writable;
 
-	if (!pd || !(xc = ctx_of(pd->context)) || !addr || !length || (uintptr_t)addr + length < (uintptr_t)addr) {
+	/* ib_uverbs_reg_mr and ib_umem_get: an empty or wrapping range, or an iova whose
+	 * offset in its page is not the address's, is EINVAL; an address with no page
+	 * (NULL) is EFAULT, from the page check below */
+	if (!pd || !(xc = ctx_of(pd->context)) || !length || (uintptr_t)addr + length < (uintptr_t)addr ||
+	    (iova & (page - 1)) != ((uintptr_t)addr & (page - 1))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB)) {
+	if (access & IBV_ACCESS_ON_DEMAND) {
 		static int said;
-		unsupported(&said, "on-demand paging, zero-based or hugetlb regions (ibv_reg_mr with IBV_ACCESS_ON_DEMAND, _ZERO_BASED or _HUGETLB)");
+		unsupported(&said, "on-demand paging regions (ibv_reg_mr with IBV_ACCESS_ON_DEMAND)");
 		return NULL;
 	}
 	s = (uintptr_t)addr & ~(page - 1);

@@ -538,7 +538,7 @@ func TestVerbsUnsupported(t *testing.T) {
 	got := out.String()
 	for _, line := range []string{
 		"xroce: xroce does not support memory windows (ibv_alloc_mw): it fails with EOPNOTSUPP",
-		"xroce: xroce does not support on-demand paging, zero-based or hugetlb regions",
+		"xroce: xroce does not support on-demand paging regions (ibv_reg_mr with IBV_ACCESS_ON_DEMAND)",
 		"xroce: xroce does not support re-registration (ibv_rereg_mr; rdma_rxe has none either: deregister and register again)",
 	} {
 		if strings.Count(got, line) != 1 {
@@ -703,9 +703,11 @@ func TestVerbsRegStack(t *testing.T) {
 
 // TestVerbsRegProt: a registration keeps its pages' protections (a read-only page
 // stays read-only, a code page executable) and refuses, as ib_umem_get does, a
-// read-only page the device may write and an unmapped page (EFAULT)
-// (testdata/regprot.c; found by a fresh user's trial: registered pages became
-// read-write, and a registered code page killed the process).
+// read-only page the device may write and an unmapped page (EFAULT), and, as the
+// kernel's checks for rdma_rxe do, NULL (EFAULT), an unknown access bit and an iova
+// at another page offset (EINVAL), taking zero-based and hugetlb flags
+// (testdata/regprot.c; found by fresh users' trials: registered pages became
+// read-write, a registered code page killed the process, the flags differed).
 func TestVerbsRegProt(t *testing.T) {
 	p := newVerbsPair(t)
 	prog := cBuild(t, "testdata/regprot.c")

@@ -49,11 +49,16 @@ const (
 )
 
 // verbs access flags beyond the engine's four that registration accepts and
-// ignores: IBV_ACCESS_MW_BIND (no memory windows are ever bound) and the optional
-// range from IBV_ACCESS_RELAXED_ORDERING up.
+// ignores, as rdma_rxe on Linux 6.1 does (ib_check_mr_access's IB_ACCESS_SUPPORTED):
+// IBV_ACCESS_MW_BIND (no memory windows are ever bound), IBV_ACCESS_ZERO_BASED and
+// IBV_ACCESS_HUGETLB (rxe registers the iova given either way), and the optional
+// range, IBV_ACCESS_RELAXED_ORDERING (1 << 20) to 1 << 29.
 const (
-	accessMWBind   = 1 << 4
-	accessOptional = 0xfff00000
+	accessMWBind    = 1 << 4
+	accessZeroBased = 1 << 5
+	accessOnDemand  = 1 << 6
+	accessHugeTLB   = 1 << 7
+	accessOptional  = 0x3ff00000
 )
 
 type session struct {
@@ -343,10 +348,10 @@ func (s *session) regMR(r *RegMRReq, fds []int) (*RegMRReply, error) {
 	if pd == nil {
 		return nil, fail(unix.EINVAL, "no PD %d in this session", r.PD)
 	}
-	if r.Access&(1<<5|1<<6|1<<7) != 0 { // ZERO_BASED, ON_DEMAND, HUGETLB
-		return nil, fail(unix.EOPNOTSUPP, "access flags 0x%x: zero-based, on-demand and hugetlb regions are not supported", r.Access)
+	if r.Access&accessOnDemand != 0 {
+		return nil, fail(unix.EOPNOTSUPP, "access flags 0x%x: on-demand paging regions are not supported", r.Access)
 	}
-	if r.Access&^(0xf|accessMWBind|accessOptional) != 0 {
+	if r.Access&^(0xf|accessMWBind|accessZeroBased|accessHugeTLB|accessOptional) != 0 {
 		return nil, fail(unix.EINVAL, "unknown access flags 0x%x", r.Access)
 	}
 	if r.NPieces == 0 || r.NPieces > MRPieces || len(fds) != int(r.NPieces) {

@@ -3,7 +3,9 @@
  * ib_umem_get refuses: a read-only page registers for reading and stays
  * read-only; registered for local write it fails with EFAULT (FOLL_WRITE); a code
  * page registers and its function still runs; .rodata registers and reads the
- * same; an unmapped page fails with EFAULT. Prints "ok", or what differed.
+ * same; an unmapped page, and NULL, fail with EFAULT; an access bit past the
+ * optional range, or an iova at another page offset, with EINVAL; zero-based,
+ * hugetlb and relaxed-ordering flags are taken. Prints "ok", or what differed.
  * TestVerbsRegProt runs it through xroce run.
  */
 #include <errno.h>
@@ -92,6 +94,31 @@ int main(void)
 	if ((mr = ibv_reg_mr(pd, gone, 4096, 0)) || errno != EFAULT) {
 		printf("unmapped page: %s, %s\n", mr ? "registered" : "refused", strerror(errno));
 		bad = 1;
+	}
+	/* the kernel's checks for rdma_rxe (ib_umem_get, ib_check_mr_access on Linux 6.1,
+	 * ib_uverbs_reg_mr): NULL has no page (EFAULT); an access bit past the optional
+	 * range, or an iova whose page offset is not the address's, is EINVAL; zero-based
+	 * and hugetlb are taken (rxe registers the iova given) */
+	errno = 0;
+	if ((mr = ibv_reg_mr(pd, NULL, 64, 0)) || errno != EFAULT) {
+		printf("NULL: %s, %s\n", mr ? "registered" : "refused", strerror(errno));
+		bad = 1;
+	}
+	errno = 0;
+	if ((mr = ibv_reg_mr(pd, ro, 64, 1 << 30)) || errno != EINVAL) {
+		printf("access 1 << 30: %s, %s\n", mr ? "registered" : "refused", strerror(errno));
+		bad = 1;
+	}
+	errno = 0;
+	if ((mr = ibv_reg_mr_iova(pd, ro + 8, 64, 0x10000, 0)) || errno != EINVAL) {
+		printf("iova at another page offset: %s, %s\n", mr ? "registered" : "refused", strerror(errno));
+		bad = 1;
+	}
+	if (!(mr = ibv_reg_mr(pd, ro, 64, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING))) {
+		printf("zero-based, hugetlb and relaxed ordering: %s\n", strerror(errno));
+		bad = 1;
+	} else {
+		ibv_dereg_mr(mr);
 	}
 	if (!bad)
 		printf("ok\n");
