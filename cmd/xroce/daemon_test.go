@@ -111,11 +111,17 @@ func spawnDaemon(t *testing.T, ns, ifname, dir string, args ...string) (cmd *exe
 }
 
 // spawnServing is spawnDaemon, waiting until the daemon serves xroce0; t.Cleanup
-// kills it.
+// kills it and waits until it is gone (reaped), so that the network's check for
+// leftover processes, which runs after, does not find it exiting.
 func spawnServing(t *testing.T, ns, ifname, dir string) (*exec.Cmd, *testnet.Output, <-chan error) {
 	t.Helper()
 	cmd, out, done := spawnDaemon(t, ns, ifname, dir)
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		for i := 0; i < 250 && syscall.Kill(cmd.Process.Pid, 0) == nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving xroce0"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("daemon not serving after 10 s:\n%s", out.String())
