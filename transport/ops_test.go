@@ -39,6 +39,18 @@ func TestAtomics(t *testing.T) {
 	if got := binary.NativeEndian.Uint64(b.buf[64:]); got != 0xdeadbeefcafe {
 		t.Errorf("target after compare-swap = %#x", got)
 	}
+	// A local buffer longer than 8 bytes, as rdma_rxe takes it (validate_send_wr):
+	// the original value fills its first 8, the rest stays, and byte_len is the
+	// buffer's length (make_send_cqe: wqe->dma.length).
+	for i := 32; i < 48; i++ {
+		a.buf[i] = 0xEE
+	}
+	must(t, postSend(a, transport.SendWR{WRID: 4, Opcode: transport.WR_ATOMIC_FETCH_AND_ADD, SGList: sge(a, 32, 16),
+		Flags: transport.SendSignaled, RemoteAddr: b.mr.Addr() + 64, RKey: b.mr.RKey(), CompareAdd: 1}))
+	checkWC(t, p.waitWCs(a, 1, time.Second)[0], 4, transport.WC_SUCCESS, transport.WC_FETCH_ADD, 16)
+	if got, rest := binary.NativeEndian.Uint64(a.buf[32:]), a.buf[40:48]; got != 0xdeadbeefcafe || rest[0] != 0xEE || rest[7] != 0xEE {
+		t.Errorf("16-byte fetch-add buffer: %#x, then % x", got, rest)
+	}
 }
 
 func TestImmediateAndInline(t *testing.T) {

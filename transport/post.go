@@ -13,7 +13,7 @@ import "github.com/xroce/xroce/roce"
 // PostSend posts send work requests in order. It returns the index of the first WR
 // it could not post and an error: ErrQPState before RTS (in ERR the WRs are accepted
 // and flushed), ErrQueueFull, ErrTooManySGE, ErrInline, ErrMsgSize or ErrBadWR
-// (unknown opcode, or an atomic whose local buffer is not 8 bytes). A local key,
+// (unknown opcode, or an atomic whose local buffer is under 8 bytes). A local key,
 // access or bounds problem is not an error here: the WR completes with an error and
 // the QP moves to ERR, with rdma_rxe's status (sourceFault; a READ's or atomic's
 // local buffer: IBV_WC_LOC_PROT_ERR).
@@ -56,7 +56,7 @@ func (qp *QueuePair) postSend(wr *SendWR) error {
 	if total > MaxMsgSize {
 		return ErrMsgSize
 	}
-	if wr.Opcode.isAtomic() && total != 8 {
+	if wr.Opcode.isAtomic() && total < 8 { // rxe's validate_send_wr: at least 8; the original value fills the first 8
 		return ErrBadWR
 	}
 	if qp.svc != roce.ServiceRC {

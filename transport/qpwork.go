@@ -119,10 +119,7 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 			// rdma_rxe reports the work request's length for every send-side
 			// completion (rxe_comp.c make_send_cqe: byte_len = wqe->dma.length), not
 			// only for READ and atomics as the spec requires; do as it does.
-			wc.ByteLen = uint32(w.length)
-			if w.wr.Opcode.isAtomic() {
-				wc.ByteLen = 8
-			}
+			wc.ByteLen = uint32(w.length) // an atomic's too: its local buffer, 8 bytes or more
 			// Both rdma_rxe and mlx5 flag a *_WITH_IMM request's completion
 			// IBV_WC_WITH_IMM; its imm_data is undefined (rxe until 6.x leaves 0,
 			// later rxe copies the request's): report the request's.

@@ -150,7 +150,7 @@ static int service_ok(const struct xqp *q, uint32_t opcode)
 static int check_send(const struct xqp *q, uint32_t opcode, uint32_t num_sge, uint64_t total, int inl)
 {
 	if (!send_state_ok(q->qp.state) || num_sge > q->cap.max_send_sge || opcode > IBV_WR_ATOMIC_FETCH_AND_ADD ||
-	    total > (1ull << 31) || (is_atomic(opcode) && total != 8) || (inl && total > q->cap.max_inline_data) ||
+	    total > (1ull << 31) || (is_atomic(opcode) && total < 8) || (inl && total > q->cap.max_inline_data) ||
 	    !service_ok(q, opcode))
 		return EINVAL;
 	return 0;
@@ -415,6 +415,14 @@ static void fill_wc(struct xqp *q, const struct xroce_cqe *e, struct ibv_wc *wc)
 		 * pkey_index are 0, as rdma_rxe reports them on RoCE */
 		wc->wc_flags |= IBV_WC_GRH;
 		wc->src_qp = e->src_qp;
+	}
+	if ((e->flags & (XROCE_CQE_RECV | XROCE_CQE_SRQ)) && wc->status != IBV_WC_SUCCESS) {
+		/* rdma_rxe fills a receive completion's opcode, byte_len and flags only on
+		 * success (rxe_resp.c do_complete): an error or a flush reads 0 there */
+		wc->opcode = 0;
+		wc->byte_len = 0;
+		wc->wc_flags = 0;
+		wc->src_qp = 0;
 	}
 }
 
