@@ -71,12 +71,9 @@ func TestFollowAddrs(t *testing.T) {
 	}
 }
 
-// TestRemovedAddressReceivesNothing: once its address leaves the interface (and
-// the GID table), a device drops the frames sent to it, as rdma_rxe's
-// rxe_chk_dgid does, counting them in rcvd_bad_dgid: an RDMA WRITE to it is not
-// executed and its sender times out and retries; when the address comes back (to
-// the same GID index) the retry lands. A QP whose address went cannot send.
-func TestRemovedAddressReceivesNothing(t *testing.T) {
+// movingPair is a connected pair whose B side's addresses the test changes (link,
+// then B's FollowAddrs).
+func movingPair(t *testing.T) (*pair, *movingLink) {
 	c := defaults(pairConfig{})
 	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
 		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
@@ -86,6 +83,16 @@ func TestRemovedAddressReceivesNothing(t *testing.T) {
 	p.b = p.newSideOn(eb, link, c, 1<<10)
 	p.connect(p.a, p.b, c, 0, 0)
 	p.connect(p.b, p.a, c, 0, 0)
+	return p, link
+}
+
+// TestRemovedAddressReceivesNothing: once its address leaves the interface (and
+// the GID table), a device drops the frames sent to it, as rdma_rxe's
+// rxe_chk_dgid does, counting them in rcvd_bad_dgid: an RDMA WRITE to it is not
+// executed and its sender times out and retries; when the address comes back (to
+// the same GID index) the retry lands. A QP whose address went cannot send.
+func TestRemovedAddressReceivesNothing(t *testing.T) {
+	p, link := movingPair(t)
 	write := func(wrid uint64, b byte) {
 		p.a.buf[0] = b
 		_, err := p.a.qp.PostSend(transport.SendWR{WRID: wrid, Opcode: transport.WR_RDMA_WRITE, SGList: sge(p.a, 0, 1),
@@ -139,15 +146,7 @@ func TestRemovedAddressReceivesNothing(t *testing.T) {
 // QP goes to the error state, as rdma_rxe's requester fails that transmission
 // (rxe_req.c), not with the retry-exceeded status a trial saw after the retries.
 func TestRemovedSourceAddressInFlight(t *testing.T) {
-	c := defaults(pairConfig{})
-	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
-		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
-	link := &movingLink{PipeEnd: eb, addrs: []netip.Addr{addrB}}
-	p := &pair{t: t, clock: transport.NewFakeClock()}
-	p.a = p.newSide(ea, c, 1<<10)
-	p.b = p.newSideOn(eb, link, c, 1<<10)
-	p.connect(p.a, p.b, c, 0, 0)
-	p.connect(p.b, p.a, c, 0, 0)
+	p, link := movingPair(t)
 	_, err := p.b.qp.PostSend(transport.SendWR{WRID: 1, Opcode: transport.WR_RDMA_WRITE, SGList: sge(p.b, 0, 1),
 		RemoteAddr: p.a.mr.Addr(), RKey: p.a.mr.RKey(), Flags: transport.SendSignaled})
 	must(t, err)

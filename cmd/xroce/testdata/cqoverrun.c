@@ -42,6 +42,24 @@ static enum ibv_qp_state state(struct ibv_qp *q)
 	return ibv_query_qp(q, &a, IBV_QP_STATE, &ia) ? -1 : a.qp_state;
 }
 
+/* overran waits 300 ms for the completions of side's QP q to land in cq, unpolled,
+ * then prints what two polls return, whether q is in state want, and the events. */
+static void overran(const char *side, struct ibv_cq *cq, struct ibv_qp *q, enum ibv_qp_state want)
+{
+	struct ibv_wc wc[8];
+	char what[32];
+	int n, m;
+
+	usleep(300000);
+	n = ibv_poll_cq(cq, 8, wc);
+	m = ibv_poll_cq(cq, 8, wc + 1);
+	printf("%s side: polled %d (wr %d %s), then %d\n", side, n, n > 0 ? (int)wc[0].wr_id : -1,
+	       n > 0 ? ibv_wc_status_str(wc[0].status) : "", m);
+	printf("%s QP: %s%s\n", side, state(q) == want ? "" : "not ", want == IBV_QPS_RTS ? "RTS" : "ERR");
+	snprintf(what, sizeof(what), "%s side", side);
+	events(what, cq);
+}
+
 static struct ibv_qp *qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq)
 {
 	struct ibv_qp_init_attr a = { .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
@@ -90,13 +108,7 @@ int main(void)
 		if (i < 2)
 			continue;
 		if (i == 2) { /* three posted: wait for them, unpolled */
-			usleep(300000);
-			n = ibv_poll_cq(one_s, 8, wc);
-			m = ibv_poll_cq(one_s, 8, wc + 1);
-			printf("send side: polled %d (wr %d %s), then %d\n", n, n > 0 ? (int)wc[0].wr_id : -1,
-			       n > 0 ? ibv_wc_status_str(wc[0].status) : "", m);
-			printf("send QP: %s\n", state(a) == IBV_QPS_RTS ? "RTS" : "not RTS");
-			events("send side", one_s);
+			overran("send", one_s, a, IBV_QPS_RTS);
 			continue;
 		}
 		for (n = 0, m = 0; !n && m < 2000; m++, usleep(1000))
@@ -118,13 +130,7 @@ int main(void)
 		if (ibv_post_send(c, &w, &bad))
 			die("ibv_post_send", errno);
 	}
-	usleep(300000);
-	n = ibv_poll_cq(one_r, 8, wc);
-	m = ibv_poll_cq(one_r, 8, wc + 1);
-	printf("receive side: polled %d (wr %d %s), then %d\n", n, n > 0 ? (int)wc[0].wr_id : -1,
-	       n > 0 ? ibv_wc_status_str(wc[0].status) : "", m);
-	printf("receive QP: %s\n", state(d) == IBV_QPS_ERR ? "ERR" : "not ERR");
-	events("receive side", one_r);
+	overran("receive", one_r, d, IBV_QPS_ERR);
 	printf("ok\n");
 	return 0;
 }
