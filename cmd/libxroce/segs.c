@@ -569,12 +569,18 @@ static struct seg *seg_new(uintptr_t s, uintptr_t e, const char *maps, int *err)
 	}
 	if (on_own_stack(s, e)) {
 		*err = replace_stack_pages(s, len, fd);
-	} else { /* other threads' writes to the pages wait for the move (wprotect.c) */
-		int wp = wp_begin(s, len);
+	} else { /* other threads' writes to the pages wait for the move (wprotect.c); a
+		  * signal handler of this thread's writing them would wait for itself */
+		sigset_t all, old;
+		int wp;
 
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		wp = wp_begin(s, len);
 		*err = replace_pages(s, len, fd);
 		if (wp)
 			wp_end(s, len, !*err);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	huge_pages(maps, s, e, *err);
 	if (*err)
