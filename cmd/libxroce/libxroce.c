@@ -2063,12 +2063,6 @@ XROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 
 /* ---- not supported: SRQs, AHs from completions, imports, multicast ---------- */
 
-#define FAIL_PTR(ret, name, ...)                        \
-	XROCE_EXPORT ret name(__VA_ARGS__)              \
-	{                                               \
-		errno = EOPNOTSUPP;                     \
-		return NULL;                            \
-	}
 #define FAIL_PTR_SAY(ret, name, what, ...)               \
 	XROCE_EXPORT ret name(__VA_ARGS__)              \
 	{                                               \
@@ -2079,6 +2073,13 @@ XROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 #define FAIL_INT(name, ...)                             \
 	XROCE_EXPORT int name(__VA_ARGS__)              \
 	{                                               \
+		return EOPNOTSUPP;                      \
+	}
+#define FAIL_INT_SAY(name, what, ...)                   \
+	XROCE_EXPORT int name(__VA_ARGS__)              \
+	{                                               \
+		static int said;                        \
+		unsupported(&said, what);               \
 		return EOPNOTSUPP;                      \
 	}
 #define FAIL_NEG(name, ...)                             \
@@ -2172,17 +2173,17 @@ XROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, v
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 FAIL_PTR_SAY(struct ibv_mr *, ibv_reg_dmabuf_mr, "dma-buf regions (ibv_reg_dmabuf_mr)", struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
-FAIL_INT(ibv_resize_cq, struct ibv_cq *cq, int cqe)
+FAIL_INT_SAY(ibv_resize_cq, "resizing a CQ (ibv_resize_cq): create it with the depth it needs", struct ibv_cq *cq, int cqe)
 FAIL_INT(ibv_query_qp_data_in_order, struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 FAIL_INT(ibv_query_ece, struct ibv_qp *qp, struct ibv_ece *ece)
 FAIL_INT(ibv_set_ece, struct ibv_qp *qp, struct ibv_ece *ece)
-FAIL_INT(ibv_attach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-FAIL_INT(ibv_detach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+FAIL_INT_SAY(ibv_attach_mcast, "multicast (ibv_attach_mcast)", struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+FAIL_INT_SAY(ibv_detach_mcast, "multicast (ibv_detach_mcast)", struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 FAIL_NEG(ibv_resolve_eth_l2_from_gid, struct ibv_context *context, struct ibv_ah_attr *attr, uint8_t eth_mac[6], uint16_t *vid)
-FAIL_PTR(struct ibv_context *, ibv_import_device, int cmd_fd)
-FAIL_PTR(struct ibv_pd *, ibv_import_pd, struct ibv_context *context, uint32_t pd_handle)
-FAIL_PTR(struct ibv_mr *, ibv_import_mr, struct ibv_pd *pd, uint32_t mr_handle)
-FAIL_PTR(struct ibv_dm *, ibv_import_dm, struct ibv_context *context, uint32_t dm_handle)
+FAIL_PTR_SAY(struct ibv_context *, ibv_import_device, "importing objects of another process (ibv_import_device)", int cmd_fd)
+FAIL_PTR_SAY(struct ibv_pd *, ibv_import_pd, "importing objects of another process (ibv_import_pd)", struct ibv_context *context, uint32_t pd_handle)
+FAIL_PTR_SAY(struct ibv_mr *, ibv_import_mr, "importing objects of another process (ibv_import_mr)", struct ibv_pd *pd, uint32_t mr_handle)
+FAIL_PTR_SAY(struct ibv_dm *, ibv_import_dm, "importing objects of another process (ibv_import_dm)", struct ibv_context *context, uint32_t dm_handle)
 #pragma GCC diagnostic pop
 
 /* Teardown of objects that cannot exist does nothing. */

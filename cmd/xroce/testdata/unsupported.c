@@ -2,7 +2,8 @@
  * unsupported: asks twice each for a memory window and an on-demand-paging region,
  * which xroce does not have, and prints what verbs returned (NULL and errno
  * EOPNOTSUPP each time, as rdma-core's providers refuse what they lack), then
- * re-registers a region with bad flags and with new access flags, twice.
+ * re-registers a region with bad flags and with new access flags, twice, and
+ * resizes a CQ twice.
  * TestVerbsUnsupported builds it against libibverbs and runs it through xroce run.
  */
 #include <errno.h>
@@ -44,6 +45,12 @@ int main(void)
 	}
 	if (mr)
 		ibv_dereg_mr(mr);
+	/* rdma_rxe resizes CQs; xroce does not, and says so once */
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	for (int k = 0; k < 2; k++)
+		printf("resize_cq %d\n", cq ? ibv_resize_cq(cq, 64) : -1);
+	if (cq)
+		ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(l);
