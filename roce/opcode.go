@@ -269,6 +269,15 @@ func init() {
 // does not know (RD, XRC, RESYNC and reserved values).
 func (op Opcode) Info() OpcodeInfo { return opcodeTable[op] }
 
+// Position returns the opcode's place in its message (FIRST, MIDDLE, LAST or ONLY);
+// 0 for an unknown opcode. It reads one field of the table where Info copies the
+// whole entry (a hot path's copy of the 48-byte struct stalled on store forwarding).
+func (op Opcode) Position() Position { return opcodeTable[op].Position }
+
+// Headers returns the extension headers the opcode carries after the BTH; 0 for an
+// unknown opcode.
+func (op Opcode) Headers() Header { return opcodeTable[op].Headers }
+
 // Valid reports whether op is a known opcode: RC (including FLUSH and ATOMIC_WRITE of
 // IBTA 1.5), UC, UD or CNP.
 func (op Opcode) Valid() bool { return opcodeTable[op].Name != "" }

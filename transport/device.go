@@ -188,7 +188,12 @@ func (d *Device) Close() error {
 // wakeLoop tells a waiting Run that work was posted. The link is only woken (a
 // syscall for AF_XDP) when the loop is actually waiting.
 func (d *Device) wakeLoop() {
-	d.posted.Store(true)
+	// Stored only when clear (Store is a locked XCHG): a set flag has not yet been
+	// cleared by the pass that will take this work, since Run clears it before it
+	// looks for posted work.
+	if !d.posted.Load() {
+		d.posted.Store(true)
+	}
 	if d.waiting.Load() {
 		d.link.Wake()
 	}
@@ -201,7 +206,9 @@ func (d *Device) Run(ctx context.Context) error {
 	defer stop()
 	var lastBusy time.Time // wall time: busy polling is about CPUs, not protocol time
 	for ctx.Err() == nil {
-		d.posted.Store(false)
+		if d.posted.Load() { // no locked XCHG while nothing was posted
+			d.posted.Store(false)
+		}
 		p := d.pollerOf()
 		found := p != nil && p.Poll()
 		busy, err := d.progress()

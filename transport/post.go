@@ -173,7 +173,10 @@ func (qp *QueuePair) newRecvWQE() *recvWQE {
 // notePosted puts qp on the device's posted list, once until the engine takes it, and
 // wakes the loop.
 func (d *Device) notePosted(qp *QueuePair) {
-	if qp.queued.CompareAndSwap(false, true) {
+	// A plain load first: while the QP is already listed (a stream of posts between
+	// two engine passes) no locked instruction is needed, and each drains the store
+	// buffer of the WR just written.
+	if !qp.queued.Load() && qp.queued.CompareAndSwap(false, true) {
 		d.postMu.Lock()
 		d.postedQPs = append(d.postedQPs, qp)
 		d.postMu.Unlock()

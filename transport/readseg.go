@@ -194,7 +194,7 @@ func (r *requester) placeRead(qp *QueuePair, w *sendWQE, s *readSeg, p *roce.Pac
 	// FIRST or MIDDLE depends on whether it answers the original request or one
 	// asked again from the middle, and reordering can deliver either, so both are
 	// accepted.
-	pos := p.BTH.Opcode.Info().Position
+	pos := p.BTH.Opcode.Position()
 	k := s.start + s.got
 	endsMsg := pos == roce.PosLast || pos == roce.PosOnly
 	off := k * qp.pmtu

@@ -194,11 +194,11 @@ func (d *Device) fillData(p *roce.Packet, qp *QueuePair, w *sendWQE, i int, op r
 		p.Payload = d.scratch[:n]
 		w.sg.copyOut(p.Payload, off)
 	}
-	info := op.Info()
-	if info.Headers&roce.HdrRETH != 0 {
+	h := op.Headers()
+	if h&roce.HdrRETH != 0 {
 		p.RETH = roce.RETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: uint32(w.length)}
 	}
-	if info.Headers&roce.HdrImmDt != 0 {
+	if h&roce.HdrImmDt != 0 {
 		p.ImmDt = roce.ImmDt(w.wr.ImmData)
 	}
 	p.BTH.SE = i == w.npkts-1 && w.wr.Flags&SendSolicited != 0

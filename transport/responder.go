@@ -74,9 +74,9 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 	}
 	r.nakSent = false
 	op := p.BTH.Opcode
-	info := op.Info()
+	pos := op.Position()
 	isSend, isWrite := op.Is(roce.ClassSend), op.Is(roce.ClassWrite)
-	cont := info.Position == roce.PosMiddle || info.Position == roce.PosLast
+	cont := pos == roce.PosMiddle || pos == roce.PosLast
 	// Opcode sequence (§9.7.5.1.5): a message continues only what it belongs to.
 	if (r.inSend && !(isSend && cont)) || (r.inWrite && !(isWrite && cont)) || (!r.inSend && !r.inWrite && cont) {
 		r.invalid(qp, psn)
@@ -87,7 +87,7 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 	if pl > qp.pmtu { // the requester's path MTU is larger than ours
 		qp.count(CntRcvdOversize)
 	}
-	switch info.Position {
+	switch pos {
 	case roce.PosFirst, roce.PosMiddle:
 		if pl < qp.pmtu { // the requester's path MTU is smaller than ours
 			qp.count(CntRcvdUndersize)
@@ -97,7 +97,7 @@ func (r *responder) request(qp *QueuePair, p *roce.Packet) {
 			return
 		}
 	default:
-		if pl > qp.pmtu || (info.Position == roce.PosLast && pl == 0) {
+		if pl > qp.pmtu || (pos == roce.PosLast && pl == 0) {
 			r.invalid(qp, psn)
 			return
 		}
@@ -144,7 +144,7 @@ func (r *responder) hasRecv(qp *QueuePair, psn uint32) bool {
 // send places a SEND packet's payload into the current receive WQE.
 func (r *responder) send(qp *QueuePair, p *roce.Packet) bool {
 	psn := p.BTH.PSN
-	pos := p.BTH.Opcode.Info().Position
+	pos := p.BTH.Opcode.Position()
 	if pos == roce.PosFirst || pos == roce.PosOnly {
 		if !r.hasRecv(qp, psn) {
 			return false
@@ -182,7 +182,7 @@ func (r *responder) send(qp *QueuePair, p *roce.Packet) bool {
 // at the first packet (§9.7.5.1.3, §10.6.3).
 func (r *responder) write(qp *QueuePair, p *roce.Packet) bool {
 	psn := p.BTH.PSN
-	pos := p.BTH.Opcode.Info().Position
+	pos := p.BTH.Opcode.Position()
 	imm := p.Headers&roce.HdrImmDt != 0
 	if qp.attr.AccessFlags&AccessRemoteWrite == 0 {
 		// A QP that does not take RDMA WRITEs answers them as an opcode it does not

@@ -1,7 +1,9 @@
 package transport
 
 // ring is a FIFO of T that reuses its storage: push at the back, pop at the front,
-// index from the front.
+// index from the front. Its storage is always a power of two long (16, doubled when
+// full), so an index wraps with a mask: the engine indexes its rings for every
+// frame, and a division costs tens of cycles.
 type ring[T any] struct {
 	buf        []T
 	head, size int
@@ -9,7 +11,7 @@ type ring[T any] struct {
 
 func (r *ring[T]) len() int { return r.size }
 
-func (r *ring[T]) at(i int) *T { return &r.buf[(r.head+i)%len(r.buf)] }
+func (r *ring[T]) at(i int) *T { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
 
 func (r *ring[T]) push(v T) {
 	if r.size == len(r.buf) {
@@ -19,14 +21,14 @@ func (r *ring[T]) push(v T) {
 		}
 		r.buf, r.head = n, 0
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.buf[(r.head+r.size)&(len(r.buf)-1)] = v
 	r.size++
 }
 
 func (r *ring[T]) popFront() {
 	var zero T
 	r.buf[r.head] = zero
-	r.head = (r.head + 1) % len(r.buf)
+	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.size--
 }
 

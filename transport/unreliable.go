@@ -332,7 +332,7 @@ func (qp *QueuePair) ucRequest(p *roce.Packet) {
 	r := &qp.resp
 	psn := p.BTH.PSN
 	op := p.BTH.Opcode
-	pos := op.Info().Position
+	pos := op.Position()
 	start := pos == roce.PosFirst || pos == roce.PosOnly
 	gap := psn != r.epsn
 	r.epsn = roce.PSNNext(psn)

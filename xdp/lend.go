@@ -29,7 +29,11 @@ func (l *Link) LendTx(n int, sport uint16) []byte {
 	l.mu.Lock()
 	var b []byte
 	if !l.closed {
-		b = l.queues[int(sport)%l.txq].lend(n, k)
+		q := 0
+		if l.txq > 1 { // no division for the common single transmitting queue
+			q = int(sport) % l.txq
+		}
+		b = l.queues[q].lend(n, k)
 	}
 	l.mu.Unlock() // not deferred: this runs for every frame sent
 	return b

@@ -225,7 +225,10 @@ func (r *bwRun) post() error {
 			if len(r.batch) == 0 {
 				break
 			}
-			at := time.Now()
+			var at time.Time
+			if r.peak != nil { // the clock only for the peak's stamps
+				at = time.Now()
+			}
 			k, err := qp.PostSend(r.batch...)
 			if r.peak != nil {
 				r.peak.post(k, at)
