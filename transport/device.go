@@ -349,6 +349,7 @@ func (d *Device) input(f []byte) {
 	if p.BTH.Opcode.Is(roce.ClassResponse) {
 		if qp.state >= QPS_RTS {
 			qp.req.complete(qp, p)
+			qp.releaseSQ()
 		}
 		return
 	}

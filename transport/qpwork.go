@@ -51,16 +51,17 @@ type QueuePair struct {
 	draining  bool // moved from RTS to SQD, IBV_EVENT_SQ_DRAINED not raised yet (drained)
 
 	// posting (post.go)
-	postMu sync.Mutex // guards pendSQ, pendRQ, the pools and the MR caches
-	pendSQ []*sendWQE // posted, not yet taken in by the engine
-	pendRQ []*recvWQE
-	sendMR mrCache // the regions of the last send and receive WRs' SGEs
-	recvMR mrCache
-	sqPool []*sendWQE
-	rqPool []*recvWQE
-	sqUsed atomic.Int32 // send WQEs posted and not completed (max_send_wr)
-	rqUsed atomic.Int32 // receive WQEs posted and not completed (max_recv_wr)
-	queued atomic.Bool  // on the device's posted list
+	postMu  sync.Mutex // guards pendSQ, pendRQ, the pools and the MR caches
+	pendSQ  []*sendWQE // posted, not yet taken in by the engine
+	pendRQ  []*recvWQE
+	sendMR  mrCache // the regions of the last send and receive WRs' SGEs
+	recvMR  mrCache
+	sqPool  []*sendWQE
+	rqPool  []*recvWQE
+	sqUsed  atomic.Int32 // send WQEs posted and not completed (max_send_wr)
+	sqFreed int32        // completed WQEs not yet taken off sqUsed (releaseSQ); engine only
+	rqUsed  atomic.Int32 // receive WQEs posted and not completed (max_recv_wr)
+	queued  atomic.Bool  // on the device's posted list
 }
 
 // sendWQE is a posted send work request as the requester tracks it.
@@ -105,7 +106,7 @@ func (qp *QueuePair) Counters() *Counters {
 func (qp *QueuePair) completeHead(status WCStatus) {
 	w := *qp.sq.at(0)
 	qp.sq.popFront()
-	qp.sqUsed.Add(-1) // before the completion is seen: the slot is free when it is polled
+	qp.sqFreed++ // taken off sqUsed by releaseSQ, at the latest before a completion is pushed
 	if qp.req.next > 0 {
 		qp.req.next--
 	}
@@ -127,9 +128,23 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 				wc.HasImm, wc.ImmData = true, w.wr.ImmData
 			}
 		}
+		qp.releaseSQ()          // the slots are free when the completion is polled
 		qp.init.SendCQ.push(wc) // lost to an overrun: the QP goes on, as rxe's (rxe_comp.c do_complete)
 	}
 	qp.sqDone = append(qp.sqDone, w)
+}
+
+// releaseSQ frees the send queue slots of the WQEs completed since it last ran:
+// one atomic add for all of them, not one each, since the poster's CPU holds the
+// counter's line (an ACK completes several WQEs). The engine calls it before it
+// pushes a send completion and after each pass over a QP's ACKs, sends or flush, so
+// the slots of unsignaled WQEs are free soon after they complete, as rxe frees
+// them (rxe_comp.c do_complete advances the queue for every WQE).
+func (qp *QueuePair) releaseSQ() {
+	if qp.sqFreed != 0 {
+		qp.sqUsed.Add(-qp.sqFreed)
+		qp.sqFreed = 0
+	}
 }
 
 // drained raises IBV_EVENT_SQ_DRAINED once, for a QP moved from RTS to SQD, when
@@ -205,6 +220,7 @@ func (qp *QueuePair) flush() {
 	for qp.sq.len() > 0 {
 		qp.completeHead(WC_WR_FLUSH_ERR)
 	}
+	qp.releaseSQ()
 	qp.req.next = 0
 	for qp.rq.len() > 0 {
 		qp.completeRecv(WorkCompletion{Status: WC_WR_FLUSH_ERR, Opcode: WC_RECV, solicited: true})
@@ -238,6 +254,7 @@ func (qp *QueuePair) reset() {
 		}
 	}
 	qp.sqUsed.Store(0)
+	qp.sqFreed = 0
 	qp.rqUsed.Store(0)
 	qp.req = requester{}
 	qp.resp = responder{}

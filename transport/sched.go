@@ -35,6 +35,7 @@ func (d *Device) runReady() bool {
 		if qp.req.step(qp, txBudget-d.txq.len()) {
 			sent = true
 		}
+		qp.releaseSQ() // UC and UD complete as they send
 		if sent {
 			did = true
 		}
