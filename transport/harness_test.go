@@ -55,6 +55,7 @@ type pairConfig struct {
 	cc          transport.CongestionControl
 	dcqcn       transport.DCQCNParams
 	tclass      uint8
+	maxSendWR   int // each QP's max_send_wr (default 4096)
 }
 
 func defaults(c pairConfig) pairConfig {
@@ -118,7 +119,7 @@ func (p *pair) newSideOn(end *transport.PipeEnd, link transport.Link, c pairConf
 		p.t.Fatal(err)
 	}
 	s.qp, err = s.pd.CreateQP(transport.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq,
-		Cap: transport.QPCap{MaxSendWR: 4096, MaxRecvWR: 4096, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+		Cap: transport.QPCap{MaxSendWR: cmp.Or(c.maxSendWR, 4096), MaxRecvWR: 4096, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
 	if err != nil {
 		p.t.Fatal(err)
 	}

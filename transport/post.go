@@ -40,7 +40,7 @@ func (qp *QueuePair) postSend(wr *SendWR) error {
 	default:
 		return ErrQPState
 	}
-	if int(qp.sqUsed.Load()) >= qp.init.Cap.MaxSendWR {
+	if qp.sqPosted-qp.sqCompleted.Load() >= int64(qp.init.Cap.MaxSendWR) {
 		return ErrQueueFull
 	}
 	if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
@@ -101,7 +101,7 @@ func (qp *QueuePair) postSend(wr *SendWR) error {
 		}
 	}
 	qp.pendSQ = append(qp.pendSQ, w)
-	qp.sqUsed.Add(1)
+	qp.sqPosted++
 	return nil
 }
 

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -185,4 +186,44 @@ func (p *pair) newLinkSide(l transport.Link, end *transport.PipeEnd) *side {
 	s.qp, err = s.pd.CreateQP(transport.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq})
 	must(p.t, err)
 	return s
+}
+
+// TestSendQueueFull: a QP holds max_send_wr WRs and refuses one more with
+// ErrQueueFull (ENOMEM in the library, as rxe's post_send on a full queue); the slots
+// come free when the WRs complete, unsignaled ones included (rxe_comp.c do_complete
+// advances the queue for every WQE), and when the QP is reset.
+func TestSendQueueFull(t *testing.T) {
+	p := newPair(t, pairConfig{maxSendWR: 4})
+	a, b := p.a, p.b
+	write := func(id uint64, signaled bool) transport.SendWR {
+		w := transport.SendWR{WRID: id, Opcode: transport.WR_RDMA_WRITE, SGList: sge(b, 0, 64),
+			RemoteAddr: a.mr.Addr(), RKey: a.mr.RKey()}
+		if signaled {
+			w.Flags = transport.SendSignaled
+		}
+		return w
+	}
+	full := func(when string) {
+		t.Helper()
+		if _, err := b.qp.PostSend(write(99, true)); !errors.Is(err, transport.ErrQueueFull) {
+			t.Fatalf("%s: a fifth WR: %v, want ErrQueueFull", when, err)
+		}
+	}
+	must(t, postSend(b, write(0, false), write(1, false), write(2, false), write(3, true)))
+	full("4 WRs posted")
+	checkWC(t, p.waitWCs(b, 1, time.Second)[0], 3, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 64)
+	must(t, postSend(b, write(4, false), write(5, false), write(6, false), write(7, false)))
+	full("4 more posted")
+	// Unsignaled WRs: their slots come free when their ACK comes, with no completion.
+	p.run(func() bool { _, err := b.qp.PostSend(write(8, false)); return err == nil }, time.Second)
+	if len(b.wcs) != 0 {
+		t.Fatalf("completions of unsignaled WRs: %+v", b.wcs)
+	}
+	must(t, postSend(b, write(9, false), write(10, false), write(11, false)))
+	full("4 more after unsignaled ones completed")
+	// A reset drops what was posted and frees every slot.
+	must(t, b.qp.Modify(transport.QPAttr{State: transport.QPS_RESET}, transport.QP_STATE))
+	p.connect(b, a, defaults(pairConfig{}), 100, 0)
+	must(t, postSend(b, write(12, false), write(13, false), write(14, false), write(15, true)))
+	full("4 posted after a reset")
 }

@@ -51,17 +51,21 @@ type QueuePair struct {
 	draining  bool // moved from RTS to SQD, IBV_EVENT_SQ_DRAINED not raised yet (drained)
 
 	// posting (post.go)
-	postMu  sync.Mutex // guards pendSQ, pendRQ, the pools and the MR caches
-	pendSQ  []*sendWQE // posted, not yet taken in by the engine
-	pendRQ  []*recvWQE
-	sendMR  mrCache // the regions of the last send and receive WRs' SGEs
-	recvMR  mrCache
-	sqPool  []*sendWQE
-	rqPool  []*recvWQE
-	sqUsed  atomic.Int32 // send WQEs posted and not completed (max_send_wr)
-	sqFreed int32        // completed WQEs not yet taken off sqUsed (releaseSQ); engine only
-	rqUsed  atomic.Int32 // receive WQEs posted and not completed (max_recv_wr)
-	queued  atomic.Bool  // on the device's posted list
+	postMu sync.Mutex // guards pendSQ, pendRQ, the pools and the MR caches
+	pendSQ []*sendWQE // posted, not yet taken in by the engine
+	pendRQ []*recvWQE
+	sendMR mrCache // the regions of the last send and receive WRs' SGEs
+	recvMR mrCache
+	sqPool []*sendWQE
+	rqPool []*recvWQE
+	// The send queue's fill (max_send_wr) is sqPosted − sqCompleted: posters count
+	// under postMu with no locked instruction, the engine adds what it completed
+	// (releaseSQ), one atomic add per ACK rather than one per WQE.
+	sqPosted    int64        // send WQEs ever posted; under postMu
+	sqCompleted atomic.Int64 // send WQEs ever completed (or dropped by a reset)
+	sqFreed     int64        // completed, not yet added to sqCompleted; engine only
+	rqUsed      atomic.Int32 // receive WQEs posted and not completed (max_recv_wr)
+	queued      atomic.Bool  // on the device's posted list
 }
 
 // sendWQE is a posted send work request as the requester tracks it.
@@ -106,7 +110,7 @@ func (qp *QueuePair) Counters() *Counters {
 func (qp *QueuePair) completeHead(status WCStatus) {
 	w := *qp.sq.at(0)
 	qp.sq.popFront()
-	qp.sqFreed++ // taken off sqUsed by releaseSQ, at the latest before a completion is pushed
+	qp.sqFreed++ // added to sqCompleted by releaseSQ, at the latest before a completion is pushed
 	if qp.req.next > 0 {
 		qp.req.next--
 	}
@@ -135,14 +139,15 @@ func (qp *QueuePair) completeHead(status WCStatus) {
 }
 
 // releaseSQ frees the send queue slots of the WQEs completed since it last ran:
-// one atomic add for all of them, not one each, since the poster's CPU holds the
-// counter's line (an ACK completes several WQEs). The engine calls it before it
+// one atomic add for all of them, not one each (an ACK completes several WQEs, and a
+// locked add waits for the store buffer and for the line a poster on another CPU
+// may hold). The engine calls it before it
 // pushes a send completion and after each pass over a QP's ACKs, sends or flush, so
 // the slots of unsignaled WQEs are free soon after they complete, as rxe frees
 // them (rxe_comp.c do_complete advances the queue for every WQE).
 func (qp *QueuePair) releaseSQ() {
 	if qp.sqFreed != 0 {
-		qp.sqUsed.Add(-qp.sqFreed)
+		qp.sqCompleted.Add(qp.sqFreed)
 		qp.sqFreed = 0
 	}
 }
@@ -253,7 +258,9 @@ func (qp *QueuePair) reset() {
 			qp.rqDone = append(qp.rqDone, r)
 		}
 	}
-	qp.sqUsed.Store(0)
+	qp.postMu.Lock() // takeIn above moved every pending WQE: the queue is empty
+	qp.sqCompleted.Store(qp.sqPosted)
+	qp.postMu.Unlock()
 	qp.sqFreed = 0
 	qp.rqUsed.Store(0)
 	qp.req = requester{}
