@@ -971,7 +971,8 @@ static void explain(struct xcm_id *x, const struct xroce_cm_event *m)
 			      "either): check the address, or add a route (the daemon's log has the details)");
 		else
 			warnx("rdma_resolve_addr: no neighbour answer (ARP or ND) from the destination, or from the gateway "
-			      "its route goes through: is it up? (the daemon's log has the details)");
+			      "its route goes through, within the application's timeout: is it up? (the daemon's log has "
+			      "the details)");
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:
 		if (m->status == -ETIMEDOUT)

@@ -198,7 +198,9 @@ func TestVerbsRpingErrors(t *testing.T) {
 	p := newVerbsPair(t)
 	for _, c := range []struct{ addr, want string }{
 		{p.n.IPA.String(), "RDMA_CM_EVENT_REJECTED, error 8"},
-		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "RDMA_CM_EVENT_ADDR_ERROR"},
+		// -ETIMEDOUT after rping's timeout_ms (2000), as the kernel's addr.c reports
+		// a neighbour that did not answer in time.
+		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "RDMA_CM_EVENT_ADDR_ERROR, error -110"},
 		{strings.TrimSuffix(p.n.IPA.String(), "1") + "77", "xroce: rdma_resolve_addr: no neighbour answer (ARP or ND)"},
 		{"10.250.7.9", "RDMA_CM_EVENT_ADDR_ERROR, error -101"}, // -ENETUNREACH: no route, at once
 		{"10.250.7.9", "xroce: rdma_resolve_addr: no route to the destination through this device's interface"},
@@ -210,8 +212,12 @@ func TestVerbsRpingErrors(t *testing.T) {
 		if err == nil || !strings.Contains(out.String(), c.want) {
 			t.Errorf("rping -c -a %s: %v\n%s", c.addr, err, out.String())
 		}
-		if d := time.Since(start); d > 10*time.Second {
+		d := time.Since(start)
+		if d > 10*time.Second {
 			t.Errorf("rping -c -a %s took %v", c.addr, d)
+		}
+		if strings.Contains(c.want, "-110") && (d < 2*time.Second || d > 4*time.Second) {
+			t.Errorf("rping -c -a %s: ADDR_ERROR after %v, want rping's timeout_ms, 2 s", c.addr, d)
 		}
 	}
 	// A source address (-I) that no device has is named as such, not as a

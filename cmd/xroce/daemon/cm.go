@@ -262,5 +262,6 @@ func (m *CMAddr) addrPort() (netip.AddrPort, bool) {
 	return netip.AddrPort{}, false
 }
 
-// resolveTimeout bounds rdma_resolve_addr's wait for the neighbour.
-const resolveTimeout = 5 * time.Second
+// resolveRetry is how long rdma_resolve_addr waits before asking again for a
+// neighbour that did not answer, within the application's timeout_ms.
+const resolveRetry = 100 * time.Millisecond

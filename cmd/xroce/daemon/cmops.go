@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -219,9 +220,12 @@ func (s *session) cmBind(c *cmDevice, r *CMBindReq) (*CMAddr, error) {
 }
 
 // cmResolveAddr picks the local address and resolves the next hop to Dst in the
-// background; ADDR_RESOLVED or ADDR_ERROR follows (status -ENETUNREACH when no
-// route leads to Dst, -EHOSTUNREACH when its next hop does not answer,
-// -EADDRNOTAVAIL at once for an IPv6 link-local Dst, which xroce's CM does not take).
+// background; ADDR_RESOLVED or ADDR_ERROR follows: status -ENETUNREACH at once when
+// no route leads to Dst; -ETIMEDOUT when its next hop has not answered within the
+// application's timeout_ms, asked again until then (drivers/infiniband/core/addr.c:
+// process_one_req retries while the neighbour is not valid, then reports
+// -ETIMEDOUT); -EADDRNOTAVAIL at once for an IPv6 link-local Dst, which xroce's CM
+// does not take.
 func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
 	src, ok1 := r.Src.addrPort()
 	dst, ok2 := r.Dst.addrPort()
@@ -256,9 +260,10 @@ func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(s.ctx, resolveTimeout)
+		timeout := time.Duration(max(r.TimeoutMs, 1)) * time.Millisecond
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
 		defer cancel()
-		local, err := resolveIn(ctx, c.svc, from, dst.Addr())
+		local, err := resolveUntil(ctx, c.svc, from, dst.Addr(), timeout)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.ids[id.handle] != id {
@@ -266,7 +271,7 @@ func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
 		}
 		if err != nil {
 			s.logf("rdma_resolve_addr %v: %v", dst, err)
-			status := -int32(unix.EHOSTUNREACH)
+			status := -int32(unix.ETIMEDOUT)
 			if errors.Is(err, transport.ErrNoRoute) {
 				status = -int32(unix.ENETUNREACH) // as the kernel's rdma_cm: no route
 			}
@@ -279,22 +284,33 @@ func (s *session) cmResolveAddr(c *cmDevice, r *CMResolveReq) (*CMAddr, error) {
 	return &CMAddr{}, nil
 }
 
-// resolveIn is Service.ResolveAddr bounded by ctx.
-func resolveIn(ctx context.Context, svc *rdmacm.Service, src, dst netip.Addr) (netip.Addr, error) {
+// resolveUntil is Service.ResolveAddr asked again, resolveRetry apart, until it
+// succeeds, finds no route, or ctx (the application's timeout) ends.
+func resolveUntil(ctx context.Context, svc *rdmacm.Service, src, dst netip.Addr, timeout time.Duration) (netip.Addr, error) {
 	type res struct {
 		a   netip.Addr
 		err error
 	}
-	ch := make(chan res, 1)
-	go func() {
-		a, err := svc.ResolveAddr(src, dst)
-		ch <- res{a, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.a, r.err
-	case <-ctx.Done():
-		return netip.Addr{}, fmt.Errorf("no answer from %v's neighbour within %v", dst, resolveTimeout)
+	for {
+		ch := make(chan res, 1)
+		go func() {
+			a, err := svc.ResolveAddr(src, dst)
+			ch <- res{a, err}
+		}()
+		var r res
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			return netip.Addr{}, fmt.Errorf("no answer from %v's neighbour within %v", dst, timeout)
+		}
+		if r.err == nil || errors.Is(r.err, transport.ErrNoRoute) {
+			return r.a, r.err
+		}
+		select {
+		case <-time.After(resolveRetry):
+		case <-ctx.Done():
+			return netip.Addr{}, fmt.Errorf("%w, until the timeout of %v", r.err, timeout)
+		}
 	}
 }
 
