@@ -65,39 +65,53 @@ func watchCount(ctx context.Context, c *transport.Counters, cnt int, logf func(s
 const oversizeLogEvery = 10 * time.Second
 
 // watchRNR logs, at most once per rnrLogEvery, that QPs of the device have been
-// answered with RNR NAKs (rcvd_rnr_err) at every look for rnrSpell: a peer posts
-// no receive for their SENDs, and with rnr_retry 7 (perftest's and
-// ibv_rc_pingpong's) the requester retries for ever, as rdma_rxe's does, so the
-// application waits without a word. A receiver that is only slower than its
-// sender makes short spells, which are not logged.
+// answered with RNR NAKs (rcvd_rnr_err) at every look for rnrSpell while none of
+// their SENDs completed: a peer posts no receive for them, and with rnr_retry 7
+// (perftest's and ibv_rc_pingpong's) the requester retries for ever, as rdma_rxe's
+// does, so the application waits without a word. A receiver that is only slower
+// than its sender (qperf rc_bw -m 1) makes short spells, or completes SENDs
+// (rdma_sends) between its RNR NAKs: RC's flow control at work, not logged.
 func watchRNR(ctx context.Context, c *transport.Counters, logf func(string, ...any)) {
 	t := time.NewTicker(ifaceWatch)
 	defer t.Stop()
-	seen := c.Get(transport.CntRcvdRNRErr)
-	var since, logged time.Time // the start of the current spell (zero: none); the last line
-	var from uint64             // the counter at the spell's start
+	w := rnrWatch{rnr: c.Get(transport.CntRcvdRNRErr), sends: c.Get(transport.CntRdmaSends)}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		n, now := c.Get(transport.CntRcvdRNRErr), time.Now()
-		if n == seen {
-			since = time.Time{}
-			continue
+		if line := w.look(c.Get(transport.CntRcvdRNRErr), c.Get(transport.CntRdmaSends), time.Now()); line != "" {
+			logf("%s", line)
 		}
-		if since.IsZero() {
-			since, from = now, seen
-		}
-		seen = n
-		if now.Sub(since) < rnrSpell || now.Sub(logged) < rnrLogEvery {
-			continue
-		}
-		logf("RNR NAKs for %v without a pause (rcvd_rnr_err +%d): a peer posts no receive for the SENDs of a QP here, which retries them while its rnr_retry allows (7, as perftest and ibv_rc_pingpong set it: for ever); does the peer run the same test (ib_send_bw against ib_write_bw, say) and the same -n?",
-			now.Sub(since).Round(time.Second), n-from)
-		logged = now
 	}
+}
+
+// rnrWatch is watchRNR's state between looks.
+type rnrWatch struct {
+	rnr, sends    uint64    // the counters at the last look
+	since, logged time.Time // the start of the current spell (zero: none); the last line
+	from          uint64    // rcvd_rnr_err at the spell's start
+}
+
+// look takes the counters at now and returns the line to log, or "".
+func (w *rnrWatch) look(rnr, sends uint64, now time.Time) string {
+	moved, progressed := rnr != w.rnr, sends != w.sends
+	prev := w.rnr
+	w.rnr, w.sends = rnr, sends
+	if !moved || progressed {
+		w.since = time.Time{}
+		return ""
+	}
+	if w.since.IsZero() {
+		w.since, w.from = now, prev
+	}
+	if now.Sub(w.since) < rnrSpell || now.Sub(w.logged) < rnrLogEvery {
+		return ""
+	}
+	w.logged = now
+	return fmt.Sprintf("RNR NAKs for %v without a pause and no SEND completed (rcvd_rnr_err +%d): a peer posts no receive for the SENDs of a QP here, which retries them while its rnr_retry allows (7, as perftest and ibv_rc_pingpong set it: for ever); does the peer run the same test (ib_send_bw against ib_write_bw, say) and the same -n?",
+		now.Sub(w.since).Round(time.Second), rnr-w.from)
 }
 
 // rnrSpell is how long watchRNR lets RNR NAKs go on before it logs them;
