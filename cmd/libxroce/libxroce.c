@@ -56,6 +56,19 @@ void unsupported(int *said, const char *what)
 	errno = EOPNOTSUPP;
 }
 
+/* x_open_xrcd is verbs_context's open_xrcd: XRC is missing, as on rdma_rxe (which
+ * sets no open_xrcd, so libibverbs' ibv_open_xrcd fails with EOPNOTSUPP): the same
+ * NULL and errno, and one line saying so. */
+static struct ibv_xrcd *x_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *attr)
+{
+	static int said;
+
+	(void)context;
+	(void)attr;
+	unsupported(&said, "XRC domains (ibv_open_xrcd; rdma_rxe has no XRC either)");
+	return NULL;
+}
+
 /* xconnect opens a session with the daemon at path; -1 with errno on failure. */
 static int xconnect(const char *path)
 {
@@ -588,6 +601,7 @@ XROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	xc->vctx.query_device_ex = xq_device_ex;
 	xc->vctx.create_qp_ex = x_create_qp_ex;
 	xc->vctx.create_cq_ex = x_create_cq_ex;
+	xc->vctx.open_xrcd = x_open_xrcd;
 	return ctx;
 }
 

@@ -538,13 +538,14 @@ func TestVerbsUnsupported(t *testing.T) {
 	eop := fmt.Sprint(int(syscall.EOPNOTSUPP))
 	want := strings.Repeat("alloc_mw NULL errno "+eop+"\nreg_mr odp NULL errno "+eop+"\n", 2) +
 		fmt.Sprintf("rereg_mr bad flags -1 errno %d\n", int(syscall.EINVAL)) + strings.Repeat("rereg_mr access -4 errno "+eop+"\n", 2) +
-		strings.Repeat("resize_cq "+eop+"\n", 2)
+		strings.Repeat("resize_cq "+eop+"\n", 2) + strings.Repeat("open_xrcd NULL errno "+eop+"\n", 2)
 	got := out.String()
 	for _, line := range []string{
 		"xroce: xroce does not support memory windows (ibv_alloc_mw): it fails with EOPNOTSUPP",
 		"xroce: xroce does not support on-demand paging regions (ibv_reg_mr with IBV_ACCESS_ON_DEMAND)",
 		"xroce: xroce does not support re-registration (ibv_rereg_mr; rdma_rxe has none either: deregister and register again)",
 		"xroce: xroce does not support resizing a CQ (ibv_resize_cq): create it with the depth it needs",
+		"xroce: xroce does not support XRC domains (ibv_open_xrcd; rdma_rxe has no XRC either)",
 	} {
 		if strings.Count(got, line) != 1 {
 			t.Errorf("want %q once in\n%s", line, got)

@@ -3,7 +3,7 @@
  * which xroce does not have, and prints what verbs returned (NULL and errno
  * EOPNOTSUPP each time, as rdma-core's providers refuse what they lack), then
  * re-registers a region with bad flags and with new access flags, twice, and
- * resizes a CQ twice.
+ * resizes a CQ twice, and opens an XRC domain twice.
  * TestVerbsUnsupported builds it against libibverbs and runs it through xroce run.
  */
 #include <errno.h>
@@ -51,6 +51,13 @@ int main(void)
 		printf("resize_cq %d\n", cq ? ibv_resize_cq(cq, 64) : -1);
 	if (cq)
 		ibv_destroy_cq(cq);
+	/* XRC: rdma_rxe has none; libibverbs answers NULL, EOPNOTSUPP */
+	for (int k = 0; k < 2; k++) {
+		struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1, .oflags = 0 };
+		errno = 0;
+		struct ibv_xrcd *x = ibv_open_xrcd(ctx, &xa);
+		printf("open_xrcd %s errno %d\n", x ? "ok" : "NULL", x ? 0 : errno);
+	}
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(l);
