@@ -281,6 +281,9 @@ func (c *conn) peerCheck(waited time.Duration) error {
 		return nil
 	}
 	pending, err := c.peer.Watch()
+	if err != nil && !errors.Is(err, oob.ErrPeerClosed) {
+		return err // the peer's host stopped answering: the error says so
+	}
 	if err != nil {
 		return fmt.Errorf("%w while this side waits for the test (after %v of waiting): the peer exited or failed (see its output); if it ended without an error, it ran fewer iterations or sizes (-n, -D, -a) than this side: give both the same%s", err, waited.Round(time.Millisecond), c.peerHint())
 	}

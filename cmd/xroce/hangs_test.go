@@ -83,19 +83,7 @@ func TestStoppedPeerNamed(t *testing.T) {
 	n := testnet.New(t, testnet.Options{})
 	for _, c := range []struct{ cmd, limit string }{{"write_bw", "until 1m0s without one"}, {"send_bw", "until 30s without one"}} {
 		t.Run(c.cmd, func(t *testing.T) {
-			args := []string{c.cmd, "-s", "65536", "-n", "100000000"}
-			server := startIn(t, n.NsB, 90*time.Second, append(args, "-d", n.IfB)...)
-			for i := 0; i < 500 && !listening(n.NsB, 18515); i++ {
-				time.Sleep(20 * time.Millisecond)
-			}
-			client := startIn(t, n.NsA, 90*time.Second, append(args, "-d", n.IfA, n.IPB.String())...)
-			for i := 0; i < 500 && !strings.Contains(client.out.String(), "#bytes"); i++ {
-				time.Sleep(20 * time.Millisecond)
-			}
-			time.Sleep(500 * time.Millisecond) // the test runs
-			if err := syscall.Kill(-client.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
+			server := stopClientMidTest(t, n, c.cmd)
 			stopped := time.Now()
 			const want = "no frame from the peer for 5s while this side waits for it: the peer may be stopped (SIGSTOP, a debugger), hung, or cut off; waiting "
 			for time.Since(stopped) < 12*time.Second && !strings.Contains(server.out.String(), want) {
@@ -113,6 +101,49 @@ func TestStoppedPeerNamed(t *testing.T) {
 				t.Errorf("server ended (%v) at the notice, want it waiting:\n%s", err, out)
 			}
 		})
+	}
+}
+
+// stopClientMidTest runs a long 64 KiB test (cmd: write_bw, send_bw), server in B
+// and client in A, and stops the client's process group with SIGSTOP half a second
+// into the test; it returns the server.
+func stopClientMidTest(t *testing.T, n *testnet.Net, cmd string) *bgProc {
+	t.Helper()
+	args := []string{cmd, "-s", "65536", "-n", "100000000"}
+	server := startIn(t, n.NsB, 90*time.Second, append(args, "-d", n.IfB)...)
+	for i := 0; i < 500 && !listening(n.NsB, 18515); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	client := startIn(t, n.NsA, 90*time.Second, append(args, "-d", n.IfA, n.IPB.String())...)
+	for i := 0; i < 500 && !strings.Contains(client.out.String(), "#bytes"); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the test runs
+	if err := syscall.Kill(-client.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	return server
+}
+
+// TestCutOffPeerEnds: a peer whose host stops answering altogether (here: its
+// process stopped and its namespace dropping every packet it receives, as a host
+// cut off or down) ends the other side's wait within about 10 s of TCP keepalives
+// on the exchange's connection, naming the cause, where a peer only stopped
+// (TestStoppedPeerNamed: its kernel answers the keepalives) is waited for.
+func TestCutOffPeerEnds(t *testing.T) {
+	n := testnet.New(t, testnet.Options{})
+	server := stopClientMidTest(t, n, "write_bw")
+	testnet.Sh(t, "ip", "netns", "exec", n.NsA, "nft", "add table inet cut { chain in { type filter hook input priority 0; policy drop; }; }")
+	cut := time.Now()
+	err := server.wait(30 * time.Second)
+	took := time.Since(cut)
+	out := server.out.String()
+	const want = "its host answered no TCP keepalive for 10s, so it is cut off (its link or address gone, a firewall between) or down"
+	if err == errRunning || !strings.Contains(out, want) {
+		t.Fatalf("server %v %v after the cut, want it ended with %q:\n%s", err, took.Round(time.Millisecond), want, out)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the server ended %v after the cut, want about 10 s", took.Round(time.Millisecond))
 	}
 }
 

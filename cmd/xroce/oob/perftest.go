@@ -213,8 +213,14 @@ func Dial(addr string, timeout time.Duration) (net.Conn, error) {
 }
 
 // NewSession wraps an established connection. Every step must finish within timeout
-// (0: no limit, for runs that last until interrupted).
+// (0: no limit, for runs that last until interrupted). The connection probes its
+// peer's host with TCP keepalives (keepAlive), so that a host cut off or down ends
+// the wait within seconds, while a peer whose process is only stopped or busy, whose
+// kernel answers them, is waited for.
 func NewSession(c net.Conn, client bool, kind Kind, timeout time.Duration) *Session {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetKeepAliveConfig(keepAlive)
+	}
 	return &Session{conn: c, client: client, kind: kind, timeout: timeout}
 }
 
@@ -298,6 +304,8 @@ func (s *Session) read(in []byte) error {
 		var ne net.Error
 		switch {
 		case err == nil:
+		case errors.Is(err, syscall.ETIMEDOUT): // keepalives unanswered, not a deadline
+			return s.ioErr("reading", err)
 		case errors.As(err, &ne) && ne.Timeout():
 			now := time.Now()
 			if got > 0 && !now.Before(partialEnd) {
@@ -402,6 +410,9 @@ func (s *Session) deadline() {
 }
 
 func (s *Session) ioErr(what string, err error) error {
+	if errors.Is(err, syscall.ETIMEDOUT) || s.conn != nil && errors.Is(err, io.EOF) && diedUnanswered(s.conn) {
+		return errUnanswered(what, s.peer())
+	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("oob: %w %s the exchange with %s after %v: the peer neither answered nor closed the connection, so it is cut off (its link or address gone, a firewall between) or stopped or hung; see its output",

@@ -51,6 +51,8 @@ func peek(c net.Conn) (pending bool, err error) {
 		return false, nil // closed on our side: not the peer's doing
 	case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
 		return false, nil
+	case rerr == syscall.ETIMEDOUT: // the keepalives went unanswered: the peer's host, not the peer
+		return false, errUnanswered("watching", c.RemoteAddr().String())
 	case rerr != nil:
 		return false, fmt.Errorf("%w (%v)", ErrPeerClosed, rerr)
 	case n == 0:
