@@ -25,12 +25,19 @@ func errUnanswered(what, peer string) error {
 		errTimedOut, what, peer, keepAliveSpan)
 }
 
-// diedUnanswered reports whether the kernel closed c's connection after its
-// keepalives went unanswered: the socket is in TCP_CLOSE with keepalive probes
-// out, where a peer's own close leaves it in CLOSE_WAIT. The first read of the socket
-// takes the ETIMEDOUT (tcp_write_err), so a later reader sees only an end of
-// stream; this tells the two apart.
-func diedUnanswered(c net.Conn) bool {
+// errEndedUnclosed is the error for an exchange whose connection ended without the
+// peer closing it (endedUnclosed).
+func errEndedUnclosed(what, peer string) error {
+	return fmt.Errorf("oob: %s the exchange with %s: the connection ended without the peer closing it: its host answered no TCP keepalive for %v, or reset the connection, so it is cut off (its link or address gone, a firewall between), down or restarted; see its output if it has any",
+		what, peer, keepAliveSpan)
+}
+
+// endedUnclosed reports whether the kernel ended c's connection without the peer
+// closing it: the socket is in TCP_CLOSE (keepalives unanswered, or a reset), where
+// a peer's own close (FIN) leaves it in CLOSE_WAIT. The first read of the socket
+// takes the error (ETIMEDOUT from tcp_write_err, or ECONNRESET), so a later reader
+// may see only an end of stream; this tells the cases apart.
+func endedUnclosed(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false
@@ -39,10 +46,10 @@ func diedUnanswered(c net.Conn) bool {
 	if err != nil {
 		return false
 	}
-	dead := false
+	closed := false
 	_ = raw.Control(func(fd uintptr) {
 		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		dead = err == nil && info.State == unix.BPF_TCP_CLOSE && info.Probes > 0
+		closed = err == nil && info.State == unix.BPF_TCP_CLOSE
 	})
-	return dead
+	return closed
 }

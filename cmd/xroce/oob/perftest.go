@@ -410,8 +410,11 @@ func (s *Session) deadline() {
 }
 
 func (s *Session) ioErr(what string, err error) error {
-	if errors.Is(err, syscall.ETIMEDOUT) || s.conn != nil && errors.Is(err, io.EOF) && diedUnanswered(s.conn) {
+	if errors.Is(err, syscall.ETIMEDOUT) {
 		return errUnanswered(what, s.peer())
+	}
+	if s.conn != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) && endedUnclosed(s.conn) {
+		return errEndedUnclosed(what, s.peer())
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
