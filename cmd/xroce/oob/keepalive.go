@@ -25,19 +25,18 @@ func errUnanswered(what, peer string) error {
 		errTimedOut, what, peer, keepAliveSpan)
 }
 
-// errEndedUnclosed is the error for an exchange whose connection ended without the
-// peer closing it (endedUnclosed).
-func errEndedUnclosed(what, peer string) error {
-	return fmt.Errorf("oob: %s the exchange with %s: the connection ended without the peer closing it: its host answered no TCP keepalive for %v, or reset the connection, so it is cut off (its link or address gone, a firewall between), down or restarted; see its output if it has any",
-		what, peer, keepAliveSpan)
-}
+// resetNote completes a reset exchange's error: a peer's kernel resets the
+// connection when the peer exits with data unread, and when its own keepalives
+// went unanswered, as when its host is cut off from this one.
+var resetNote = fmt.Sprintf("; or, as the connection was reset, the peer's host heard nothing from this one for %v (its TCP keepalives unanswered), so one of the two is cut off (a link or address gone, a firewall between)", keepAliveSpan)
 
-// endedUnclosed reports whether the kernel ended c's connection without the peer
-// closing it: the socket is in TCP_CLOSE (keepalives unanswered, or a reset), where
-// a peer's own close (FIN) leaves it in CLOSE_WAIT. The first read of the socket
-// takes the error (ETIMEDOUT from tcp_write_err, or ECONNRESET), so a later reader
-// may see only an end of stream; this tells the cases apart.
-func endedUnclosed(c net.Conn) bool {
+// keepalivesUnanswered reports whether the kernel ended c's connection because its
+// keepalives went unanswered: the socket is in TCP_CLOSE with keepAlive.Count probes
+// out (tcp_keepalive_timer, then tcp_done, which leaves icsk_probes_out as it was;
+// TCP_INFO's tcpi_probes). The first read of the socket takes the error
+// (ETIMEDOUT), so a later reader may see only an end of stream; this still tells
+// it apart from a peer's close (FIN: CLOSE_WAIT).
+func keepalivesUnanswered(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false
@@ -46,10 +45,10 @@ func endedUnclosed(c net.Conn) bool {
 	if err != nil {
 		return false
 	}
-	closed := false
+	unanswered := false
 	_ = raw.Control(func(fd uintptr) {
 		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		closed = err == nil && info.State == unix.BPF_TCP_CLOSE
+		unanswered = err == nil && info.State == unix.BPF_TCP_CLOSE && int(info.Probes) >= keepAlive.Count
 	})
-	return closed
+	return unanswered
 }

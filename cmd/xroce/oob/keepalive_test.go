@@ -3,15 +3,17 @@ package oob
 import (
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestEndedUnclosed: a connection whose peer closed it (FIN: this side in
-// CLOSE_WAIT) ended by the peer's choice; one the peer's kernel reset (SO_LINGER 0,
-// as a restarted host answers) ended unclosed, as one whose keepalives went
-// unanswered (TCP_CLOSE either way).
-func TestEndedUnclosed(t *testing.T) {
+// TestPeerEndNotUnanswered: a connection whose peer closed it (FIN: this side in
+// CLOSE_WAIT) or reset it (SO_LINGER 0, as a peer that exits with unread data
+// does: TCP_CLOSE, no probes out) is not one whose keepalives went unanswered, and
+// its error says the peer closed the exchange. TestCutOffPeerEnds (cmd/xroce)
+// covers the unanswered keepalives, which need a host cut off.
+func TestPeerEndNotUnanswered(t *testing.T) {
 	for _, reset := range []bool{false, true} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -31,11 +33,19 @@ func TestEndedUnclosed(t *testing.T) {
 		}
 		peer.Close()
 		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		if _, err := c.Read(make([]byte, 1)); err == nil || (!reset && err != io.EOF) {
+		_, err = c.Read(make([]byte, 1))
+		if err == nil || (!reset && err != io.EOF) {
 			t.Fatalf("reset %v: read %v", reset, err)
 		}
-		if got := endedUnclosed(c); got != reset {
-			t.Errorf("reset %v: endedUnclosed %v", reset, got)
+		if keepalivesUnanswered(c) {
+			t.Errorf("reset %v: keepalivesUnanswered", reset)
+		}
+		s := &Session{conn: c}
+		if msg := s.ioErr("reading", err).Error(); !strings.Contains(msg, "closed the exchange early: the peer exited or failed") {
+			t.Errorf("reset %v: %s", reset, msg)
+		}
+		if msg := s.ioErr("reading", err).Error(); strings.HasSuffix(msg, resetNote) != reset {
+			t.Errorf("reset %v: the note on resets: %s", reset, msg)
 		}
 		c.Close()
 	}

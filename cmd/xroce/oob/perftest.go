@@ -410,11 +410,8 @@ func (s *Session) deadline() {
 }
 
 func (s *Session) ioErr(what string, err error) error {
-	if errors.Is(err, syscall.ETIMEDOUT) {
+	if errors.Is(err, syscall.ETIMEDOUT) || s.conn != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && keepalivesUnanswered(s.conn) {
 		return errUnanswered(what, s.peer())
-	}
-	if s.conn != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) && endedUnclosed(s.conn) {
-		return errEndedUnclosed(what, s.peer())
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -422,12 +419,16 @@ func (s *Session) ioErr(what string, err error) error {
 			errTimedOut, what, s.peer(), s.timeout)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, ErrPeerClosed) {
+		note := ""
+		if errors.Is(err, syscall.ECONNRESET) {
+			note = resetNote
+		}
 		if s.Check != nil {
 			if local := s.Check(); local != nil { // what made the peer fail may be here
-				return fmt.Errorf("oob: %s closed the exchange early, and on this side %w", s.peer(), local)
+				return fmt.Errorf("oob: %s closed the exchange early, and on this side %w%s", s.peer(), local, note)
 			}
 		}
-		return fmt.Errorf("oob: %s closed the exchange early: the peer exited or failed (see its output), or runs another test or tool", s.peer())
+		return fmt.Errorf("oob: %s closed the exchange early: the peer exited or failed (see its output), or runs another test or tool%s", s.peer(), note)
 	}
 	return fmt.Errorf("oob: %s the exchange with %s: %w", what, s.peer(), err)
 }

@@ -53,6 +53,8 @@ func peek(c net.Conn) (pending bool, err error) {
 		return false, nil
 	case rerr == syscall.ETIMEDOUT: // the keepalives went unanswered: the peer's host, not the peer
 		return false, errUnanswered("watching", c.RemoteAddr().String())
+	case rerr == syscall.ECONNRESET:
+		return false, fmt.Errorf("%w (%v%s)", ErrPeerClosed, rerr, resetNote)
 	case rerr != nil:
 		return false, fmt.Errorf("%w (%v)", ErrPeerClosed, rerr)
 	case n == 0:
