@@ -3,6 +3,8 @@ package roce
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/xroce/xroce/roce/internal/crc"
 )
 
 // UDPPort is the IANA-assigned RoCEv2 destination port (Annex A17.2.1).
@@ -391,7 +393,11 @@ func (p *Packet) Encode(buf []byte) (int, error) {
 	bth := l4 + 8
 	po := bth + info.HeaderLen
 	end := po + len(p.Payload)
-	copy(f[po:end], p.Payload) // first: the payload may alias buf (memmove)
+	payload := p.Payload
+	inBuf := crc.Overlap(buf, payload)
+	if inBuf {
+		copy(f[po:end], payload) // first: headers may land on it (memmove)
+	}
 	copy(f[0:6], p.Eth.Dst[:])
 	copy(f[6:12], p.Eth.Src[:])
 	p.Eth.EtherType = EtherTypeIPv4
@@ -477,7 +483,11 @@ func (p *Packet) Encode(buf []byte) (int, error) {
 	p.L3Off, p.L4Off, p.BTHOff, p.PayloadOff, p.ICRCOff = l3, l4, bth, po, n-ICRCLen
 	p.frame = f
 	p.Payload = f[po:end]
-	p.ICRC = p.ComputeICRC()
+	if inBuf {
+		p.ICRC = p.ComputeICRC()
+	} else { // the payload is copied in as the ICRC reads it
+		p.ICRC = icrcCopy(f, l3, p.IsIPv6, p.ICRCOff, po, payload)
+	}
 	putICRC(f, p.ICRCOff, p.ICRC)
 	p.setUDPChecksum()
 	return n, nil

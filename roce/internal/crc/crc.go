@@ -12,7 +12,10 @@
 // the folding constants computed from the polynomial in constants_test.go.
 package crc
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"unsafe"
+)
 
 // foldMin is the shortest span IEEE folds itself (fold starts from four 64-byte
 // registers); shorter ones go to hash/crc32. BenchmarkIEEE on the development VM:
@@ -37,4 +40,36 @@ func IEEE(crc uint32, p []byte) uint32 {
 	// starts from zero and returns the inverse of the register, which the second
 	// update takes as its starting crc.
 	return update(update(0xFFFFFFFF, rem[:]), p[n:])
+}
+
+// CopyIEEE copies src into dst[h:] and returns IEEE(crc, dst) as dst is after the
+// copy: the CRC of dst's first h bytes, src, and dst's bytes after it (a frame's
+// headers, its payload and its pad). Where IEEE folds, most of src is read once,
+// for the copy and the CRC both (foldCopy); below foldMin bytes, with h above it,
+// or where src overlaps dst it copies and then runs IEEE. It panics if dst is
+// shorter than h+len(src), as copy into a slice expression would.
+func CopyIEEE(crc uint32, dst []byte, h int, src []byte) uint32 {
+	e := h + len(src)
+	_ = dst[h:e] // the bounds check
+	n := e &^ 15
+	if !hasFold || n < foldMin || h > foldMin || Overlap(dst, src) {
+		copy(dst[h:e], src)
+		return IEEE(crc, dst)
+	}
+	copy(dst[h:foldMin], src)
+	var rem [16]byte
+	foldCopy(^crc, dst[:n], src[foldMin-h:n-h], &rem)
+	copy(dst[n:e], src[n-h:])
+	// rem, then the rest of dst (src's last 0-15 bytes and what follows), has the
+	// CRC of dst from a zero register (IEEE's note).
+	return update(update(0xFFFFFFFF, rem[:]), dst[n:])
+}
+
+// Overlap reports whether a and b share a byte.
+func Overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }

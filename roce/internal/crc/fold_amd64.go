@@ -38,6 +38,12 @@ func xgetbv0() uint32
 // register equals that of p from reg. Four 512-bit registers take 256 bytes a
 // step, then one takes 64, then its four lanes fold into one, which takes the
 // last 16-byte blocks.
+func fold(reg uint32, p []byte, out *[16]byte) { foldCopy(reg, p, nil, out) }
+
+// foldCopy is fold that copies as it reads: with src not empty (len(p)-256 bytes),
+// p's bytes from 256 on come from src and are stored in p as each block is read,
+// so the span's bytes are read once (a frame's payload copied in and checked in
+// one pass). p's first 256 bytes are read where they are.
 //
 //go:noescape
-func fold(reg uint32, p []byte, out *[16]byte)
+func foldCopy(reg uint32, p []byte, src []byte, out *[16]byte)

@@ -40,20 +40,37 @@ DATA k128<>+0(SB)/8, $0x1751997d0
 DATA k128<>+8(SB)/8, $0x0ccaa009e
 GLOBL k128<>(SB), RODATA, $16
 
-// func fold(reg uint32, p []byte, out *[16]byte)
-TEXT ·fold(SB), NOSPLIT, $0-40
-	MOVQ  p_base+8(FP), SI
+// STORE writes a block just read (r) to DX+off when R8 is not zero: foldCopy's
+// copy of its source into p.
+#define STORE(r, off) \
+	TESTQ R8, R8; \
+	JZ    2(PC); \
+	VMOVDQU64 r, off(DX)
+
+// func foldCopy(reg uint32, p []byte, src []byte, out *[16]byte)
+//
+// The first 256 bytes of the span are read from p; the rest from src (each block
+// also stored at its place in p) when src is not empty, else from p (no store).
+TEXT ·foldCopy(SB), NOSPLIT, $0-64
+	MOVQ  p_base+8(FP), DX
 	MOVQ  p_len+16(FP), CX
-	MOVQ  out+32(FP), DI
+	MOVQ  src_base+32(FP), SI
+	MOVQ  src_len+40(FP), R8
+	MOVQ  out+56(FP), DI
 	MOVL  reg+0(FP), AX
 	VMOVD AX, X10 // zero-extended to Z10
-	VMOVDQU64 0(SI), Z1
-	VMOVDQU64 64(SI), Z2
-	VMOVDQU64 128(SI), Z3
-	VMOVDQU64 192(SI), Z4
+	VMOVDQU64 0(DX), Z1
+	VMOVDQU64 64(DX), Z2
+	VMOVDQU64 128(DX), Z3
+	VMOVDQU64 192(DX), Z4
 	VPXORQ    Z10, Z1, Z1
-	ADDQ      $256, SI
+	ADDQ      $256, DX
 	SUBQ      $256, CX
+	TESTQ     R8, R8
+	JNZ       from
+	MOVQ      DX, SI // no source: read p itself
+
+from:
 	VBROADCASTI32X4 k2048<>(SB), Z0
 
 loop256:
@@ -63,11 +80,16 @@ loop256:
 	VMOVDQU64  64(SI), Z10
 	VMOVDQU64  128(SI), Z11
 	VMOVDQU64  192(SI), Z12
+	STORE(Z9, 0)
+	STORE(Z10, 64)
+	STORE(Z11, 128)
+	STORE(Z12, 192)
 	FOLD(Z0, Z1, Z5, Z9)
 	FOLD(Z0, Z2, Z6, Z10)
 	FOLD(Z0, Z3, Z7, Z11)
 	FOLD(Z0, Z4, Z8, Z12)
 	ADDQ       $256, SI
+	ADDQ       $256, DX
 	SUBQ       $256, CX
 	JMP        loop256
 
@@ -82,8 +104,10 @@ loop64:
 	CMPQ CX, $64
 	JB   done
 	VMOVDQU64  0(SI), Z9
+	STORE(Z9, 0)
 	FOLD(Z0, Z1, Z5, Z9)
 	ADDQ       $64, SI
+	ADDQ       $64, DX
 	SUBQ       $64, CX
 	JMP        loop64
 
@@ -103,8 +127,12 @@ loop16:
 	CMPQ       CX, $16
 	JB         store
 	VMOVDQU    0(SI), X9
+	TESTQ      R8, R8
+	JZ         2(PC)
+	VMOVDQU    X9, 0(DX)
 	FOLD(X0, X5, X6, X9)
 	ADDQ       $16, SI
+	ADDQ       $16, DX
 	SUBQ       $16, CX
 	JMP        loop16
 
