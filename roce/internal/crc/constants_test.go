@@ -28,11 +28,33 @@ func xPowMod(e int) uint64 {
 // the bit-reflected CLMUL method: x^e mod P, reflected, shifted left one.
 func foldConst(e int) uint64 { return uint64(bits.Reverse32(uint32(xPowMod(e)))) << 1 }
 
+// xDivMu returns floor(x^64 / polyIEEE) (degree 32), normal bit order: the
+// Barrett constant.
+func xDivMu() uint64 {
+	var q uint64
+	r := [2]uint64{0, 1} // x^64, as bits 0-127
+	for d := 64; d >= 32; d-- {
+		if r[d/64]>>(d%64)&1 == 0 {
+			continue
+		}
+		q |= 1 << (d - 32)
+		sh := d - 32
+		r[0] ^= polyIEEE << sh
+		if sh > 0 {
+			r[1] ^= polyIEEE >> (64 - sh)
+		}
+	}
+	return q
+}
+
 // TestFoldConstants: every DATA word of fold_amd64.s is the constant its table
 // needs: a lane folded over D bits takes k(D+32) for its low quadword and k(D-32)
 // for its high one; k2048 for four registers and k512 for one (each broadcast to
 // the four lanes), klanes for lanes 0-2 of the last register into lane 3 (D = 384,
-// 256, 128; lane 3 zero), k128 for the lane over the last 16-byte blocks. The
+// 256, 128; lane 3 zero), k128 for the lane over the last 16-byte blocks,
+// kbarrett for the reduction of that lane to 32 bits (x^95 and x^63 mod P, mu and P
+// times x^31, each bit-reversed as a quadword: a carry-less product of reversed
+// quadwords is the reversed product times x, which the exponents take in). The
 // known values of hash/crc32 and Linux's crc32-pclmul for D = 512 and 128 hold
 // too.
 func TestFoldConstants(t *testing.T) {
@@ -45,6 +67,8 @@ func TestFoldConstants(t *testing.T) {
 		"k512":   pair(512),
 		"klanes": append(append(append(pair(384), pair(256)...), pair(128)...), 0, 0),
 		"k128":   pair(128),
+		"kbarrett": {bits.Reverse64(xPowMod(95)), bits.Reverse64(xPowMod(63)),
+			bits.Reverse64(xDivMu() << 31), bits.Reverse64(polyIEEE << 31)},
 	}
 	src, err := os.ReadFile("fold_amd64.s")
 	if err != nil {

@@ -33,17 +33,17 @@ func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 // xgetbv0 returns the low half of XCR0 (XGETBV with ECX = 0).
 func xgetbv0() uint32
 
-// fold folds p (at least 256 bytes, a multiple of 16) from the CRC register reg
-// (the inverse of a hash/crc32 crc) into out: 16 bytes whose CRC from a zero
-// register equals that of p from reg. Four 512-bit registers take 256 bytes a
-// step, then one takes 64, then its four lanes fold into one, which takes the
-// last 16-byte blocks.
-func fold(reg uint32, p []byte, out *[16]byte) { foldCopy(reg, p, nil, out) }
-
-// foldCopy is fold that copies as it reads: with src not empty (len(p)-256 bytes),
-// p's bytes from 256 on come from src and are stored in p as each block is read,
-// so the span's bytes are read once (a frame's payload copied in and checked in
-// one pass). p's first 256 bytes are read where they are.
+// foldCopy returns the CRC register (not inverted) after p (at least 256 bytes, a
+// multiple of 16) from the register reg (the inverse of a hash/crc32 crc). Four
+// 512-bit registers take 256 bytes a step, then one takes 64, then its four lanes
+// fold into one, which takes the last 16-byte blocks, and a Barrett reduction
+// turns that lane into the register (no table: slicing's tables are out of the
+// cache after a frame's copies).
+//
+// With src not empty (len(p)-256 bytes) it copies as it reads: p's bytes from 256
+// on come from src and are stored in p as each block is read, so the span's bytes
+// are read once (a frame's payload copied in and checked in one pass). p's first
+// 256 bytes are read where they are.
 //
 //go:noescape
-func foldCopy(reg uint32, p []byte, src []byte, out *[16]byte)
+func foldCopy(reg uint32, p []byte, src []byte) uint32

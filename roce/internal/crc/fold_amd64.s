@@ -47,16 +47,25 @@ GLOBL k128<>(SB), RODATA, $16
 	JZ    2(PC); \
 	VMOVDQU64 r, off(DX)
 
-// func foldCopy(reg uint32, p []byte, src []byte, out *[16]byte)
+// Barrett reduction of the last 128-bit lane to the 32-bit register (Intel's
+// paper, section 4.1), bit-reflected: K95 and K63 (x^95 and x^63 mod P) fold the
+// lane to 64 bits, then mu (floor(x^64 / P)) and P itself, each times x^31, reduce
+// those. constants_test.go computes them.
+DATA kbarrett<>+0(SB)/8, $0xccaa009e00000000
+DATA kbarrett<>+8(SB)/8, $0xb8bc676500000000
+DATA kbarrett<>+16(SB)/8, $0x1f7011641
+DATA kbarrett<>+24(SB)/8, $0x1db710641
+GLOBL kbarrett<>(SB), RODATA, $32
+
+// func foldCopy(reg uint32, p []byte, src []byte) uint32
 //
 // The first 256 bytes of the span are read from p; the rest from src (each block
 // also stored at its place in p) when src is not empty, else from p (no store).
-TEXT ·foldCopy(SB), NOSPLIT, $0-64
+TEXT ·foldCopy(SB), NOSPLIT, $0-60
 	MOVQ  p_base+8(FP), DX
 	MOVQ  p_len+16(FP), CX
 	MOVQ  src_base+32(FP), SI
 	MOVQ  src_len+40(FP), R8
-	MOVQ  out+56(FP), DI
 	MOVL  reg+0(FP), AX
 	VMOVD AX, X10 // zero-extended to Z10
 	VMOVDQU64 0(DX), Z1
@@ -125,7 +134,7 @@ done:
 
 loop16:
 	CMPQ       CX, $16
-	JB         store
+	JB         reduce32
 	VMOVDQU    0(SI), X9
 	TESTQ      R8, R8
 	JZ         2(PC)
@@ -136,8 +145,26 @@ loop16:
 	SUBQ       $16, CX
 	JMP        loop16
 
-store:
-	VMOVDQU X5, 0(DI)
+reduce32:
+	// X5 is the lane: quadwords q0 (the earlier bytes) and q1.
+	VMOVDQU    kbarrett<>+0(SB), X0  // K95, K63
+	VMOVDQU    kbarrett<>+16(SB), X1 // mu, P
+	VPCLMULQDQ $0x00, X0, X5, X6     // q0·K95
+	VPSRLDQ    $8, X5, X7
+	VPSLLDQ    $4, X7, X7            // q1 moved on 32 bits
+	VPXOR      X7, X6, X6            // 96 bits: v0 (its low half zero), v1
+	VPCLMULQDQ $0x10, X0, X6, X7     // v0·K63
+	VPXOR      X6, X7, X7
+	VPSRLDQ    $8, X7, X7            // u, 64 bits
+	VPSLLQ     $32, X7, X8
+	VPSRLQ     $32, X8, X8           // u's first 32 bits
+	VPCLMULQDQ $0x00, X1, X8, X9     // times mu
+	VPSLLQ     $32, X9, X9
+	VPSRLQ     $32, X9, X9           // the quotient
+	VPCLMULQDQ $0x10, X1, X9, X10    // times P
+	VPXOR      X10, X7, X7
+	VPEXTRD    $1, X7, AX
+	MOVL       AX, ret+56(FP)
 	VZEROUPPER
 	RET
 

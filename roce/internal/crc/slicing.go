@@ -20,9 +20,9 @@ var slicing8 = func() (t [8][256]uint32) {
 	return t
 }()
 
-// update is crc32.Update(crc, crc32.IEEETable, p) by slicing-by-8, for the few
-// bytes fold leaves (16, then 0-15): calling hash/crc32 on memory makes it escape (its IEEE
-// implementation is a function variable), and IEEE's remainder lives on its stack.
+// update is crc32.Update(crc, crc32.IEEETable, p) by slicing-by-8, for the 0-15
+// bytes foldCopy leaves: calling hash/crc32 makes p escape (its IEEE
+// implementation is a function variable).
 func update(crc uint32, p []byte) uint32 {
 	crc = ^crc
 	for ; len(p) >= 8; p = p[8:] {
