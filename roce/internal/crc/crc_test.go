@@ -63,6 +63,21 @@ func FuzzIEEE(f *testing.F) {
 	})
 }
 
+// FuzzCopyIEEE: any header, source and trailer leave dst as a copy would and give
+// hash/crc32's result over it.
+func FuzzCopyIEEE(f *testing.F) {
+	f.Add(uint32(0), make([]byte, 60), make([]byte, 4096), uint8(3))
+	f.Add(uint32(0xFFFFFFFF), []byte("head"), []byte("payload"), uint8(0))
+	f.Fuzz(func(t *testing.T, c uint32, head, src []byte, tail uint8) {
+		dst := make([]byte, len(head)+len(src)+int(tail))
+		copy(dst, head)
+		want := append(append(append([]byte(nil), head...), src...), make([]byte, tail)...)
+		if got, wantCRC := CopyIEEE(c, dst, len(head), src), crc32.Update(c, crc32.IEEETable, want); got != wantCRC || string(dst) != string(want) {
+			t.Fatalf("CopyIEEE(%#x, %d+%d+%d bytes) = %#x, hash/crc32 %#x (bytes equal: %v)", c, len(head), len(src), tail, got, wantCRC, string(dst) == string(want))
+		}
+	})
+}
+
 func benchmarkCRC(b *testing.B, n int, f func(uint32, []byte) uint32) {
 	p := make([]byte, n)
 	b.SetBytes(int64(n))
