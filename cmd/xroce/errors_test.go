@@ -120,7 +120,9 @@ func TestErrorMessages(t *testing.T) {
 	wantErr(t, "TCP refused", out, err, "refused the connection", "start the server first")
 
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "10.79.0.99")
-	wantErr(t, "no host", out, err, "no route to 10.79.0.99:18515", "wrong address")
+	wantErr(t, "no host", out, err, "no route to 10.79.0.99:18515: nothing answers at that address", "wrong address")
+	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "10.250.7.9") // outside every route
+	wantErr(t, "no route", out, err, "no route to 10.250.7.9:18515 in this network namespace (network is unreachable): check the address, or add a route")
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "fe80::1")
 	wantErr(t, "link-local without zone", out, err, "fe80::1 is link-local: name the interface it is on, as in fe80::1%eth0")
 	out, err = runIn(n.NsA, "write_bw", "-d", n.IfA, "-p", "29999", "[fd79::2]")

@@ -204,7 +204,9 @@ func Dial(addr string, timeout time.Duration) (net.Conn, error) {
 			return nil, fmt.Errorf("oob: no answer from %s within %v: is the server running and the address right?", addr, timeout.Round(time.Millisecond))
 		case errors.Is(err, syscall.ECONNREFUSED):
 			return nil, fmt.Errorf("oob: %s refused the connection: start the server first (it serves one client at a time: it may be busy with another), or check the port (-p); a server started with -R (RDMA CM) listens on no TCP port: give both sides -R, or neither", addr)
-		case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
+		case errors.Is(err, syscall.ENETUNREACH): // no route in this namespace's tables
+			return nil, fmt.Errorf("oob: no route to %s in this network namespace (network is unreachable): check the address, or add a route (ip route)", addr)
+		case errors.Is(err, syscall.EHOSTUNREACH): // a route, but no neighbour answered
 			return nil, fmt.Errorf("oob: no route to %s: nothing answers at that address on this network (wrong address, or the host is down)", addr)
 		}
 		return nil, fmt.Errorf("oob: connecting to %s: %w", addr, err)
