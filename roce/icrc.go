@@ -35,70 +35,43 @@ var (
 // icrc computes the ICRC of the frame whose IP header starts at l3 (after the
 // Ethernet header, so l3 ≥ 14), UDP header at l4 = l3+20 (IPv4) or l3+40 (IPv6), BTH
 // at l4+8, and whose ICRC field starts at end; the caller guarantees the offsets are
-// in range. It is one CRC update over f[l3-8:end]: it writes the LRH stand-in over
-// the last 8 bytes of the Ethernet header and ones over the masked fields, runs the
-// CRC, and puts the bytes back before it returns (so f must not be read by another
-// goroutine meanwhile). One update over the whole span runs on PCLMULQDQ; the masked
-// headers gathered apart (56 bytes, under the 64 that hash/crc32 needs for it) went
-// through byte tables: BenchmarkICRC on the development VM, gathered (the tests'
-// icrcGathered) against in place, 67-87 against 38-53 ns with a 64-byte payload,
-// 141-156 against 117-119 ns with 2 KiB.
+// in range. It is one CRC over f[l3-8:end] with the LRH stand-in and the masked
+// fields ORed in as the CRC reads them (icrcMask4, icrcMask6: every mask sets bits
+// to one), so f is only read. Writing the masks into the frame and back, as before
+// 2026-12-04, stalled the fold's wide loads of the bytes just written.
 func icrc(f []byte, l3 int, v6 bool, end int) uint32 {
-	var m icrcMask
-	m.apply(f, l3, v6)
-	c := crc.IEEE(0, f[l3-8:end])
-	m.undo(f, l3, v6)
-	return c
+	return crc.IEEEMasked(0, f[l3-8:end], icrcMask(v6))
 }
 
 // icrcCopy is icrc for a frame being encoded whose payload is not in place yet: it
-// copies payload to f[po:] as the CRC reads it (crc.CopyIEEE: the payload is read
-// once), then returns the ICRC of the whole frame, as icrc would after the copy.
-// payload must not overlap f.
+// copies payload to f[po:] as the CRC reads it (crc.CopyIEEEMasked: the payload is
+// read once), then returns the ICRC of the whole frame, as icrc would after the
+// copy. payload must not overlap f.
 func icrcCopy(f []byte, l3 int, v6 bool, end, po int, payload []byte) uint32 {
-	var m icrcMask
-	m.apply(f, l3, v6)
-	c := crc.CopyIEEE(0, f[l3-8:end], po-(l3-8), payload)
-	m.undo(f, l3, v6)
-	return c
+	return crc.CopyIEEEMasked(0, f[l3-8:end], po-(l3-8), payload, icrcMask(v6))
 }
 
-// icrcMask holds the bytes icrc overwrites while it runs: the LRH stand-in's and
-// the masked fields'.
-type icrcMask struct {
-	lrh  [8]byte
-	keep [len(masked4) + 1]byte
+// icrcMask4 and icrcMask6 are what the ICRC ORs into the first 64 bytes of its
+// span (the LRH stand-in, then the IP header): ones over the stand-in and the
+// masked fields, and for IPv6 the low nibble of byte 0 (the traffic class's top
+// nibble; the version is kept).
+var icrcMask4, icrcMask6 = icrcMaskFor(masked4[:], 0), icrcMaskFor(masked6[:], 0x0F)
+
+func icrcMaskFor(pos []int, first byte) *crc.Mask {
+	var m crc.Mask
+	copy(m[:8], ones[:])
+	for _, o := range pos {
+		m[8+o] = 0xFF
+	}
+	m[8] |= first
+	return &m
 }
 
-// apply writes the LRH stand-in and the masks, keeping what was there.
-func (m *icrcMask) apply(f []byte, l3 int, v6 bool) {
-	pos := masked4[:]
+func icrcMask(v6 bool) *crc.Mask {
 	if v6 {
-		pos = masked6[:]
+		return icrcMask6
 	}
-	copy(m.lrh[:], f[l3-8:l3])
-	copy(f[l3-8:l3], ones[:])
-	for i, o := range pos {
-		m.keep[i] = f[l3+o]
-		f[l3+o] = 0xFF
-	}
-	m.keep[len(pos)] = f[l3]
-	if v6 {
-		f[l3] |= 0x0F // version kept; the traffic class's top nibble
-	}
-}
-
-// undo puts back what apply overwrote.
-func (m *icrcMask) undo(f []byte, l3 int, v6 bool) {
-	pos := masked4[:]
-	if v6 {
-		pos = masked6[:]
-	}
-	f[l3] = m.keep[len(pos)]
-	for i, o := range pos {
-		f[l3+o] = m.keep[i]
-	}
-	copy(f[l3-8:l3], m.lrh[:])
+	return icrcMask4
 }
 
 func putICRC(f []byte, end int, v uint32) { binary.LittleEndian.PutUint32(f[end:end+4], v) }

@@ -17,10 +17,23 @@ import (
 	"unsafe"
 )
 
-// foldMin is the shortest span IEEE folds itself (fold starts from four 64-byte
-// registers); shorter ones go to hash/crc32. BenchmarkIEEE on the development VM:
-// 10 against 26 ns at 256 bytes, 16 against 47 at 512, 83 against 130 at 4160.
-const foldMin = 256
+// foldMin is the shortest span IEEE folds itself (one 16-byte lane); shorter
+// ones go to hash/crc32. copyMin is the shortest CopyIEEE copies as it folds (the
+// copy starts after the first four registers' 256 bytes). BenchmarkIEEE on the
+// development VM, against hash/crc32: see docs/bench.md ("The payload copied as its
+// ICRC is folded").
+const (
+	foldMin = 16
+	copyMin = 256
+)
+
+// Mask holds bytes ORed into the first 64 bytes of a span before its CRC is taken,
+// leaving the span itself as it is: the ICRC's fields that count as all ones
+// (roce's icrc). Where it is nil, none are.
+type Mask [64]byte
+
+// noMask is the Mask that changes nothing.
+var noMask Mask
 
 // IEEE returns crc32.Update(crc, crc32.IEEETable, p): the reflected CRC-32 of p
 // with the IEEE polynomial, continuing from crc (0 to start; the register is
@@ -29,33 +42,77 @@ const foldMin = 256
 // On amd64 with AVX-512 VPCLMULQDQ and at least foldMin bytes, it folds p's
 // 16-byte blocks into the register (foldCopy) and takes the last 0-15 bytes by
 // slicing-by-8 (update); elsewhere it is hash/crc32.
-func IEEE(crc uint32, p []byte) uint32 {
+func IEEE(crc uint32, p []byte) uint32 { return IEEEMasked(crc, p, nil) }
+
+// IEEEMasked is IEEE of p with m ORed into its first 64 bytes, p unchanged: the
+// fold ORs m into the registers it loads, so no byte of p is written (a write just
+// before the fold's wide loads of the same bytes stalls them).
+func IEEEMasked(crc uint32, p []byte, m *Mask) uint32 {
 	if !hasFold || len(p) < foldMin {
+		if m != nil {
+			k := min(len(p), len(m))
+			crc, p = updateMasked(crc, p[:k], m), p[k:]
+		}
 		return crc32.Update(crc, crc32.IEEETable, p)
 	}
+	if m == nil {
+		m = &noMask
+	}
 	n := len(p) &^ 15
-	return update(^foldCopy(^crc, p[:n], nil), p[n:])
+	return updateMasked(^foldCopy(^crc, p[:n], nil, m), p[n:], maskFrom(m, n))
 }
 
 // CopyIEEE copies src into dst[h:] and returns IEEE(crc, dst) as dst is after the
 // copy: the CRC of dst's first h bytes, src, and dst's bytes after it (a frame's
 // headers, its payload and its pad). Where IEEE folds, most of src is read once,
-// for the copy and the CRC both (foldCopy); below foldMin bytes, with h above it,
+// for the copy and the CRC both (foldCopy); below copyMin bytes, with h above it,
 // or where src overlaps dst it copies and then runs IEEE. It panics if dst is
 // shorter than h+len(src), as copy into a slice expression would.
 func CopyIEEE(crc uint32, dst []byte, h int, src []byte) uint32 {
+	return CopyIEEEMasked(crc, dst, h, src, nil)
+}
+
+// CopyIEEEMasked is CopyIEEE with m ORed into dst's first 64 bytes for the CRC
+// (IEEEMasked), dst's own bytes left as they are.
+func CopyIEEEMasked(crc uint32, dst []byte, h int, src []byte, m *Mask) uint32 {
 	e := h + len(src)
 	_ = dst[h:e] // the bounds check
 	n := e &^ 15
-	if !hasFold || n < foldMin || h > foldMin || Overlap(dst, src) {
+	if !hasFold || n < copyMin || h > copyMin || Overlap(dst, src) {
 		copy(dst[h:e], src)
-		return IEEE(crc, dst)
+		return IEEEMasked(crc, dst, m)
 	}
-	copy(dst[h:foldMin], src)
-	reg := foldCopy(^crc, dst[:n], src[foldMin-h:n-h])
+	if m == nil {
+		m = &noMask
+	}
+	copy(dst[h:copyMin], src)
+	reg := foldCopy(^crc, dst[:n], src[copyMin-h:n-h], m)
 	copy(dst[n:e], src[n-h:])
-	return update(^reg, dst[n:]) // src's last 0-15 bytes and what follows
+	return update(^reg, dst[n:]) // src's last 0-15 bytes and what follows, past the mask
+}
 
+// maskFrom returns the part of m from byte n on, as a mask for what follows n, or
+// nil past its end.
+func maskFrom(m *Mask, n int) *Mask {
+	if m == nil || n >= len(m) {
+		return nil
+	}
+	var rest Mask
+	copy(rest[:], m[n:])
+	return &rest
+}
+
+// updateMasked is update of p (at most 64 bytes) with m ORed into it, p unchanged.
+func updateMasked(crc uint32, p []byte, m *Mask) uint32 {
+	if m == nil {
+		return update(crc, p)
+	}
+	var b [len(m)]byte
+	k := copy(b[:], p)
+	for i := range k {
+		b[i] |= m[i]
+	}
+	return update(crc, b[:k])
 }
 
 // Overlap reports whether a and b share a byte.

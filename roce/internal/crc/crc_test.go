@@ -88,10 +88,11 @@ func benchmarkCRC(b *testing.B, n int, f func(uint32, []byte) uint32) {
 
 func hashCRC32(c uint32, p []byte) uint32 { return crc32.Update(c, crc32.IEEETable, p) }
 
-// BenchmarkIEEE against hash/crc32 at the ICRC spans of 64-byte, 1 KiB, 2 KiB and
-// 4 KiB WRITEs (headers add 64 bytes) and around foldMin.
+// BenchmarkIEEE against hash/crc32 at the ICRC spans of an ACK (52 bytes), 64-byte,
+// 1 KiB, 2 KiB and 4 KiB WRITEs (headers add 64 bytes) and around foldMin and
+// copyMin.
 func BenchmarkIEEE(b *testing.B) {
-	for _, n := range []int{128, 256, 384, 512, 1088, 2112, 4160, 8192} {
+	for _, n := range []int{52, 64, 80, 128, 192, 256, 384, 512, 1088, 2112, 4160, 8192} {
 		b.Run("fold/"+itoa(n), func(b *testing.B) { benchmarkCRC(b, n, IEEE) })
 		b.Run("hashcrc32/"+itoa(n), func(b *testing.B) { benchmarkCRC(b, n, hashCRC32) })
 	}
@@ -186,4 +187,52 @@ func BenchmarkCopyIEEE(b *testing.B) {
 			IEEE(0, dst)
 		}
 	})
+}
+
+// TestIEEEMasked: IEEEMasked and CopyIEEEMasked give hash/crc32's CRC of the span
+// with the mask ORed into its first 64 bytes and leave the span's bytes as they
+// were (as copied), for every length to 300 bytes and a few to 4400, at every
+// alignment within 64, with a random mask and one with few bytes set (the ICRC's).
+func TestIEEEMasked(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	buf := make([]byte, 4400+64)
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	var dense, sparse Mask
+	for i := range dense {
+		dense[i] = byte(r.Uint32())
+	}
+	for _, i := range []int{0, 1, 7, 9, 16, 18, 19, 34, 35, 40, 60, 63} {
+		sparse[i] = 0xFF
+	}
+	lengths := []int{1000, 1088, 2112, 4160, 4400}
+	for n := 0; n <= 300; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, m := range []*Mask{&dense, &sparse} {
+		for _, n := range lengths {
+			off := n % 64
+			p := buf[off : off+n]
+			before := string(p)
+			w := []byte(before)
+			for i := range min(n, len(m)) {
+				w[i] |= m[i]
+			}
+			c := r.Uint32()
+			want := crc32.Update(c, crc32.IEEETable, w)
+			if got := IEEEMasked(c, p, m); got != want || string(p) != before {
+				t.Fatalf("IEEEMasked(%d bytes at %d) = %#x, want %#x (span unchanged: %v)", n, off, got, want, string(p) == before)
+			}
+			if n < 64 {
+				continue
+			}
+			h := r.IntN(64)
+			dst := make([]byte, n)
+			copy(dst, p[:h])
+			if got := CopyIEEEMasked(c, dst, h, p[h:], m); got != want || string(dst) != before {
+				t.Fatalf("CopyIEEEMasked(%d bytes, h %d) = %#x, want %#x (copied: %v)", n, h, got, want, string(dst) == before)
+			}
+		}
+	}
 }

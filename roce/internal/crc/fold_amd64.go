@@ -33,9 +33,10 @@ func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 // xgetbv0 returns the low half of XCR0 (XGETBV with ECX = 0).
 func xgetbv0() uint32
 
-// foldCopy returns the CRC register (not inverted) after p (at least 256 bytes, a
+// foldCopy returns the CRC register (not inverted) after p (at least 16 bytes, a
 // multiple of 16) from the register reg (the inverse of a hash/crc32 crc). Four
-// 512-bit registers take 256 bytes a step, then one takes 64, then its four lanes
+// 512-bit registers take 256 bytes a step (from 256 bytes on; a shorter span
+// starts with one, or under 64 bytes with one lane), then one takes 64, then its four lanes
 // fold into one, which takes the last 16-byte blocks, and a Barrett reduction
 // turns that lane into the register (no table: slicing's tables are out of the
 // cache after a frame's copies).
@@ -45,5 +46,8 @@ func xgetbv0() uint32
 // are read once (a frame's payload copied in and checked in one pass). p's first
 // 256 bytes are read where they are.
 //
+// m is ORed into p's first 64 bytes (or its first len(p), if fewer) as the fold
+// loads them (IEEEMasked); p itself is only read there.
+//
 //go:noescape
-func foldCopy(reg uint32, p []byte, src []byte) uint32
+func foldCopy(reg uint32, p []byte, src []byte, m *Mask) uint32

@@ -57,18 +57,58 @@ DATA kbarrett<>+16(SB)/8, $0x1f7011641
 DATA kbarrett<>+24(SB)/8, $0x1db710641
 GLOBL kbarrett<>(SB), RODATA, $32
 
-// func foldCopy(reg uint32, p []byte, src []byte) uint32
+// func foldCopy(reg uint32, p []byte, src []byte, m *Mask) uint32
 //
 // The first 256 bytes of the span are read from p; the rest from src (each block
 // also stored at its place in p) when src is not empty, else from p (no store).
-TEXT ·foldCopy(SB), NOSPLIT, $0-60
+// A span under 256 bytes (src empty) starts with one register, one under 64 bytes
+// (at least 16) with one lane. The mask (R9) is ORed into the first 64 bytes.
+TEXT ·foldCopy(SB), NOSPLIT, $0-68
 	MOVQ  p_base+8(FP), DX
 	MOVQ  p_len+16(FP), CX
 	MOVQ  src_base+32(FP), SI
 	MOVQ  src_len+40(FP), R8
+	MOVQ  m+56(FP), R9
 	MOVL  reg+0(FP), AX
 	VMOVD AX, X10 // zero-extended to Z10
+	CMPQ  CX, $256
+	JAE   four
+	XORQ  R8, R8
+	CMPQ  CX, $64
+	JB    lane
 	VMOVDQU64 0(DX), Z1
+	VPORQ     0(R9), Z1, Z1
+	VPXORQ    Z10, Z1, Z1
+	ADDQ      $64, DX
+	SUBQ      $64, CX
+	MOVQ      DX, SI
+	VBROADCASTI32X4 k512<>(SB), Z0
+	JMP       loop64
+
+lane:
+	VMOVDQU   0(DX), X5
+	VPOR      0(R9), X5, X5
+	VPXOR     X10, X5, X5
+	ADDQ      $16, DX
+	SUBQ      $16, CX
+	ADDQ      $16, R9
+	VMOVDQU   k128<>(SB), X0
+
+laneLoop:
+	// Under 64 bytes: each block takes its part of the mask.
+	CMPQ       CX, $16
+	JB         reduce32
+	VMOVDQU    0(DX), X9
+	VPOR       0(R9), X9, X9
+	FOLD(X0, X5, X6, X9)
+	ADDQ       $16, DX
+	ADDQ       $16, R9
+	SUBQ       $16, CX
+	JMP        laneLoop
+
+four:
+	VMOVDQU64 0(DX), Z1
+	VPORQ     0(R9), Z1, Z1
 	VMOVDQU64 64(DX), Z2
 	VMOVDQU64 128(DX), Z3
 	VMOVDQU64 192(DX), Z4
@@ -164,7 +204,7 @@ reduce32:
 	VPCLMULQDQ $0x10, X1, X9, X10    // times P
 	VPXOR      X10, X7, X7
 	VPEXTRD    $1, X7, AX
-	MOVL       AX, ret+56(FP)
+	MOVL       AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
