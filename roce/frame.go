@@ -124,10 +124,9 @@ func (p *Packet) DstAddr() netip.Addr {
 // padding) are allowed and ignored. Neither the IPv4 header checksum nor the UDP
 // checksum is verified: the ICRC covers both headers' invariant fields, and Linux
 // senders on veth leave partial checksums (TX offload) that only the receiving
-// kernel would complete. One 802.1Q tag is accepted. While it computes the ICRC it
-// writes ones over the bytes the ICRC masks and puts them back (one CRC pass over
-// the frame, icrc.go): frame must not be read by another goroutine during Decode,
-// ComputeICRC or FinishFrame.
+// kernel would complete. One 802.1Q tag is accepted. The ICRC is one CRC pass over
+// the frame that ORs the ICRC's masks into what it reads (icrc.go); Decode writes
+// nothing into frame.
 //
 // Errors: ErrTruncated, ErrNotRoCE, ErrIPv4Options, ErrIPFragment, ErrLengthMismatch,
 // ErrUnknownOpcode, ErrBadVersion, ErrBadPadCount, ErrUnexpectedPayload, ErrBadICRC.
