@@ -1,6 +1,7 @@
 // Package crc computes the IEEE CRC-32 that the RoCEv2 ICRC is made of (IBTA Vol 1
-// Annex A17.3.3), faster than hash/crc32 on long spans where the CPU has AVX-512
-// VPCLMULQDQ.
+// Annex A17.3.3), faster than hash/crc32 from 16 bytes on where the CPU has AVX-512
+// VPCLMULQDQ, with the ICRC's masks applied as it reads (IEEEMasked) and a
+// frame's payload copied in as it is read (CopyIEEEMasked).
 //
 // hash/crc32 (Go 1.26) folds 64 bytes at a time through one 512-bit register, so
 // each step waits for the previous one's carry-less multiply: on the development
