@@ -52,7 +52,7 @@ func IEEEMasked(crc uint32, p []byte, m *Mask) uint32 {
 	if !hasFold || len(p) < foldMin {
 		if m != nil {
 			k := min(len(p), len(m))
-			crc, p = updateMasked(crc, p[:k], m), p[k:]
+			crc, p = updateMasked(crc, p[:k], m[:k]), p[k:]
 		}
 		return crc32.Update(crc, crc32.IEEETable, p)
 	}
@@ -60,7 +60,8 @@ func IEEEMasked(crc uint32, p []byte, m *Mask) uint32 {
 		m = &noMask
 	}
 	n := len(p) &^ 15
-	return updateMasked(^foldCopy(^crc, p[:n], nil, m), p[n:], maskFrom(m, n))
+	reg := foldCopy(^crc, p[:n], nil, m)
+	return updateMasked(^reg, p[n:], m[min(n, len(m)):]) // the mask's rest, if p is under 64 bytes
 }
 
 // CopyIEEE copies src into dst[h:] and returns IEEE(crc, dst) as dst is after the
@@ -92,26 +93,16 @@ func CopyIEEEMasked(crc uint32, dst []byte, h int, src []byte, m *Mask) uint32 {
 	return update(^reg, dst[n:]) // src's last 0-15 bytes and what follows, past the mask
 }
 
-// maskFrom returns the part of m from byte n on, as a mask for what follows n, or
-// nil past its end.
-func maskFrom(m *Mask, n int) *Mask {
-	if m == nil || n >= len(m) {
-		return nil
-	}
-	var rest Mask
-	copy(rest[:], m[n:])
-	return &rest
-}
-
-// updateMasked is update of p (at most 64 bytes) with m ORed into it, p unchanged.
-func updateMasked(crc uint32, p []byte, m *Mask) uint32 {
-	if m == nil {
+// updateMasked is update of p (at most 64 bytes) with mask ORed into its first
+// len(mask) bytes, p unchanged.
+func updateMasked(crc uint32, p, mask []byte) uint32 {
+	if len(mask) == 0 {
 		return update(crc, p)
 	}
-	var b [len(m)]byte
+	var b [len(Mask{})]byte
 	k := copy(b[:], p)
-	for i := range k {
-		b[i] |= m[i]
+	for i := range min(k, len(mask)) {
+		b[i] |= mask[i]
 	}
 	return update(crc, b[:k])
 }

@@ -191,8 +191,9 @@ func BenchmarkCopyIEEE(b *testing.B) {
 
 // TestIEEEMasked: IEEEMasked and CopyIEEEMasked give hash/crc32's CRC of the span
 // with the mask ORed into its first 64 bytes and leave the span's bytes as they
-// were (as copied), for every length to 300 bytes and a few to 4400, at every
-// alignment within 64, with a random mask and one with few bytes set (the ICRC's).
+// were (as copied), for every length to 300 bytes and a few to 4400, each at an
+// alignment within 64 that moves with the length, with a random mask and one with
+// few bytes set (the ICRC's).
 func TestIEEEMasked(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	buf := make([]byte, 4400+64)
