@@ -198,6 +198,7 @@ func run() int {
 					time.Sleep(500 * time.Millisecond)
 					continue
 				}
+				r.pass = pass
 				all[m.key] = append(all[m.key], r)
 				fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: %s (%.1f s)\n", pass, *passes, i+1, len(b.plan), m.label, brief(r), took)
 				break

@@ -63,6 +63,7 @@ type result struct {
 	fig  map[string]float64 // by the fig* names, in their units
 	cpu  [2]cpuTime         // [0] side A (client, sender, pinger), [1] side B (server, receiver)
 	note string
+	pass int // the pass that produced it, from 1
 }
 
 // measurement is one line of the plan.

@@ -101,18 +101,15 @@ func tables(r results, plan []measurement, passes int) []table {
 
 	lib := libTable(r, med)
 
-	rat := table{title: "Ratios xroce / reference, and the targets", header: []string{"ratio", "value", "target", "verdict"}}
+	rat := table{title: "Ratios xroce / reference, and the targets", header: []string{"ratio", "value", "each pass", "of the medians", "target", "verdict"}}
 	for _, q := range ratios() {
-		v, ok := q.value(r)
-		s := na
-		if ok {
-			s = fmt.Sprintf("%.2f", v)
-		}
-		rat.rows = append(rat.rows, []string{q.name, s, q.targetText(), q.verdict(r)})
+		rat.rows = append(rat.rows, []string{q.name, ratioText(q.value(r)), ratiosText(q.perPass(r)), ratioText(q.ofMedians(r)), q.targetText(), q.verdict(r)})
 		if q.judgedBy != "" {
 			rat.notes = append(rat.notes, "The write_lat target: "+q.judgedBy+".")
 		}
 	}
+
+	rat.notes = append(rat.notes, "A ratio's value is the median of its passes' values (each pass measures the two figures seconds apart, as the plan orders them); \"of the medians\" divides the two figures' medians, which may come from different passes.")
 
 	cpu := table{title: "CPU per run: user and system seconds of each side's process (" + med + ")",
 		header: []string{"measurement", "runs ok / tried", "A user", "A sys", "B user", "B sys"}}
@@ -187,4 +184,24 @@ func failures(r results, plan []measurement) []string {
 		}
 	}
 	return out
+}
+
+// ratioText prints a ratio to two places, or na.
+func ratioText(v float64, ok bool) string {
+	if !ok {
+		return na
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// ratiosText prints each pass's ratio, comma-separated, or na for none.
+func ratiosText(vs []float64) string {
+	if len(vs) == 0 {
+		return na
+	}
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprintf("%.2f", v)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -91,8 +91,39 @@ func placedRatios() []ratio {
 	return q
 }
 
-// value computes the ratio from the medians; ok is false when a figure is missing.
+// value is the median of the ratio's values in the passes that measured both of its
+// figures (perPass): the plan runs the two figures of a ratio seconds apart, so a
+// pass's ratio holds while the shared host's speed moves between passes, which the
+// ratio of two medians taken from different passes does not. With no such pass it is
+// the ratio of the medians (ofMedians). ok is false when a figure is missing.
 func (q ratio) value(r results) (float64, bool) {
+	if vs := q.perPass(r); len(vs) > 0 {
+		return median(vs), true
+	}
+	return q.ofMedians(r)
+}
+
+// perPass returns the ratio of each pass that measured both figures, in pass order.
+func (q ratio) perPass(r results) []float64 {
+	num, den := r[q.num.key].byPass, r[q.den.key].byPass
+	passes := make([]int, 0, len(num))
+	for p := range num {
+		passes = append(passes, p)
+	}
+	slices.Sort(passes)
+	var vs []float64
+	for _, p := range passes {
+		n, d := num[p][q.num.fig], den[p][q.den.fig]
+		if n > 0 && d > 0 {
+			vs = append(vs, q.factor*n/d)
+		}
+	}
+	return vs
+}
+
+// ofMedians is the ratio of the two figures' medians over the passes; ok is false
+// when a figure is missing.
+func (q ratio) ofMedians(r results) (float64, bool) {
 	n, ok1 := r.get(q.num.key, q.num.fig)
 	d, ok2 := r.get(q.den.key, q.den.fig)
 	if !ok1 || !ok2 {

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestRatioPairsPasses: a ratio is the median of its passes' ratios; a pass that
+// measured only one figure does not count, and the ratio of the medians is kept
+// beside it.
+func TestRatioPairsPasses(t *testing.T) {
+	pass := func(p int, v float64) result { return result{fig: map[string]float64{figGoodput: v, figPayload: v}, pass: p} }
+	r := results{
+		// The host halves its speed in pass 2 and slows again in pass 3; xroce keeps
+		// 0.9, 0.95 and 0.8 of the raw rate of its own pass. Pass 4 has no raw figure.
+		"xdp write 65536": summarize([]result{pass(1, 900), pass(2, 475), pass(3, 240), pass(4, 1000)}, nil),
+		"raw pps 1024":    summarize([]result{pass(1, 1000), pass(2, 500), pass(3, 300)}, nil),
+	}
+	q := ratio{num: figRef{"xdp write 65536", figGoodput}, den: figRef{"raw pps 1024", figPayload}, factor: 1, target: 0.9, atLeast: true}
+	if got, want := q.perPass(r), []float64{0.9, 0.95, 0.8}; !slices.Equal(got, want) {
+		t.Errorf("perPass %v, want %v", got, want)
+	}
+	if v, ok := q.value(r); !ok || v != 0.9 {
+		t.Errorf("value %v %v, want 0.9", v, ok)
+	}
+	// Medians: xroce (475+900)/2 = 687.5 over four passes, raw 500.
+	if v, ok := q.ofMedians(r); !ok || v != 687.5/500 {
+		t.Errorf("ofMedians %v %v, want %v", v, ok, 687.5/500)
+	}
+	if got := q.verdict(r); got != "met" {
+		t.Errorf("verdict %q", got)
+	}
+	// A factor applies to each pass's ratio.
+	q.factor = 2
+	if got, want := q.perPass(r), []float64{1.8, 1.9, 1.6}; !slices.Equal(got, want) {
+		t.Errorf("perPass with factor 2: %v, want %v", got, want)
+	}
+	// No common pass: the ratio of the medians.
+	r["raw pps 1024"] = summarize([]result{pass(7, 500)}, nil)
+	q.factor = 1
+	if v, ok := q.value(r); !ok || v != 687.5/500 || len(q.perPass(r)) != 0 {
+		t.Errorf("without a common pass: %v %v, perPass %v", v, ok, q.perPass(r))
+	}
+	if got := ratiosText(q.perPass(r)); got != na {
+		t.Errorf("ratiosText of none %q", got)
+	}
+}
