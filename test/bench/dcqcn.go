@@ -44,7 +44,7 @@ func dcqcnPlan() []measurement {
 	var p []measurement
 	for _, s := range dcqcnSets {
 		label := fmt.Sprintf("xroce xdp WRITE %d B -D %d --cc dcqcn %s through a bridge marking CE above %d MiB/s", dcqcnSize, dcqcnSeconds, s.name, dcqcnMarkMiBs)
-		p = append(p, measurement{dcqcnKey(s.name), label, func(ctx context.Context, b *bench, pass int) (result, error) {
+		p = append(p, measurement{key: dcqcnKey(s.name), label: label, run: func(ctx context.Context, b *bench, pass int) (result, error) {
 			if err := b.setMarks(); err != nil {
 				return result{}, err
 			}

@@ -39,7 +39,7 @@ func handoffPlan(scale float64) []measurement {
 		{"handoff 1x2", 1, 2, "two threads of one process on CPU 0, each yielding to the other"},
 		{"handoff 2x1", 2, 1, "two processes on CPU 0, each yielding to the other"},
 	} {
-		p = append(p, measurement{h.key, h.label, func(ctx context.Context, b *bench, pass int) (result, error) {
+		p = append(p, measurement{key: h.key, label: h.label, run: func(ctx context.Context, b *bench, pass int) (result, error) {
 			return b.handoff(ctx, h.procs, h.threads, scaleDur(handoffFor, scale))
 		}})
 	}

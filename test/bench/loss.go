@@ -87,7 +87,7 @@ func lossPlan(scale float64) []measurement {
 // lossRun is one measurement of the section: op_bw of n 1 MiB messages with
 // --verify-all, after fault sets up the bridge.
 func lossRun(key, label, op string, n int, fault func(*bench) error) measurement {
-	return measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
+	return measurement{key: key, label: label, run: func(ctx context.Context, b *bench, pass int) (result, error) {
 		if err := fault(b); err != nil {
 			return result{}, err
 		}

@@ -198,9 +198,9 @@ func run() int {
 					time.Sleep(500 * time.Millisecond)
 					continue
 				}
-				r.pass = pass
+				r.at = sample{pass, m.rep}
 				all[m.key] = append(all[m.key], r)
-				fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: %s (%.1f s)\n", pass, *passes, i+1, len(b.plan), m.label, brief(r), took)
+				fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s%s: %s (%.1f s)\n", pass, *passes, i+1, len(b.plan), m.label, again(m), brief(r), took)
 				break
 			}
 		}
@@ -220,8 +220,9 @@ func run() int {
 		passNote, shown = fmt.Sprintf("%d passes and part of another, cut short by the %v budget", done, *budget), done+1
 	}
 
+	rows := firstRuns(b.plan)
 	res := results{}
-	for _, m := range b.plan {
+	for _, m := range rows {
 		res[m.key] = summarize(all[m.key], errs[m.key])
 	}
 	wall := time.Since(began).Round(time.Second)
@@ -229,7 +230,7 @@ func run() int {
 	var report strings.Builder
 	fmt.Fprintf(&report, "Run of %s on %s: %s (each figure is the median over them), %v of measuring.\n\n",
 		date, machine(), passNote, wall)
-	for _, t := range tables(res, b.plan, shown) {
+	for _, t := range tables(res, rows, shown) {
 		report.WriteString(t.markdown())
 		report.WriteString("\n")
 	}
@@ -239,7 +240,7 @@ func run() int {
 	if lossNote != "" {
 		fmt.Fprintf(&report, "The loss section was not measured: %s.\n\n", lossNote)
 	}
-	fails := failures(res, b.plan)
+	fails := failures(res, rows)
 	if len(fails) > 0 {
 		report.WriteString("**Failures**\n\n")
 		for _, f := range fails {
@@ -272,7 +273,7 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "== wrote %s\n", md)
 		}
 	}
-	for _, m := range b.plan {
+	for _, m := range rows {
 		if res[m.key].passes == 0 {
 			status = 1 // a measurement with no result at all
 		}
@@ -312,4 +313,18 @@ func onlyPrefixes(s string) []string {
 		}
 	}
 	return ps
+}
+
+// firstRuns returns the plan without the repetitions of its target pairs: one row
+// per measurement, for the tables.
+func firstRuns(plan []measurement) []measurement {
+	return slices.DeleteFunc(slices.Clone(plan), func(m measurement) bool { return m.rep > 0 })
+}
+
+// again marks a repeated run in the progress lines.
+func again(m measurement) string {
+	if m.rep == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (again, %d of %d)", m.rep+1, pairReps)
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -212,12 +214,35 @@ func TestDCQCNFigures(t *testing.T) {
 // measurement appears once.
 func TestPlanPairs(t *testing.T) {
 	p := buildPlan(1, true, true)
-	at := map[string]int{}
+	at := map[string]int{}     // the first run's place
+	reps := map[string][]int{} // every run's place, by repetition
 	for i, m := range p {
-		if _, dup := at[m.key]; dup {
-			t.Errorf("%q twice in the plan", m.key)
+		if m.rep != len(reps[m.key]) {
+			t.Errorf("%q at %d is repetition %d, after %d runs", m.key, i, m.rep, len(reps[m.key]))
 		}
-		at[m.key] = i
+		reps[m.key] = append(reps[m.key], i)
+		if m.rep == 0 {
+			at[m.key] = i
+		}
+	}
+	// The WRITE targets' pairs run pairReps times a pass, the reference right before
+	// its row each time; nothing else repeats.
+	targets := map[string]string{"raw pps 64": "xdp write 64", "raw pps 1024": "xdp write 65536",
+		"raw pps 2048": "xdp write 65536 pmtu2048", "raw pps 4096": "xdp write 65536 pmtu4096"}
+	for key, places := range reps {
+		row, isRef := targets[key]
+		want := 1
+		if isRef || slices.Contains(slices.Collect(maps.Values(targets)), key) {
+			want = pairReps
+		}
+		if len(places) != want {
+			t.Errorf("%q runs %d times a pass, want %d", key, len(places), want)
+		}
+		for i := 1; isRef && i < len(places) && i < len(reps[row]); i++ {
+			if reps[row][i] != places[i]+1 {
+				t.Errorf("repetition %d: %q at %d, %q at %d: want the row right after its reference", i, key, places[i], row, reps[row][i])
+			}
+		}
 	}
 	for _, pair := range [][2]string{
 		{"raw pps 64", "xdp write 64"},

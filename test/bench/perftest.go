@@ -49,7 +49,7 @@ func perftestArgs(tool string, size, iters int) []string {
 func libBW(size, iters int) measurement {
 	key := fmt.Sprintf("lib write %d", size)
 	label := fmt.Sprintf("ib_write_bw through the library, xdp WRITE %s, PMTU %d, -n %d", sizeName(size), sweepPMTU, iters)
-	return measurement{key, label, func(ctx context.Context, b *bench, pass int) (result, error) {
+	return measurement{key: key, label: label, run: func(ctx context.Context, b *bench, pass int) (result, error) {
 		out, err := b.perftest(ctx, perftestArgs("ib_write_bw", size, iters))
 		if err != nil {
 			return result{}, err
@@ -60,7 +60,7 @@ func libBW(size, iters int) measurement {
 
 func libLat(iters int) measurement {
 	label := fmt.Sprintf("ib_write_lat through the library, xdp %d B, PMTU %d, -n %d", latSize, sweepPMTU, iters)
-	return measurement{"lib write_lat", label, func(ctx context.Context, b *bench, pass int) (result, error) {
+	return measurement{key: "lib write_lat", label: label, run: func(ctx context.Context, b *bench, pass int) (result, error) {
 		out, err := b.perftest(ctx, perftestArgs("ib_write_lat", latSize, iters))
 		if err != nil {
 			return result{}, err

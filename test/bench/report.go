@@ -62,6 +62,7 @@ func tables(r results, plan []measurement, passes int) []table {
 			break
 		}
 	}
+	raw.notes = append(raw.notes, fmt.Sprintf("The four references of the WRITE targets (138-byte and PMTU 1024, 2048 and 4096 frames to the receiver that touches nothing) and their xroce rows run %d times a pass, each time as a pair (docs/bench.md, \"Method\"): their figures are the median of all those runs.", pairReps))
 	raw.notes = append(raw.notes, "The receiver counts the frames and touches none of their bytes; where it \"places the payloads\" it also copies each one into a 64 KiB buffer, as a WRITE's responder places it in its MR, and the sender's kernel path costs more (docs/bench.md, \"A receiver that places its data\").")
 	for _, k := range []string{"raw rtt ppoll", "raw rtt spin", "raw rtt ppoll " + oneCPU} {
 		raw.rows = append(raw.rows, []string{labelOf(plan, k), fmt.Sprintf("p50 %s, p99 %s", r.fmtFig(k, figP50, usecs), r.fmtFig(k, figP99, usecs))})
@@ -101,15 +102,15 @@ func tables(r results, plan []measurement, passes int) []table {
 
 	lib := libTable(r, med)
 
-	rat := table{title: "Ratios xroce / reference, and the targets", header: []string{"ratio", "value", "each pass", "of the medians", "target", "verdict"}}
+	rat := table{title: "Ratios xroce / reference, and the targets", header: []string{"ratio", "value", "each pair", "of the medians", "target", "verdict"}}
 	for _, q := range ratios() {
-		rat.rows = append(rat.rows, []string{q.name, ratioText(q.value(r)), ratiosText(q.perPass(r)), ratioText(q.ofMedians(r)), q.targetText(), q.verdict(r)})
+		rat.rows = append(rat.rows, []string{q.name, ratioText(q.value(r)), ratiosText(q.paired(r)), ratioText(q.ofMedians(r)), q.targetText(), q.verdict(r)})
 		if q.judgedBy != "" {
 			rat.notes = append(rat.notes, "The write_lat target: "+q.judgedBy+".")
 		}
 	}
 
-	rat.notes = append(rat.notes, "A ratio's value is the median of its passes' values (each pass measures the two figures seconds apart, as the plan orders them); \"of the medians\" divides the two figures' medians, which may come from different passes.")
+	rat.notes = append(rat.notes, fmt.Sprintf("A ratio's value is the median of its pairs: the two figures measured seconds apart in one pass, as the plan orders them (the four raw references of the WRITE targets and their xroce rows run %d times a pass, the rest once). \"Of the medians\" divides the two figures' medians, which may come from different passes.", pairReps))
 
 	cpu := table{title: "CPU per run: user and system seconds of each side's process (" + med + ")",
 		header: []string{"measurement", "runs ok / tried", "A user", "A sys", "B user", "B sys"}}

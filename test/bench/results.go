@@ -7,19 +7,19 @@ import (
 
 // summary is a measurement's medians over the passes that succeeded.
 type summary struct {
-	fig    map[string]float64
-	byPass map[int]map[string]float64 // each pass's figures, by pass number
-	cpu    [2]cpuTime
-	passes int // runs that succeeded
-	failed int // runs that failed (each failure is tried once more)
-	note   string
-	err    error // the last failure, if any
+	fig      map[string]float64
+	bySample map[sample]map[string]float64 // each run's figures
+	cpu      [2]cpuTime
+	passes   int // runs that succeeded
+	failed   int // runs that failed (each failure is tried once more)
+	note     string
+	err      error // the last failure, if any
 }
 
 // summarize takes the median of every figure and of each side's user and system
 // time separately.
 func summarize(rs []result, errs []error) summary {
-	s := summary{fig: map[string]float64{}, byPass: map[int]map[string]float64{}, passes: len(rs), failed: len(errs)}
+	s := summary{fig: map[string]float64{}, bySample: map[sample]map[string]float64{}, passes: len(rs), failed: len(errs)}
 	if len(errs) > 0 {
 		s.err = errs[len(errs)-1]
 	}
@@ -28,7 +28,7 @@ func summarize(rs []result, errs []error) summary {
 	}
 	names := map[string]bool{}
 	for _, r := range rs {
-		s.byPass[r.pass] = r.fig
+		s.bySample[r.at] = r.fig
 		for k := range r.fig {
 			names[k] = true
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -91,29 +92,31 @@ func placedRatios() []ratio {
 	return q
 }
 
-// value is the median of the ratio's values in the passes that measured both of its
-// figures (perPass): the plan runs the two figures of a ratio seconds apart, so a
-// pass's ratio holds while the shared host's speed moves between passes, which the
-// ratio of two medians taken from different passes does not. With no such pass it is
-// the ratio of the medians (ofMedians). ok is false when a figure is missing.
+// value is the median of the ratio's values in the runs that measured both of its
+// figures in the same pass and repetition (paired): the plan runs the two figures
+// of a ratio seconds apart, so such a pair's ratio holds while the shared host's
+// speed moves between passes, which the ratio of two medians taken from different
+// passes does not. With no such pair it is the ratio of the medians (ofMedians). ok
+// is false when a figure is missing.
 func (q ratio) value(r results) (float64, bool) {
-	if vs := q.perPass(r); len(vs) > 0 {
+	if vs := q.paired(r); len(vs) > 0 {
 		return median(vs), true
 	}
 	return q.ofMedians(r)
 }
 
-// perPass returns the ratio of each pass that measured both figures, in pass order.
-func (q ratio) perPass(r results) []float64 {
-	num, den := r[q.num.key].byPass, r[q.den.key].byPass
-	passes := make([]int, 0, len(num))
-	for p := range num {
-		passes = append(passes, p)
+// paired returns the ratio of each pass and repetition that measured both figures,
+// in pass order, then repetition order.
+func (q ratio) paired(r results) []float64 {
+	num, den := r[q.num.key].bySample, r[q.den.key].bySample
+	at := make([]sample, 0, len(num))
+	for s := range num {
+		at = append(at, s)
 	}
-	slices.Sort(passes)
+	slices.SortFunc(at, func(a, b sample) int { return cmp.Or(cmp.Compare(a.pass, b.pass), cmp.Compare(a.rep, b.rep)) })
 	var vs []float64
-	for _, p := range passes {
-		n, d := num[p][q.num.fig], den[p][q.den.fig]
+	for _, s := range at {
+		n, d := num[s][q.num.fig], den[s][q.den.fig]
 		if n > 0 && d > 0 {
 			vs = append(vs, q.factor*n/d)
 		}

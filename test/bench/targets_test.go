@@ -9,7 +9,9 @@ import (
 // measured only one figure does not count, and the ratio of the medians is kept
 // beside it.
 func TestRatioPairsPasses(t *testing.T) {
-	pass := func(p int, v float64) result { return result{fig: map[string]float64{figGoodput: v, figPayload: v}, pass: p} }
+	pass := func(p int, v float64) result {
+		return result{fig: map[string]float64{figGoodput: v, figPayload: v}, at: sample{pass: p}}
+	}
 	r := results{
 		// The host halves its speed in pass 2 and slows again in pass 3; xroce keeps
 		// 0.9, 0.95 and 0.8 of the raw rate of its own pass. Pass 4 has no raw figure.
@@ -17,8 +19,8 @@ func TestRatioPairsPasses(t *testing.T) {
 		"raw pps 1024":    summarize([]result{pass(1, 1000), pass(2, 500), pass(3, 300)}, nil),
 	}
 	q := ratio{num: figRef{"xdp write 65536", figGoodput}, den: figRef{"raw pps 1024", figPayload}, factor: 1, target: 0.9, atLeast: true}
-	if got, want := q.perPass(r), []float64{0.9, 0.95, 0.8}; !slices.Equal(got, want) {
-		t.Errorf("perPass %v, want %v", got, want)
+	if got, want := q.paired(r), []float64{0.9, 0.95, 0.8}; !slices.Equal(got, want) {
+		t.Errorf("paired %v, want %v", got, want)
 	}
 	if v, ok := q.value(r); !ok || v != 0.9 {
 		t.Errorf("value %v %v, want 0.9", v, ok)
@@ -32,16 +34,16 @@ func TestRatioPairsPasses(t *testing.T) {
 	}
 	// A factor applies to each pass's ratio.
 	q.factor = 2
-	if got, want := q.perPass(r), []float64{1.8, 1.9, 1.6}; !slices.Equal(got, want) {
-		t.Errorf("perPass with factor 2: %v, want %v", got, want)
+	if got, want := q.paired(r), []float64{1.8, 1.9, 1.6}; !slices.Equal(got, want) {
+		t.Errorf("paired with factor 2: %v, want %v", got, want)
 	}
 	// No common pass: the ratio of the medians.
 	r["raw pps 1024"] = summarize([]result{pass(7, 500)}, nil)
 	q.factor = 1
-	if v, ok := q.value(r); !ok || v != 687.5/500 || len(q.perPass(r)) != 0 {
-		t.Errorf("without a common pass: %v %v, perPass %v", v, ok, q.perPass(r))
+	if v, ok := q.value(r); !ok || v != 687.5/500 || len(q.paired(r)) != 0 {
+		t.Errorf("without a common pass: %v %v, paired %v", v, ok, q.paired(r))
 	}
-	if got := ratiosText(q.perPass(r)); got != na {
+	if got := ratiosText(q.paired(r)); got != na {
 		t.Errorf("ratiosText of none %q", got)
 	}
 }
