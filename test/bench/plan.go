@@ -32,15 +32,32 @@ var sizes = []int{64, 1 << 10, 4 << 10, 64 << 10, 1 << 20, 8 << 20}
 // runs a quarter.
 var itersXDP = map[int]int{64: 150000, 1 << 10: 150000, 4 << 10: 75000, 64 << 10: 6144, 1 << 20: 384, 8 << 20: 48}
 
-// itersRef is -n of the AF_XDP WRITE rows whose ratio to a raw reference is a
-// target (64 B against raw 138-byte frames, 64 KiB against each path MTU's raw
-// payload rate), and of their library rows: about as long as the raw reference
-// (rawFor), 1.2-1.6 s. A rate over a fifth of a second counts the sender's ramp
-// (the scheduler placing the two processes, the kernel's first frames) against
-// the raw reference's steady 1.5 s: on 2026-12-02, three alternating pairs of
-// write_bw -s 64 gave 0.55-0.63 M msg/s with -n 150000 and 0.68-0.71 with
-// -n 1000000 (docs/bench.md, "Run length").
-var itersRef = map[int]int{64: 750000, 64 << 10: 12288}
+// refIters is -n of an AF_XDP WRITE row whose ratio to a raw reference is a target
+// (64 B against raw 138-byte frames, 64 KiB against each path MTU's raw payload
+// rate), and of its library row: about as long as the raw reference (rawFor, 1.5 s)
+// at the rates of a fast hour on the development VM (1.2 M msg/s at 64 B; 1.3, 1.7
+// and 2.2 GB/s at PMTU 1024, 2048 and 4096), so at least as long. A shorter run
+// counts the sender's ramp (the scheduler placing the two processes, the kernel's
+// first frames) over fewer messages than the raw reference does: on 2026-12-02,
+// three alternating pairs of write_bw -s 64 gave 0.55-0.63 M msg/s with -n 150000
+// and 0.68-0.71 with -n 1000000; on 2026-12-04, four pairs each, -n 750000 against
+// 1500000 gave 0.56-0.75 against 0.72-0.89 M msg/s, and WRITE 64 KiB at PMTU 4096
+// -n 12288 (0.4 s) against 49152 gave 1491-1827 against 1816-1876 MiB/s (docs/bench.md,
+// "Run length" and "Rows as long as their references"). ok is false for a row with
+// no raw reference.
+func refIters(size, pmtu int) (int, bool) {
+	switch {
+	case size == 64 && pmtu == sweepPMTU:
+		return 1500000, true
+	case size == 64<<10 && pmtu == 1024:
+		return 24576, true
+	case size == 64<<10 && pmtu == 2048:
+		return 32768, true
+	case size == 64<<10 && pmtu == 4096:
+		return 49152, true
+	}
+	return 0, false
+}
 
 const (
 	latSize      = 64    // bytes of write_lat and read_lat, and of the raw ping-pong payload
@@ -96,7 +113,7 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 				if link == "udp" {
 					n /= 4
 				}
-				if ref, ok := itersRef[size]; ok && link == "xdp" && op == "write" {
+				if ref, ok := refIters(size, sweepPMTU); ok && link == "xdp" && op == "write" {
 					n = ref
 				}
 				row := xroceBW(link, op, size, sweepPMTU, scaleN(n, scale))
@@ -115,7 +132,8 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 		if link == "xdp" {
 			for _, pmtu := range []int{2048, 4096} {
 				k := fmt.Sprintf("raw pps %d", pmtu)
-				row := xroceBW(link, "write", 64<<10, pmtu, scaleN(itersRef[64<<10], scale))
+				n, _ := refIters(64<<10, pmtu)
+				row := xroceBW(link, "write", 64<<10, pmtu, scaleN(n, scale))
 				p = append(p, raw[k+" "+placed], raw[k], row)
 				p = append(p, repeatPair(raw[k], row)...)
 			}
