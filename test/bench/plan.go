@@ -165,9 +165,11 @@ func buildPlan(scale float64, lib, loss bool) []measurement {
 
 // pairReps is how many times a pass measures each WRITE target's pair (the raw
 // reference, then its xroce row): on this shared host the ratio of one pair moved
-// 0.70-0.99 within a run (2026-12-04 15:30, PMTU 2048), so one pair a pass left a
-// target's verdict to chance; the median of nine pairs over three passes is steadier.
-// The repetitions cost about 14 s a pass.
+// 0.70-0.94 between the passes of a run (2026-12-04 15:02, PMTU 2048), so one pair
+// a pass left a target's verdict to one slow second. Pairs within a pass agree
+// more closely than passes do (15:46: 0.76-0.89 against 1.13-1.16), so this
+// guards against a slow second, not a slow pass. The repetitions cost about 20 s a
+// pass.
 const pairReps = 3
 
 // repeatPair returns the repetitions 1..pairReps-1 of a target's raw reference and
