@@ -28,6 +28,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -76,11 +77,15 @@ func run() int {
 	out := flag.String("out", "docs", "directory for bench.png and bench.md (empty: write neither)")
 	profile := flag.String("profile", "", "keep a CPU profile of every xroce process in this directory, and write the top entries behind missed targets to bench.md")
 	passes := flag.Int("passes", 3, "passes over every measurement; each figure is the median over them")
-	budget := flag.Duration("budget", 9*time.Minute+20*time.Second, "start no pass that would end after this, and kill everything when it is up")
+	budget := flag.Duration("budget", defaultBudget, "start no pass that would end after this, and kill everything when it is up")
 	scale := flag.Float64("scale", 1, "multiply every iteration count and duration by this (0.1 for a quick try)")
 	goBin := flag.String("go", "go", "the go command, for go tool pprof")
 	only := flag.String("only", "", "run only the measurements whose key starts with this, or with one of these, comma-separated (\"loss\": the loss section, \"xdp write\": every WRITE over AF_XDP)")
 	flag.Parse()
+	if err := checkFlags(*passes, *scale, *budget); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 2
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and attaches XDP programs (sudo make bench)")
 		return 1
@@ -327,4 +332,22 @@ func again(m measurement) string {
 		return ""
 	}
 	return fmt.Sprintf(" (again, %d of %d)", m.rep+1, pairReps)
+}
+
+// defaultBudget is -budget's default: the whole run stays under 10 minutes.
+const defaultBudget = 9*time.Minute + 20*time.Second
+
+// checkFlags refuses a run that could measure nothing or nothing meaningful: fewer
+// than one pass, a scale that is not a positive number (it multiplies every
+// iteration count and duration), or a budget that is not positive.
+func checkFlags(passes int, scale float64, budget time.Duration) error {
+	switch {
+	case passes < 1:
+		return fmt.Errorf("-passes %d: at least 1 (each figure is the median over the passes)", passes)
+	case !(scale > 0) || math.IsInf(scale, 1):
+		return fmt.Errorf("-scale %v: a positive number (it multiplies every iteration count and duration; 0.1 for a quick try)", scale)
+	case budget <= 0:
+		return fmt.Errorf("-budget %v: a positive duration (the default is %v)", budget, defaultBudget)
+	}
+	return nil
 }

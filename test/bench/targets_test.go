@@ -1,8 +1,11 @@
 package main
 
 import (
+	"math"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestRatioPairsPasses: a ratio is the median of its passes' ratios; a pass that
@@ -45,5 +48,34 @@ func TestRatioPairsPasses(t *testing.T) {
 	}
 	if got := ratiosText(q.paired(r)); got != na {
 		t.Errorf("ratiosText of none %q", got)
+	}
+}
+
+// TestCheckFlags: a run that would measure nothing is refused with the flag named.
+func TestCheckFlags(t *testing.T) {
+	if err := checkFlags(3, 1, defaultBudget); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	if err := checkFlags(1, 0.1, time.Second); err != nil {
+		t.Fatalf("a quick try refused: %v", err)
+	}
+	for _, c := range []struct {
+		passes int
+		scale  float64
+		budget time.Duration
+		want   string
+	}{
+		{0, 1, defaultBudget, "-passes 0: at least 1"},
+		{-2, 1, defaultBudget, "-passes -2: at least 1"},
+		{3, 0, defaultBudget, "-scale 0: a positive number"},
+		{3, -1, defaultBudget, "-scale -1: a positive number"},
+		{3, math.NaN(), defaultBudget, "-scale NaN: a positive number"},
+		{3, math.Inf(1), defaultBudget, "-scale +Inf: a positive number"},
+		{3, 1, 0, "-budget 0s: a positive duration (the default is 9m20s)"},
+	} {
+		err := checkFlags(c.passes, c.scale, c.budget)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("checkFlags(%d, %v, %v) = %v, want %q...", c.passes, c.scale, c.budget, err, c.want)
+		}
 	}
 }
