@@ -70,7 +70,8 @@ fuzz-long:
 # Debian's ib_write_bw and ib_write_lat through the verbs library (issue 17; left
 # out, with the reason, without gcc, libibverbs-dev or perftest), TCP, and 1 MiB
 # WRITE/READ/SEND through a bridge with 2 % and 5 % random loss (issue 18; left out
-# without nftables), each figure the median of three passes; the tables and targets on stdout,
+# without nftables), each figure the median of three passes (the four WRITE targets' pairs
+# three times a pass, each ratio the median of its pairs); the tables and targets on stdout,
 # docs/bench.png and the results part of docs/bench.md. PROFILE=1 also keeps every
 # xroce process's CPU profile in bin/profiles and writes the top entries behind
 # each missed target into docs/bench.md.
