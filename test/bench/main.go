@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -93,11 +94,17 @@ func run() int {
 	b := &bench{goBin: *goBin, profiles: map[string][]profileFile{}}
 	var err error
 	if b.xroceBin, err = filepath.Abs(*xroceBin); err == nil {
-		_, err = os.Stat(b.xroceBin)
+		err = checkXroce(b.xroceBin)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: the xroce binary: %v (make bin/xroce)\n", err)
 		return 1
+	}
+	if *profile != "" {
+		if _, err := exec.LookPath(*goBin); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -profile reads the profiles with `%s tool pprof`: %v (give -go the go command's path)\n", *goBin, err)
+			return 1
+		}
 	}
 	libNote := libMissing(b.xroceBin)
 	if libNote != "" {
@@ -109,12 +116,13 @@ func run() int {
 	}
 	b.plan = buildPlan(*scale, libNote == "", lossNote == "")
 	if *only != "" {
+		all := b.plan
 		prefixes := onlyPrefixes(*only)
-		b.plan = slices.DeleteFunc(b.plan, func(m measurement) bool {
+		b.plan = slices.DeleteFunc(slices.Clone(all), func(m measurement) bool {
 			return !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(m.key, p) })
 		})
 		if len(b.plan) == 0 {
-			fmt.Fprintf(os.Stderr, "bench: -only %q: no measurement's key starts with it\n", *only)
+			fmt.Fprintf(os.Stderr, "bench: -only %q: no measurement's key starts with it; keys start with %s (lower case, e.g. \"xdp write 65536 pmtu2048\")\n", *only, strings.Join(keyStarts(all), ", "))
 			return 1
 		}
 	}
@@ -198,8 +206,7 @@ func run() int {
 				}
 				if err != nil {
 					errs[m.key] = append(errs[m.key], err)
-					first, _, _ := strings.Cut(err.Error(), "\n")
-					fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s: FAILED (%.1f s): %s\n", pass, *passes, i+1, len(b.plan), m.label, took, first)
+					fmt.Fprintf(os.Stderr, "[pass %d/%d %2d/%d] %s%s: FAILED%s (%.1f s): %s\n", pass, *passes, i+1, len(b.plan), m.label, again(m), retried(try), took, briefErr(err))
 					time.Sleep(500 * time.Millisecond)
 					continue
 				}
@@ -217,12 +224,16 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "== interrupted: removing the namespaces")
 		return 130
 	}
+	if ctx.Err() != nil && len(all) == 0 {
+		fmt.Fprintf(os.Stderr, "bench: nothing was measured: the %v budget ran out before the first measurement ended (one pass takes about 2 minutes here; -only and -scale shorten it)\n", *budget)
+		return 1
+	}
 	if ctx.Err() != nil {
 		fmt.Fprintf(os.Stderr, "== the %v budget ran out during pass %d: reporting what was measured\n", *budget, done+1)
 	}
-	passNote, shown := fmt.Sprintf("%d passes", done), done
+	passNote, shown := passesText(done, ctx.Err() != nil, *budget), done
 	if ctx.Err() != nil {
-		passNote, shown = fmt.Sprintf("%d passes and part of another, cut short by the %v budget", done, *budget), done+1
+		shown = done + 1
 	}
 
 	rows := firstRuns(b.plan)
@@ -326,6 +337,14 @@ func firstRuns(plan []measurement) []measurement {
 	return slices.DeleteFunc(slices.Clone(plan), func(m measurement) bool { return m.rep > 0 })
 }
 
+// retried marks the second try of a failed run in the progress lines.
+func retried(try int) string {
+	if try == 1 {
+		return ""
+	}
+	return ", tried again"
+}
+
 // again marks a repeated run in the progress lines.
 func again(m measurement) string {
 	if m.rep == 0 {
@@ -350,4 +369,55 @@ func checkFlags(passes int, scale float64, budget time.Duration) error {
 		return fmt.Errorf("-budget %v: a positive duration (the default is %v)", budget, defaultBudget)
 	}
 	return nil
+}
+
+// checkXroce runs path --version, so that a wrong -xroce (missing, not executable,
+// not xroce) fails at once rather than in every measurement.
+func checkXroce(path string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s --version: %s", path, strings.TrimSpace(fmt.Sprintf("%v %s", err, out)))
+	}
+	if !strings.HasPrefix(string(out), "xroce ") {
+		return fmt.Errorf("%s --version printed %q, not xroce's version line", path, firstLine(string(out)))
+	}
+	return nil
+}
+
+// firstLine returns s up to its first newline.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// keyStarts returns the distinct first two words of the plan's keys, in plan order:
+// what -only can start with.
+func keyStarts(plan []measurement) []string {
+	var out []string
+	for _, m := range plan {
+		w := strings.Fields(m.key)
+		k := strings.Join(w[:min(2, len(w))], " ")
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// passesText says how many passes a run made: "3 passes", or with cut set, the
+// passes before the budget ran out and the part of the next.
+func passesText(done int, cut bool, budget time.Duration) string {
+	switch {
+	case !cut && done == 1:
+		return "1 pass"
+	case !cut:
+		return fmt.Sprintf("%d passes", done)
+	case done == 0:
+		return fmt.Sprintf("part of one pass, cut short by the %v budget", budget)
+	case done == 1:
+		return fmt.Sprintf("1 pass and part of another, cut short by the %v budget", budget)
+	}
+	return fmt.Sprintf("%d passes and part of another, cut short by the %v budget", done, budget)
 }

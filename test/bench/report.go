@@ -174,14 +174,13 @@ func labelOf(plan []measurement, key string) string {
 	return key
 }
 
-// failures lists the measurements that failed in some pass, with the last error's
-// first line.
+// failures lists the measurements that failed in some pass, with the last error in
+// brief (briefErr).
 func failures(r results, plan []measurement) []string {
 	var out []string
 	for _, m := range plan {
 		if s := r[m.key]; s.err != nil {
-			first, _, _ := strings.Cut(s.err.Error(), "\n")
-			out = append(out, fmt.Sprintf("%s: %d of %d runs failed (a failed run is tried once more); the last error: %s", m.label, s.failed, s.passes+s.failed, first))
+			out = append(out, fmt.Sprintf("%s: %d of %d runs failed (a failed run is tried once more); the last error: %s", m.label, s.failed, s.passes+s.failed, briefErr(s.err)))
 		}
 	}
 	return out
@@ -205,4 +204,17 @@ func ratiosText(vs []float64) string {
 		parts[i] = fmt.Sprintf("%.2f", v)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// briefErr is an error on one line: its first line (what failed: "server … exited
+// before …") and, when the error goes on with a process's output, that output's last
+// non-empty line, which is where xroce and the helpers say why.
+func briefErr(err error) string {
+	first, rest, _ := strings.Cut(err.Error(), "\n")
+	lines := strings.Split(strings.TrimSpace(rest), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return first
+	}
+	return first + " " + last
 }

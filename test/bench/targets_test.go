@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -76,6 +77,40 @@ func TestCheckFlags(t *testing.T) {
 		err := checkFlags(c.passes, c.scale, c.budget)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("checkFlags(%d, %v, %v) = %v, want %q...", c.passes, c.scale, c.budget, err, c.want)
+		}
+	}
+}
+
+// TestBriefErr: a failed process's error keeps its first line and the last line of
+// the process's output, where the cause is.
+func TestBriefErr(t *testing.T) {
+	for _, c := range []struct{ err, want string }{
+		{"server x write_bw -d a: exited before \"Waiting for client\" (exit status 1):\nxroce write_bw: --tclass 999: the traffic class is 0..255\n",
+			"server x write_bw -d a: exited before \"Waiting for client\" (exit status 1): xroce write_bw: --tclass 999: the traffic class is 0..255"},
+		{"no \"ready\" within 5s:\nline one\n  line two  \n\n", "no \"ready\" within 5s: line two"},
+		{"exited (exit status 1):\n", "exited (exit status 1):"},
+		{"one line", "one line"},
+	} {
+		if got := briefErr(errors.New(c.err)); got != c.want {
+			t.Errorf("briefErr(%q) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+func TestPassesText(t *testing.T) {
+	for _, c := range []struct {
+		done int
+		cut  bool
+		want string
+	}{
+		{3, false, "3 passes"},
+		{1, false, "1 pass"},
+		{0, true, "part of one pass, cut short by the 5s budget"},
+		{1, true, "1 pass and part of another, cut short by the 5s budget"},
+		{2, true, "2 passes and part of another, cut short by the 5s budget"},
+	} {
+		if got := passesText(c.done, c.cut, 5*time.Second); got != c.want {
+			t.Errorf("passesText(%d, %v) = %q, want %q", c.done, c.cut, got, c.want)
 		}
 	}
 }
