@@ -25,10 +25,16 @@ func errUnanswered(what, peer string) error {
 		errTimedOut, what, peer, keepAliveSpan)
 }
 
-// resetNote completes a reset exchange's error: a peer's kernel resets the
-// connection when the peer exits with data unread, and when its own keepalives
-// went unanswered, as when its host is cut off from this one.
-var resetNote = fmt.Sprintf("; or, as the connection was reset, the peer's host heard nothing from this one for %v (its TCP keepalives unanswered), so one of the two is cut off (a link or address gone, a firewall between)", keepAliveSpan)
+// resetNote completes the error of an exchange reset age after it opened: a peer's
+// kernel resets the connection when the peer exits with data unread, and when its
+// own keepalives went unanswered, as when its host is cut off from this one. That
+// takes keepAliveSpan from the last segment, so a younger connection gets no note.
+func resetNote(age time.Duration) string {
+	if age < keepAliveSpan {
+		return ""
+	}
+	return fmt.Sprintf("; or, as the connection was reset, the peer's host heard nothing from this one for %v (its TCP keepalives unanswered), so one of the two is cut off (a link or address gone, a firewall between)", keepAliveSpan)
+}
 
 // keepalivesUnanswered reports whether the kernel ended c's connection because its
 // keepalives went unanswered: the socket is in TCP_CLOSE with keepAlive.Count probes

@@ -44,8 +44,14 @@ func TestPeerEndNotUnanswered(t *testing.T) {
 		if msg := s.ioErr("reading", err).Error(); !strings.Contains(msg, "closed the exchange early: the peer exited or failed") {
 			t.Errorf("reset %v: %s", reset, msg)
 		}
-		if msg := s.ioErr("reading", err).Error(); strings.HasSuffix(msg, resetNote) != reset {
+		if msg := s.ioErr("reading", err).Error(); strings.HasSuffix(msg, resetNote(keepAliveSpan)) != reset {
 			t.Errorf("reset %v: the note on resets: %s", reset, msg)
+		}
+		// A connection younger than the keepalives' span cannot have been reset by
+		// them: no note.
+		young := &Session{conn: c, opened: time.Now()}
+		if msg := young.ioErr("reading", err).Error(); strings.Contains(msg, "keepalives unanswered") {
+			t.Errorf("reset %v, a young connection: %s", reset, msg)
 		}
 		c.Close()
 	}

@@ -138,6 +138,7 @@ type Results struct {
 // first and the server reads first in every step, as perftest does.
 type Session struct {
 	conn    net.Conn
+	opened  time.Time // when the connection was made (resetNote)
 	ch      Channel // perftest's rdma_cm exchange (-R) instead of conn
 	client  bool
 	kind    Kind
@@ -223,7 +224,7 @@ func NewSession(c net.Conn, client bool, kind Kind, timeout time.Duration) *Sess
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetKeepAliveConfig(keepAlive)
 	}
-	return &Session{conn: c, client: client, kind: kind, timeout: timeout}
+	return &Session{conn: c, opened: time.Now(), client: client, kind: kind, timeout: timeout}
 }
 
 // NewChannelSession runs perftest's rdma_cm exchange (-R) on ch: the same steps
@@ -231,7 +232,7 @@ func NewSession(c net.Conn, client bool, kind Kind, timeout time.Duration) *Sess
 // struct pingpong_dest (MarshalDest), and no "done" at the end. Closing ch is
 // the caller's.
 func NewChannelSession(ch Channel, client bool, kind Kind, timeout time.Duration) *Session {
-	return &Session{ch: ch, client: client, kind: kind, timeout: timeout}
+	return &Session{ch: ch, opened: time.Now(), client: client, kind: kind, timeout: timeout}
 }
 
 // Abort closes the exchange's TCP connection without its closing steps (a
@@ -423,7 +424,7 @@ func (s *Session) ioErr(what string, err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, ErrPeerClosed) {
 		note := ""
 		if errors.Is(err, syscall.ECONNRESET) {
-			note = resetNote
+			note = resetNote(time.Since(s.opened))
 		}
 		if s.Check != nil {
 			if local := s.Check(); local != nil { // what made the peer fail may be here

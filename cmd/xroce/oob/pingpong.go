@@ -79,7 +79,7 @@ func PingpongExchange(c net.Conn, client bool, local PingpongDest, timeout time.
 	if connect == nil {
 		connect = func(PingpongDest) error { return nil }
 	}
-	s := &Session{conn: c, client: client, timeout: min(timeout, firstLimit)} // each message comes at once
+	s := &Session{conn: c, opened: time.Now(), client: client, timeout: min(timeout, firstLimit)} // each message comes at once
 	write := func(b []byte) error {
 		s.deadline()
 		if _, err := c.Write(b); err != nil {

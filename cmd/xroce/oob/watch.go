@@ -24,10 +24,11 @@ func (s *Session) Watch() (pending bool, err error) {
 	if s.ch != nil {
 		return s.ch.Pending()
 	}
-	return peek(s.conn)
+	return peek(s.conn, s.opened)
 }
 
-func peek(c net.Conn) (pending bool, err error) {
+// peek is Watch on a TCP connection made at opened.
+func peek(c net.Conn, opened time.Time) (pending bool, err error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false, nil
@@ -54,7 +55,7 @@ func peek(c net.Conn) (pending bool, err error) {
 	case rerr == syscall.ETIMEDOUT: // the keepalives went unanswered: the peer's host, not the peer
 		return false, errUnanswered("watching", c.RemoteAddr().String())
 	case rerr == syscall.ECONNRESET:
-		return false, fmt.Errorf("%w (%v%s)", ErrPeerClosed, rerr, resetNote)
+		return false, fmt.Errorf("%w (%v%s)", ErrPeerClosed, rerr, resetNote(time.Since(opened)))
 	case rerr != nil:
 		return false, fmt.Errorf("%w (%v)", ErrPeerClosed, rerr)
 	case n == 0:
