@@ -19,8 +19,11 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 			return fmt.Errorf("completion %v (%v): the peer did not answer after every retry: %w", wc.Status, wc.Opcode, err)
 		}
 		stopped := "it exited or stopped (see its output)"
-		if c.t.name == "pingpong" { // ibv_rc_pingpong's peer exits after its own -n
+		switch {
+		case c.t.name == "pingpong": // ibv_rc_pingpong's peer exits after its own -n
 			stopped = "it exited or stopped (see its output), or was given a smaller -n"
+		case c.o != nil && c.o.all: // a peer without -a ends after one size
+			stopped = "it exited or stopped (see its output), or ran one size only (give -a to both sides)"
 		}
 		outage := fmt.Sprintf("about %v", retriesLast(transport.DefaultTimeout))
 		if c.o != nil { // the perftest tools' -u
@@ -31,6 +34,9 @@ func (c *conn) errCompletion(wc transport.WorkCompletion) error {
 	case transport.WC_RNR_RETRY_EXC_ERR:
 		return fmt.Errorf("completion %v (%v): the peer had no receive posted", wc.Status, wc.Opcode)
 	case transport.WC_REM_ACCESS_ERR:
+		if c.o != nil && c.o.all { // perftest sizes a buffer for -a's largest message only with -a
+			return fmt.Errorf("completion %v (%v): the peer refused the access (rkey, address or size outside its region): its buffer is smaller than this side's message, as when the peer runs without -a (give -a to both sides), or it runs another test (give both sides the same test)", wc.Status, wc.Opcode)
+		}
 		return fmt.Errorf("completion %v (%v): the peer refused the access (rkey, address or size outside its region): its buffer is smaller than -s (give both sides the same -s), or it runs another test (give both sides the same test)", wc.Status, wc.Opcode)
 	case transport.WC_REM_INV_REQ_ERR:
 		return fmt.Errorf("completion %v (%v): the peer found the request invalid: a path MTU mismatch, a message larger than its receive buffer, or an operation its QP does not take, as when it runs another test (give both sides the same -m, -s and test)", wc.Status, wc.Opcode)

@@ -157,6 +157,12 @@ func TestErrorMessages(t *testing.T) {
 		[]string{"write_bw", "-d", n.IfA, "-s", "65536", "-n", "10", n.IPB.String()})
 	wantErr(t, "size larger than the region", cli, cliErr, "IBV_WC_REM_ACCESS_ERR", "its buffer is smaller than -s (give both sides the same -s)")
 	_, _ = srv, srvErr
+
+	// -a on the client only: the server's buffer holds its one -s (64 KiB), and the
+	// client's sizes pass it.
+	_, cli, _, cliErr = pairRaw(t, n, []string{"write_bw", "-d", n.IfB, "-n", "10"},
+		[]string{"write_bw", "-d", n.IfA, "-a", "-n", "10", n.IPB.String()})
+	wantErr(t, "-a on the client only", cli, cliErr, "IBV_WC_REM_ACCESS_ERR", "as when the peer runs without -a (give -a to both sides)")
 }
 
 // TestPeerNotAnswering: a bridge that drops every RoCE frame makes the client give
