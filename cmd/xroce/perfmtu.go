@@ -19,7 +19,7 @@ func (c *conn) activeMTU() {
 		return
 	}
 	fmt.Fprintf(c.o.out, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", active.Bytes())
-	fmt.Fprintf(os.Stderr, "%s: -m %d: %s\n", name0(c.t.name), want.Bytes(), c.env.mtuLimit(want, active))
+	fmt.Fprintf(os.Stderr, "%s: warning: -m %d runs at %d: %s\n", name0(c.t.name), want.Bytes(), active.Bytes(), c.env.mtuLimit(want, active))
 	c.o.mtu = active.Bytes()
 }
 

@@ -18,7 +18,7 @@ func TestMTUAboveActive(t *testing.T) {
 	for who, c := range map[string]struct{ out, ifname string }{"server": {srv, n.IfB}, "client": {cli, n.IfA}} {
 		for _, want := range []string{
 			"Requested mtu is higher than active mtu \nChanging to active mtu - 1024\n",
-			"xroce write_bw: -m 4096: the interface " + c.ifname + "'s MTU 1500 gives the port active_mtu 1024 (rdma_rxe's rule: the largest path MTU 80 bytes under it); raise it to 4176 or more for 4096 (ip link set " + c.ifname + " mtu 4176)\n",
+			"xroce write_bw: warning: -m 4096 runs at 1024: the interface " + c.ifname + "'s MTU 1500 gives the port active_mtu 1024 (rdma_rxe's rule: the largest path MTU 80 bytes under it); raise it to 4176 or more for 4096 (ip link set " + c.ifname + " mtu 4176)\n",
 			" Mtu             : 1024[B]\n",
 		} {
 			if !strings.Contains(c.out, want) {
