@@ -139,7 +139,7 @@ type Results struct {
 type Session struct {
 	conn    net.Conn
 	opened  time.Time // when the connection was made (resetNote)
-	ch      Channel // perftest's rdma_cm exchange (-R) instead of conn
+	ch      Channel   // perftest's rdma_cm exchange (-R) instead of conn
 	client  bool
 	kind    Kind
 	timeout time.Duration
