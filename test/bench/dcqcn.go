@@ -121,6 +121,10 @@ func dcqcnTable(r results, med string) table {
 		t.rows = append(t.rows, []string{s.name, mibs(v), fmt.Sprintf("%.2f", v/(dcqcnMarkMiBs*(1<<20))),
 			fmt.Sprintf("%.0f", sum.fig[figCNPs]), fmt.Sprintf("%.0f", sum.fig[figGoBacks])})
 	}
+	if !r.anyPrefix(dcqcnKey("")) {
+		t.notes = append(t.notes, notMeasured)
+		return t
+	}
 	t.notes = append(t.notes, "The bridge's nftables forward chain: `ip daddr B udp dport 4791 ip ecn ect0 limit rate over 30 mbytes/second burst 65536 bytes ip ecn set ce`; nothing is dropped, so go-backs stay 0. nft's byte limit starts marking only after a second's worth of traffic beyond its rate (its bucket holds rate + burst), so the rate is the median of the per-second lines from the third second. Issue 18's target: the sender settles near the mark rate with no drops. `software` is transport.SoftwareDCQCN, the tools' default with --cc dcqcn (docs/congestion.md); `mlx5` is `--dcqcn mlx5`, mlx5's defaults, made for a NIC whose CNPs come microseconds apart.")
 	return t
 }

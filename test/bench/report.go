@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -165,10 +166,12 @@ func handoffTable(r results, plan []measurement, med string) table {
 	return t
 }
 
+// labelOf returns the label of the measurement key, from plan or, for one -only
+// left out, from the whole plan; the key itself if neither has it.
 func labelOf(plan []measurement, key string) string {
-	for _, m := range plan {
-		if m.key == key {
-			return m.label
+	for _, p := range [][]measurement{plan, buildPlan(1, true, true)} {
+		if i := slices.IndexFunc(p, func(m measurement) bool { return m.key == key }); i >= 0 {
+			return p[i].label
 		}
 	}
 	return key

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -73,6 +74,22 @@ func median(xs []float64) float64 {
 
 // results holds every measurement's summary by key.
 type results map[string]summary
+
+// notMeasured is the note of a section no run of which was measured (-only).
+const notMeasured = "Not measured in this run."
+
+// anyPrefix reports whether a measurement whose key starts with one of prefixes
+// succeeded at least once.
+func (r results) anyPrefix(prefixes ...string) bool {
+	for k, s := range r {
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) && s.passes > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // get returns a figure and whether it was measured.
 func (r results) get(key, fig string) (float64, bool) {

@@ -114,3 +114,39 @@ func TestPassesText(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelOf: a raw reference that -only left out still gets its label in the
+// report, not its key.
+func TestLabelOf(t *testing.T) {
+	plan := []measurement{{key: "xdp write 64", label: "xroce xdp WRITE 64 B"}}
+	if got := labelOf(plan, "xdp write 64"); got != "xroce xdp WRITE 64 B" {
+		t.Errorf("labelOf in plan = %q", got)
+	}
+	if got := labelOf(plan, "raw pps 64"); !strings.HasPrefix(got, "raw one way, 138-byte frames") {
+		t.Errorf("labelOf left out = %q", got)
+	}
+	if got := labelOf(plan, "nothing"); got != "nothing" {
+		t.Errorf("labelOf unknown = %q", got)
+	}
+}
+
+// TestSectionNotMeasured: the loss and DCQCN tables keep their notes for runs that
+// measured them, and say "not measured" otherwise (-only).
+func TestSectionNotMeasured(t *testing.T) {
+	none := results{"raw pps 64": {passes: 1}}
+	for name, tb := range map[string]table{"loss": lossTable(none, "m"), "dcqcn": dcqcnTable(none, "m")} {
+		if len(tb.notes) != 1 || tb.notes[0] != notMeasured {
+			t.Errorf("%s without its runs: notes %q", name, tb.notes)
+		}
+	}
+	dcqcnOnly := results{dcqcnKey("software"): {passes: 1}}
+	if tb := lossTable(dcqcnOnly, "m"); len(tb.notes) != 1 {
+		t.Errorf("loss table with only DCQCN runs: notes %q", tb.notes)
+	}
+	if tb := dcqcnTable(dcqcnOnly, "m"); len(tb.notes) == 1 && tb.notes[0] == notMeasured {
+		t.Errorf("DCQCN table with its run: %q", tb.notes)
+	}
+	if tb := lossTable(results{lossKey("write", 2): {passes: 1}}, "m"); len(tb.notes) < 2 {
+		t.Errorf("loss table with a loss run: notes %q", tb.notes)
+	}
+}
