@@ -197,14 +197,14 @@ func ratioText(v float64, ok bool) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// ratiosText prints each pass's ratio, comma-separated, or na for none.
+// ratiosText prints each pair's ratio, comma-separated, or na for none.
 func ratiosText(vs []float64) string {
 	if len(vs) == 0 {
 		return na
 	}
 	parts := make([]string, len(vs))
 	for i, v := range vs {
-		parts[i] = fmt.Sprintf("%.2f", v)
+		parts[i] = ratioText(v, true)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestRatioPairsPasses: a ratio is the median of its passes' ratios; a pass that
+// TestRatioPairsPasses: a ratio is the median of its pairs' ratios; a pass that
 // measured only one figure does not count, and the ratio of the medians is kept
 // beside it.
 func TestRatioPairsPasses(t *testing.T) {
@@ -25,6 +25,9 @@ func TestRatioPairsPasses(t *testing.T) {
 	q := ratio{num: figRef{"xdp write 65536", figGoodput}, den: figRef{"raw pps 1024", figPayload}, factor: 1, target: 0.9, atLeast: true}
 	if got, want := q.paired(r), []float64{0.9, 0.95, 0.8}; !slices.Equal(got, want) {
 		t.Errorf("paired %v, want %v", got, want)
+	}
+	if got := ratiosText(q.paired(r)); got != "0.90, 0.95, 0.80" {
+		t.Errorf("ratiosText %q", got)
 	}
 	if v, ok := q.value(r); !ok || v != 0.9 {
 		t.Errorf("value %v %v, want 0.9", v, ok)
