@@ -1,0 +1,82 @@
+package transport_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// sendLog is a Pipe end that records how many frames each Send carried and their
+// PSNs.
+type sendLog struct {
+	*transport.PipeEnd
+	sends []int
+	psns  []uint32
+}
+
+func (l *sendLog) Send(frames [][]byte) (int, error) {
+	l.sends = append(l.sends, len(frames))
+	for _, f := range frames {
+		var pkt roce.Packet
+		if err := pkt.Decode(f); err != nil {
+			return 0, err
+		}
+		l.psns = append(l.psns, pkt.BTH.PSN)
+	}
+	return l.PipeEnd.Send(frames)
+}
+
+// TestWindowInOneSend: what one QP may send, its whole PSN window
+// (MaxUnackedPSN, 128 packets), leaves in one engine pass and one link Send, which
+// on AF_XDP is one sendto; the packets past the window wait for ACKs. 200 RDMA
+// WRITEs of 64 B are posted before the pass: the pass sends PSNs 0-127 in one Send
+// of 128 frames. B acknowledges each batch it receives (64 frames), so the other
+// 72 leave as 64 and 8, in PSN order.
+func TestWindowInOneSend(t *testing.T) {
+	c := defaults(pairConfig{})
+	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
+		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
+	log := &sendLog{PipeEnd: ea}
+	p := &pair{t: t, clock: transport.NewFakeClock()}
+	p.a = p.newSideOn(ea, log, c, 1<<10)
+	p.b = p.newSide(eb, c, 1<<10)
+	p.connect(p.a, p.b, c, 0, 0)
+	p.connect(p.b, p.a, c, 0, 0)
+	a, b := p.a, p.b
+	fill(a.buf, 7)
+	const n = 200
+	wrs := make([]transport.SendWR, n)
+	for i := range wrs {
+		wrs[i] = transport.SendWR{WRID: uint64(i), Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 64*i, 64),
+			RemoteAddr: b.mr.Addr() + uint64(64*i), RKey: b.mr.RKey()}
+	}
+	wrs[n-1].Flags = transport.SendSignaled
+	must(t, postSend(a, wrs...))
+	progress(t, a.dev)
+	if len(log.sends) != 1 || log.sends[0] != transport.MaxUnackedPSN {
+		t.Fatalf("first pass: Sends of %v frames, want one of %d", log.sends, transport.MaxUnackedPSN)
+	}
+	for i, psn := range log.psns {
+		if psn != uint32(i) {
+			t.Fatalf("frame %d of the first pass has PSN %d", i, psn)
+		}
+	}
+	if got := b.end.Pending(); got != transport.MaxUnackedPSN {
+		t.Fatalf("B has %d frames waiting after the first pass, want %d", got, transport.MaxUnackedPSN)
+	}
+	wcs := p.waitWCs(a, 1, time.Second)
+	checkWC(t, wcs[0], n-1, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 64)
+	if got := log.sends[1:]; !slices.Equal(got, []int{64, 8}) {
+		t.Errorf("after the first pass: Sends of %v frames, want 64 and 8", got)
+	}
+	for i, psn := range log.psns {
+		if psn != uint32(i) {
+			t.Fatalf("frame %d has PSN %d", i, psn)
+		}
+	}
+	checkBytes(t, "B's buffer", b.buf[:64*n], a.buf[:64*n])
+}
