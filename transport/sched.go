@@ -1,6 +1,9 @@
 package transport
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The scheduler visits only queue pairs with something to do. A QP enters the ready
 // list when work is posted to it, when a frame arrives for it, when one of its timers
@@ -21,13 +24,19 @@ func (d *Device) schedule(qp *QueuePair) {
 // runReady lets each ready QP's READ responder and requester send within the pass's
 // transmit budget. A QP that sent something, or that stopped only because the budget
 // ran out, stays ready; the others leave the list until an event schedules them.
+// When the budget runs out, the QPs not visited go first in the next pass, ahead of
+// those that sent in this one (round robin): a QP with no PSN window to stop it (UC,
+// UD) and a full send queue would otherwise take every pass's budget, as the first
+// on the list, until its queue drained.
 func (d *Device) runReady() bool {
 	cur := d.ready
 	d.ready = d.readySpare[:0]
 	did := false
 	for i, qp := range cur {
-		if d.txq.len() >= txBudget { // the rest wait for the next pass, in order
+		if d.txq.len() >= txBudget {
+			visited := len(d.ready)
 			d.ready = append(d.ready, cur[i:]...)
+			rotate(d.ready, visited)
 			break
 		}
 		qp.ready = false
@@ -46,6 +55,13 @@ func (d *Device) runReady() bool {
 	clear(cur)
 	d.readySpare = cur[:0]
 	return did
+}
+
+// rotate moves the first k elements of s to its end, keeping the order of both parts.
+func rotate(s []*QueuePair, k int) {
+	slices.Reverse(s[:k])
+	slices.Reverse(s[k:])
+	slices.Reverse(s)
 }
 
 // timerEntry is a QP's deadline in the timer heap. Entries are not removed when a

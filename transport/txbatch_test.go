@@ -80,3 +80,64 @@ func TestWindowInOneSend(t *testing.T) {
 	}
 	checkBytes(t, "B's buffer", b.buf[:64*n], a.buf[:64*n])
 }
+
+// TestReadyRoundRobin: when a pass's budget runs out, the QPs it did not visit go
+// first in the next pass. Two UC QPs of A (no PSN window stops them) each post three
+// 64 KiB WRITEs, 192 packets at path MTU 1024, the first QP first: the first pass
+// sends 128 of the first QP's packets, the second 128 of the second QP's, the third
+// the rest of the first's and then of the second's.
+func TestReadyRoundRobin(t *testing.T) {
+	u := newUPair(t, transport.QPT_UC, upairConfig{})
+	a, b := u.a, u.b
+	second := func(s *side) *transport.QueuePair {
+		qp, err := s.pd.CreateQP(transport.QPInitAttr{Type: transport.QPT_UC, SendCQ: s.cq, RecvCQ: s.cq,
+			Cap: transport.QPCap{MaxSendWR: 64, MaxRecvWR: 64}})
+		must(t, err)
+		return qp
+	}
+	a2, b2 := second(a), second(b)
+	for _, c := range []struct {
+		qp        *transport.QueuePair
+		dst       netip.Addr
+		dqpn, psn uint32
+	}{{a2, addrB, b2.QPN(), 0}, {b2, addrA, a2.QPN(), 0}} {
+		must(t, transport.BringUp(c.qp, transport.QPS_RESET, transport.QPS_RTS, transport.ConnectParams{Type: transport.QPT_UC,
+			Access: transport.AccessRemoteWrite, AH: transport.AddressHandle{DGID: roce.GIDFromAddr(c.dst), SGIDIndex: 1},
+			PathMTU: roce.MTU1024, DestQPN: c.dqpn, RQPSN: c.psn, SQPSN: c.psn}))
+	}
+	for _, qp := range []*transport.QueuePair{a.qp, a2} {
+		for i := range 3 {
+			_, err := qp.PostSend(transport.SendWR{WRID: uint64(i), Opcode: transport.WR_RDMA_WRITE, SGList: sge(a, 0, 1<<16),
+				RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+			must(t, err)
+		}
+	}
+	first, other := b.qp.QPN(), b2.QPN()
+	for pass, want := range [][]struct {
+		dqpn uint32
+		n    int
+	}{
+		{{first, 128}},
+		{{other, 128}},
+		{{first, 64}, {other, 64}},
+	} {
+		progress(t, a.dev)
+		var got []struct {
+			dqpn uint32
+			n    int
+		}
+		for _, p := range u.tapA.take() {
+			if k := len(got); k > 0 && got[k-1].dqpn == p.BTH.DestQP {
+				got[k-1].n++
+			} else {
+				got = append(got, struct {
+					dqpn uint32
+					n    int
+				}{p.BTH.DestQP, 1})
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("pass %d sent (destination QP, packets) %v, want %v (first 0x%x, other 0x%x)", pass+1, got, want, first, other)
+		}
+	}
+}
