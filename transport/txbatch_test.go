@@ -81,6 +81,12 @@ func TestWindowInOneSend(t *testing.T) {
 	checkBytes(t, "B's buffer", b.buf[:64*n], a.buf[:64*n])
 }
 
+// qpRun is n consecutive packets to the QP dqpn.
+type qpRun struct {
+	dqpn uint32
+	n    int
+}
+
 // TestReadyRoundRobin: when a pass's budget runs out, the QPs it did not visit go
 // first in the next pass. Two UC QPs of A (no PSN window stops them) each post three
 // 64 KiB WRITEs, 192 packets at path MTU 1024, the first QP first: the first pass
@@ -97,13 +103,13 @@ func TestReadyRoundRobin(t *testing.T) {
 	}
 	a2, b2 := second(a), second(b)
 	for _, c := range []struct {
-		qp        *transport.QueuePair
-		dst       netip.Addr
-		dqpn, psn uint32
-	}{{a2, addrB, b2.QPN(), 0}, {b2, addrA, a2.QPN(), 0}} {
+		qp   *transport.QueuePair
+		dst  netip.Addr
+		dqpn uint32
+	}{{a2, addrB, b2.QPN()}, {b2, addrA, a2.QPN()}} {
 		must(t, transport.BringUp(c.qp, transport.QPS_RESET, transport.QPS_RTS, transport.ConnectParams{Type: transport.QPT_UC,
 			Access: transport.AccessRemoteWrite, AH: transport.AddressHandle{DGID: roce.GIDFromAddr(c.dst), SGIDIndex: 1},
-			PathMTU: roce.MTU1024, DestQPN: c.dqpn, RQPSN: c.psn, SQPSN: c.psn}))
+			PathMTU: roce.MTU1024, DestQPN: c.dqpn}))
 	}
 	for _, qp := range []*transport.QueuePair{a.qp, a2} {
 		for i := range 3 {
@@ -113,27 +119,18 @@ func TestReadyRoundRobin(t *testing.T) {
 		}
 	}
 	first, other := b.qp.QPN(), b2.QPN()
-	for pass, want := range [][]struct {
-		dqpn uint32
-		n    int
-	}{
+	for pass, want := range [][]qpRun{
 		{{first, 128}},
 		{{other, 128}},
 		{{first, 64}, {other, 64}},
 	} {
 		progress(t, a.dev)
-		var got []struct {
-			dqpn uint32
-			n    int
-		}
+		var got []qpRun
 		for _, p := range u.tapA.take() {
 			if k := len(got); k > 0 && got[k-1].dqpn == p.BTH.DestQP {
 				got[k-1].n++
 			} else {
-				got = append(got, struct {
-					dqpn uint32
-					n    int
-				}{p.BTH.DestQP, 1})
+				got = append(got, qpRun{p.BTH.DestQP, 1})
 			}
 		}
 		if !slices.Equal(got, want) {
