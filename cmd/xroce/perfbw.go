@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/xroce/xroce/cmd/xroce/oob"
@@ -39,6 +40,9 @@ func (c *conn) bwSizes(ctx context.Context, s *oob.Session) (oob.Results, error)
 		}
 		if err != nil {
 			return res, err
+		}
+		if note := durationNote(c.o, size, res.Iters); note != "" {
+			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", name0(c.t.name), note)
 		}
 		// -b: the row is the sum of both directions (perftest's
 		// print_full_bw_report with the peer's results).
@@ -309,4 +313,13 @@ func (c *conn) bw(msgsPerSec float64) float64 {
 		return bytes * 8 / 1e9
 	}
 	return bytes / (1 << 20)
+}
+
+// durationNote says why a -D run that completed no message measured nothing (iters
+// is what the side counted): the message is too large for the time.
+func durationNote(o *perfOptions, size int, iters uint64) string {
+	if o.duration == 0 || iters > 0 {
+		return ""
+	}
+	return fmt.Sprintf("-D %d ended before the first %d-byte message completed, so the row measures nothing: give a longer -D or a smaller -s", o.duration, size)
 }
