@@ -10,26 +10,6 @@ import (
 	"github.com/xroce/xroce/transport"
 )
 
-// sendLog is a Pipe end that records how many frames each Send carried and their
-// PSNs.
-type sendLog struct {
-	*transport.PipeEnd
-	sends []int
-	psns  []uint32
-}
-
-func (l *sendLog) Send(frames [][]byte) (int, error) {
-	l.sends = append(l.sends, len(frames))
-	for _, f := range frames {
-		var pkt roce.Packet
-		if err := pkt.Decode(f); err != nil {
-			return 0, err
-		}
-		l.psns = append(l.psns, pkt.BTH.PSN)
-	}
-	return l.PipeEnd.Send(frames)
-}
-
 // TestWindowInOneSend: what one QP may send, its whole PSN window
 // (MaxUnackedPSN, 128 packets), leaves in one engine pass and one link Send, which
 // on AF_XDP is one sendto; the packets past the window wait for ACKs. 200 RDMA
@@ -40,9 +20,9 @@ func TestWindowInOneSend(t *testing.T) {
 	c := defaults(pairConfig{})
 	ea, eb := transport.NewPipe(transport.PipeConfig{MAC: macA, Addrs: []netip.Addr{addrA}},
 		transport.PipeConfig{MAC: macB, Addrs: []netip.Addr{addrB}})
-	log := &sendLog{PipeEnd: ea}
+	tap := &tapLink{PipeEnd: ea}
 	p := &pair{t: t, clock: transport.NewFakeClock()}
-	p.a = p.newSideOn(ea, log, c, 1<<10)
+	p.a = p.newSideOn(ea, tap, c, 1<<10)
 	p.b = p.newSide(eb, c, 1<<10)
 	p.connect(p.a, p.b, c, 0, 0)
 	p.connect(p.b, p.a, c, 0, 0)
@@ -57,12 +37,13 @@ func TestWindowInOneSend(t *testing.T) {
 	wrs[n-1].Flags = transport.SendSignaled
 	must(t, postSend(a, wrs...))
 	progress(t, a.dev)
-	if len(log.sends) != 1 || log.sends[0] != transport.MaxUnackedPSN {
-		t.Fatalf("first pass: Sends of %v frames, want one of %d", log.sends, transport.MaxUnackedPSN)
+	if len(tap.sends) != 1 || tap.sends[0] != transport.MaxUnackedPSN {
+		t.Fatalf("first pass: Sends of %v frames, want one of %d", tap.sends, transport.MaxUnackedPSN)
 	}
-	for i, psn := range log.psns {
-		if psn != uint32(i) {
-			t.Fatalf("frame %d of the first pass has PSN %d", i, psn)
+	sent := tap.take()
+	for i, pkt := range sent {
+		if pkt.BTH.PSN != uint32(i) {
+			t.Fatalf("frame %d of the first pass has PSN %d", i, pkt.BTH.PSN)
 		}
 	}
 	if got := b.end.Pending(); got != transport.MaxUnackedPSN {
@@ -70,12 +51,12 @@ func TestWindowInOneSend(t *testing.T) {
 	}
 	wcs := p.waitWCs(a, 1, time.Second)
 	checkWC(t, wcs[0], n-1, transport.WC_SUCCESS, transport.WC_RDMA_WRITE, 64)
-	if got := log.sends[1:]; !slices.Equal(got, []int{64, 8}) {
+	if got := tap.sends[1:]; !slices.Equal(got, []int{64, 8}) {
 		t.Errorf("after the first pass: Sends of %v frames, want 64 and 8", got)
 	}
-	for i, psn := range log.psns {
-		if psn != uint32(i) {
-			t.Fatalf("frame %d has PSN %d", i, psn)
+	for i, pkt := range append(sent, tap.take()...) {
+		if pkt.BTH.PSN != uint32(i) {
+			t.Fatalf("frame %d has PSN %d", i, pkt.BTH.PSN)
 		}
 	}
 	checkBytes(t, "B's buffer", b.buf[:64*n], a.buf[:64*n])

@@ -22,17 +22,20 @@ var (
 	addrB6 = netip.MustParseAddr("fd77::12")
 )
 
-// tapLink is a Pipe end that keeps a copy of every frame its device sends.
+// tapLink is a Pipe end that keeps a copy of every frame its device sends, and how
+// many frames each Send carried.
 type tapLink struct {
 	*transport.PipeEnd
-	mu   sync.Mutex
-	sent []roce.Packet
+	mu    sync.Mutex
+	sent  []roce.Packet
+	sends []int
 }
 
 func (l *tapLink) Send(frames [][]byte) (int, error) {
 	n, err := l.PipeEnd.Send(frames)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.sends = append(l.sends, len(frames))
 	for _, f := range frames[:n] {
 		var p roce.Packet
 		if e := p.Decode(append([]byte(nil), f...)); e != nil {

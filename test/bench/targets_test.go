@@ -100,6 +100,7 @@ func TestBriefErr(t *testing.T) {
 	}
 }
 
+// TestPassesText: the report says how many passes ran, and how a budget cut them.
 func TestPassesText(t *testing.T) {
 	for _, c := range []struct {
 		done int
