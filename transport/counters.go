@@ -50,6 +50,7 @@ const (
 	CntRxWriteRequests               // rx_write_requests: RDMA WRITE messages the responder executed (mlx5's name)
 	CntRxReadRequests                // rx_read_requests: RDMA READ requests the responder accepted (mlx5's name)
 	CntRxAtomicRequests              // rx_atomic_requests: atomic requests the responder executed (mlx5's name)
+	CntRoceAdpRetransSpurious        // roce_adp_retrans_spurious: adaptive retransmissions found spurious and undone, the first answer after them being to a packet sent before (spurious.go; neither rxe nor mlx5 has one)
 	numCounters
 )
 
@@ -62,7 +63,7 @@ var CounterNames = [numCounters]string{
 	"link_busy_resent", "rcvd_icrc_err", "rcvd_malformed", "rcvd_unknown_qp", "rcvd_bad_dgid", "ghost_ack", "stale_ack",
 	"implied_nak", "qkey_viol_cntr", "rcvd_oversize", "rcvd_undersize", "out_of_buffer", "resp_local_length_error", "rcvd_msg_dropped",
 	"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "roce_tail_probe",
-	"rx_write_requests", "rx_read_requests", "rx_atomic_requests",
+	"rx_write_requests", "rx_read_requests", "rx_atomic_requests", "roce_adp_retrans_spurious",
 }
 
 // Counters is a set of event counters, read safely from any goroutine. A device's

@@ -82,6 +82,12 @@ func (w *window) full(psn, una uint32) bool {
 	return true
 }
 
+// fills reports whether a packet at psn takes the window's last place, the oldest
+// unacknowledged PSN being una.
+func (w *window) fills(psn, una uint32) bool {
+	return roce.PSNDiff(psn, una) == int32(w.cwnd)-1
+}
+
 // ackEvery is how many packets may go without AckReq.
 func (w *window) ackEvery() int {
 	return min(maxPktsPerAck, max(1, (w.cwnd+1)/2))

@@ -211,6 +211,9 @@ func (d *Device) takePosted() bool {
 // flushed at once. The engine lock is held.
 func (qp *QueuePair) takeIn() {
 	qp.postMu.Lock()
+	if len(qp.pendSQ) > 0 {
+		qp.req.idleEnds(qp.dev.now)
+	}
 	for _, w := range qp.pendSQ {
 		qp.sq.push(w)
 	}

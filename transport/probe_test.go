@@ -65,7 +65,7 @@ func TestTailLossProbe(t *testing.T) {
 	if d := r.e.dev.NextDeadline().Sub(left); d != cs.RTO {
 		t.Fatalf("RTO due %v after the flight left, want %v", d, cs.RTO)
 	}
-	expectRun(t, "RTO", r.advance(), 16, 2, 17)
+	expectRun(t, "RTO: the oldest packet alone, with AckReq (spurious.go)", r.advance(), 16, 1, 16)
 	wantCounters(t, "at the end", qp.Counters(), map[int]uint64{transport.CntRoceTailProbe: 2,
 		transport.CntRoceAdpRetrans: 1, transport.CntCompleterRetryErr: 2})
 }

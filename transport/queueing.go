@@ -2,6 +2,8 @@ package transport
 
 import (
 	"time"
+
+	"github.com/xroce/xroce/roce"
 )
 
 // Queueing delay as a congestion signal, while a QP is lossy (docs/congestion.md,
@@ -24,6 +26,18 @@ import (
 // faster than it fills. The signal counts as a loss signal for lossMemory (the QP
 // stays lossy while the queue keeps building). A QP that never lost a packet never
 // uses it: a clean link sends exactly what it sent before.
+//
+// A queue is shared: every QP of the device towards the same peer waits in it. A QP
+// with fewer packets in flight than the mean of its siblings on that path (the RC QPs
+// to the same peer address with packets in flight) did not build it, and cutting it
+// would not drain it: its siblings, which may never have lost a packet and so never
+// react to delay, keep the queue standing, and the cut QP would shrink window after
+// window to a few packets while they send the rest (eight QPs of 64 KiB READs, one
+// of which met a loss: docs/congestion.md, "Many QPs after a loss"). So a sample
+// cuts only a QP with at least its siblings' mean in flight. Alone on its path, a
+// QP always has: the single-QP bottleneck behaves as before. Among equal QPs behind
+// one bottleneck, those above the mean are cut first, which also moves them towards
+// equal shares.
 
 // The queueing signal's parameters.
 const (
@@ -52,7 +66,48 @@ func (r *requester) queueSignal(qp *QueuePair, rt time.Duration) {
 	if !r.lossy(now) {
 		return
 	}
+	if rt <= r.rtt.min+queueTarget || r.win.inRecovery || r.belowShare(qp) {
+		return
+	}
 	if r.win.queueing(rt, r.rtt.min+queueTarget, r.sentPSN) {
 		r.lossAt = now
 	}
+}
+
+// inflight returns how many PSNs the requester has sent and not seen acknowledged
+// (READ responses included).
+func (r *requester) inflight() int {
+	return max(0, int(roce.PSNDiff(r.sentPSN, r.compPSN)))
+}
+
+// belowShare reports whether qp has fewer PSNs in flight than the mean of the other
+// RC QPs with PSNs in flight to the same peer address. The answer "below" holds for
+// queueTarget before the QP asks again, so a QP kept below its share by a standing
+// queue walks the device's QPs at most once per queueTarget.
+func (r *requester) belowShare(qp *QueuePair) bool {
+	now := qp.dev.now
+	if now.Before(r.belowUntil) {
+		return true
+	}
+	sum, n := qp.dev.pathLoad(qp)
+	if n > 0 && r.inflight()*n < sum {
+		r.belowUntil = now.Add(queueTarget)
+		return true
+	}
+	return false
+}
+
+// pathLoad returns the PSNs in flight and how many RC QPs have any, over the QPs
+// of the device to qp's peer address other than qp. It walks every QP.
+func (d *Device) pathLoad(qp *QueuePair) (sum, n int) {
+	for _, o := range d.qps {
+		if o == qp || o.svc != roce.ServiceRC || o.peer != qp.peer || o.destroyed {
+			continue
+		}
+		if k := o.req.inflight(); k > 0 {
+			sum += k
+			n++
+		}
+	}
+	return sum, n
 }

@@ -95,6 +95,12 @@ func (r *raw) step() []roce.Packet {
 	for i := 0; i < 1000 && progress(r.t, r.e.dev); i++ {
 		r.clock.Advance(time.Microsecond)
 	}
+	return r.sent()
+}
+
+// sent returns the packets the engine has sent since the last look.
+func (r *raw) sent() []roce.Packet {
+	r.t.Helper()
 	var out []roce.Packet
 	frames := make([][]byte, 256)
 	for {

@@ -15,32 +15,36 @@ var timeZero time.Time
 // (cwnd.go) bounds how far ahead it sends, and retransmission is timed from the
 // measured round trip (rtt.go).
 type requester struct {
-	psn        uint32    // PSN of the next WQE's first packet
-	compPSN    uint32    // oldest PSN not yet acknowledged
-	next       int       // index in the SQ of the WQE being sent
-	rdInflight int       // READ requests (segments, readseg.go) and atomics sent and not complete
-	reqSeq     uint32    // READ requests sent so far: their order (readseg.go)
-	noack      int       // packets sent since the last AckReq
-	timer      time.Time // earliest of rtoAt, ackBy and probeAt: the QP's retransmit deadline in the timer heap
-	rtoAt      time.Time // adaptive retransmission deadline (rtt.go); zero when not running
-	probeAt    time.Time // tail-loss probe deadline (probe.go); zero when not running
-	probed     bool      // the probe went out: none again until the requester moves on
-	ackBy      time.Time // local ACK timeout deadline, which spends retry_cnt; zero when not running
-	lastTx     time.Time // when the last request packet left
-	rnrUntil   time.Time // end of an RNR NAK wait; zero when none
-	sentPSN    uint32    // one past the highest PSN sent (READ: its last response PSN)
-	retryPSN   uint32    // PSN the last retry went back to
-	retrying   bool      // a retry is under way and nothing was acknowledged since
-	rnrProbe   bool      // after an RNR NAK: send one packet, then wait for its answer
-	probeSent  bool      // the RNR probe is out
-	readGap    bool      // retrying after an implied NAK: the responder still streams older responses
-	staleLast  uint32    // the last PSN of that stream
-	staleHigh  uint32    // the highest PSN of that stream seen so far
-	staleDone  bool      // it has ended: the adaptive timer may run again
-	staleFrom  time.Time // when the implied NAK came
-	staleAt    time.Time // when the stream's newest packet came
-	staleN     int       // its packets since the implied NAK: their spacing times the adaptive timer meanwhile
-	lossAt     time.Time // the last loss signal (NAK sequence error, implied NAK, timeout)
+	psn        uint32        // PSN of the next WQE's first packet
+	compPSN    uint32        // oldest PSN not yet acknowledged
+	next       int           // index in the SQ of the WQE being sent
+	rdInflight int           // READ requests (segments, readseg.go) and atomics sent and not complete
+	reqSeq     uint32        // READ requests sent so far: their order (readseg.go)
+	noack      int           // packets sent since the last AckReq
+	timer      time.Time     // earliest of rtoAt, ackBy and probeAt: the QP's retransmit deadline in the timer heap
+	rtoAt      time.Time     // adaptive retransmission deadline (rtt.go); zero when not running
+	probeAt    time.Time     // tail-loss probe deadline (probe.go); zero when not running
+	probed     bool          // the probe went out: none again until the requester moves on
+	ackBy      time.Time     // local ACK timeout deadline, which spends retry_cnt; zero when not running
+	idleFrom   time.Time     // when the requester was left with nothing to send; zero while it has work
+	idleFor    time.Duration // the last idle period, until the next step looks at it (idleRestart)
+	rnrUntil   time.Time     // end of an RNR NAK wait; zero when none
+	sentPSN    uint32        // one past the highest PSN sent (READ: its last response PSN)
+	retryPSN   uint32        // PSN the last retry went back to
+	retrying   bool          // a retry is under way and nothing was acknowledged since
+	rnrProbe   bool          // after an RNR NAK: send one packet, then wait for its answer
+	frto       bool          // after an adaptive RTO: send one packet, then wait for its answer (spurious.go)
+	probeSent  bool          // the RNR probe is out
+	readGap    bool          // retrying after an implied NAK: the responder still streams older responses
+	staleLast  uint32        // the last PSN of that stream
+	staleHigh  uint32        // the highest PSN of that stream seen so far
+	staleDone  bool          // it has ended: the adaptive timer may run again
+	staleFrom  time.Time     // when the implied NAK came
+	staleAt    time.Time     // when the stream's newest packet came
+	staleN     int           // its packets since the implied NAK: their spacing times the adaptive timer meanwhile
+	lossAt     time.Time     // the last loss signal (NAK sequence error, implied NAK, timeout)
+	belowUntil time.Time     // until then the QP counts as below its share of the path (queueing.go)
+	undo       rtoUndo       // what the last adaptive RTO changed, until the first answer after it (spurious.go)
 	win        window
 	rtt        rttEstimator
 }
@@ -81,10 +85,12 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 		}
 		r.rnrUntil = timeZero
 	}
-	if r.rnrProbe {
+	if r.rnrProbe || r.frto {
 		// After an RNR NAK only the NAKed message's first packet goes out, with
 		// AckReq, until the responder answers it: a responder still out of receives
-		// costs one packet per RNR period, not the whole window each time.
+		// costs one packet per RNR period, not the whole window each time. After an
+		// adaptive RTO the oldest unacknowledged packet goes out alone the same way
+		// (spurious.go).
 		if r.probeSent {
 			return false
 		}
@@ -148,7 +154,7 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 				if r.win.full(psn, r.compPSN) || !qp.paced() {
 					break
 				}
-				r.sendData(qp, w, w.sent)
+				r.sendData(qp, w, w.sent, budget == 1 || r.win.fills(psn, r.compPSN))
 				r.sentUpTo(roce.PSNNext(psn))
 				w.sent++
 				budget--
@@ -162,7 +168,7 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 			r.next++
 		}
 	}
-	if did && r.rnrProbe {
+	if did && (r.rnrProbe || r.frto) {
 		r.probeSent = true
 	}
 	return did // the timers start when the packets leave (departed)
@@ -204,15 +210,22 @@ func (d *Device) fillData(p *roce.Packet, qp *QueuePair, w *sendWQE, i int, op r
 	p.BTH.SE = i == w.npkts-1 && w.wr.Flags&SendSolicited != 0
 }
 
-// sendData builds packet i of a SEND or RDMA WRITE.
-func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int) {
+// sendData builds packet i of a SEND or RDMA WRITE. It asks for an ACK on the last
+// packet of the message, every ackEvery packets, on an RNR probe, and when pause
+// is set: the pass's transmit budget or the window ends with this packet. The QP's
+// next turn may then come only after the other ready QPs have had theirs
+// (sched.go), so the packets it sent must not wait for that turn's AckReq to be
+// acknowledged: with eight QPs of 64 KiB WRITEs, a QP with a small window left the
+// packets after its last AckReq unacknowledged until its next turn, a millisecond
+// later, and its adaptive RTO expired first, window after window.
+func (r *requester) sendData(qp *QueuePair, w *sendWQE, i int, pause bool) {
 	d := qp.dev
 	op := dataOpcode(w.wr.Opcode, i, w.npkts)
 	p := d.start(qp, op, roce.PSNAdd(w.firstPSN, i))
 	d.fillData(p, qp, w, i, op)
 	last := i == w.npkts-1
 	r.noack++
-	if last || r.noack >= r.win.ackEvery() || r.rnrProbe {
+	if last || pause || r.noack >= r.win.ackEvery() || r.rnrProbe || r.frto {
 		p.BTH.AckReq = true
 		r.noack = 0
 	}
@@ -276,14 +289,39 @@ func (r *requester) rewind(qp *QueuePair, psn uint32) {
 	r.noack = 0
 	r.stopTimers() // they start again when the retransmission leaves
 	r.retrying, r.retryPSN = true, psn
-	r.probeSent = false
+	r.probeSent, r.frto = false, false
+	r.undo.at = 0              // a loss, an RNR NAK or a timeout: no earlier RTO is undone after this
 	r.rtt.karnFrom = r.sentPSN // Karn: an answer for a PSN before it may be to either copy
 	r.readGap = false
+}
+
+// skipAcked moves the send position of the head WQE, a SEND or WRITE being sent
+// again after a go-back, past the PSNs just acknowledged: the responder has every
+// PSN before compPSN (it acknowledges none out of order), so sending them again
+// would only draw duplicate ACKs. It happens after a spurious RTO, whose first
+// answer acknowledges originals sent before the go-back (spurious.go).
+func (r *requester) skipAcked(qp *QueuePair) {
+	w := *qp.sq.at(0)
+	if r.next != 0 || w.wr.Opcode.isReadOrAtomic() {
+		return
+	}
+	if k := int(roce.PSNDiff(r.compPSN, w.firstPSN)); k > w.sent && k <= w.npkts {
+		w.sent = k
+	}
 }
 
 // hasOutstanding reports whether some sent request awaits its response.
 func (r *requester) hasOutstanding(qp *QueuePair) bool {
 	return qp.sq.len() > 0 && (*qp.sq.at(0)).assigned
+}
+
+// awaiting reports whether PSNs are in flight: sent (READ: asked for) and not
+// acknowledged. Only then do the retransmit timers run, as rdma_rxe's completer
+// re-arms its timer only while req.psn is past comp.psn (rxe_comp.c): a requester
+// whose head WQE still has packets to send, all it sent acknowledged, is waiting
+// for its turn to send, not for the responder.
+func (r *requester) awaiting(qp *QueuePair) bool {
+	return r.hasOutstanding(qp) && r.inflight() > 0
 }
 
 // progress records forward progress: the retry budgets refill (rxe_comp.c does the
@@ -292,15 +330,16 @@ func (r *requester) hasOutstanding(qp *QueuePair) bool {
 func (r *requester) progress(qp *QueuePair) {
 	qp.retryLeft, qp.rnrRetryLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 	r.retrying = false
-	r.rnrProbe = false
+	r.rnrProbe, r.frto = false, false
 	r.readGap = false
 	r.probed = false
 	r.rtt.backoff = 0
 	r.acked(qp)
 	r.stopTimers()
-	if r.hasOutstanding(qp) {
+	if r.awaiting(qp) {
 		r.startTimers(qp)
 	}
+	r.idleStarts(qp)
 }
 
 // ackUpTo handles an acknowledgement of every PSN up to and including psn. It
@@ -339,6 +378,7 @@ func (r *requester) ackUpTo(qp *QueuePair, psn uint32) (rewound bool) {
 			r.compPSN = next
 			moved = true
 		}
+		r.skipAcked(qp)
 	}
 	if moved {
 		r.progress(qp)
@@ -573,7 +613,7 @@ func (qp *QueuePair) timers(now time.Time) bool {
 	if r.timer.IsZero() || now.Before(r.timer) || qp.state == QPS_ERR {
 		return false
 	}
-	if !r.hasOutstanding(qp) {
+	if !r.awaiting(qp) {
 		r.stopTimers()
 		return false
 	}
@@ -600,7 +640,7 @@ func (qp *QueuePair) timers(now time.Time) bool {
 	}
 	qp.count(CntRoceAdpRetrans)
 	ackBy := r.ackBy
-	r.timeout(qp)
+	r.adaptiveTimeout(qp)
 	r.ackBy = ackBy
 	r.setTimer(qp)
 	return true

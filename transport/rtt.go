@@ -143,9 +143,8 @@ func (r *requester) departed(qp *QueuePair, m *txInfo) {
 		return
 	}
 	now := qp.dev.now
-	r.lastTx = now
 	r.rtt.sent[m.psn%MaxUnackedPSN] = departure{psn: m.psn, ackReq: m.ackReq, at: now.UnixNano()}
-	if !r.hasOutstanding(qp) {
+	if !r.awaiting(qp) {
 		return
 	}
 	r.startTimers(qp)
@@ -180,7 +179,7 @@ func (r *requester) lossy(now time.Time) bool {
 // startTimers starts the timers that are not running.
 func (r *requester) startTimers(qp *QueuePair) {
 	to := timeoutDuration(qp.attr.Timeout)
-	if to == 0 {
+	if to == 0 || !r.awaiting(qp) {
 		return
 	}
 	now := qp.dev.now
@@ -220,6 +219,7 @@ func (r *requester) setTimer(qp *QueuePair) {
 // past it) when it asked for the answer, and grows the window for the PSNs
 // acknowledged.
 func (r *requester) acked(qp *QueuePair) {
+	r.undoSpurious(qp, roce.PSNAdd(r.compPSN, -1))
 	r.sampleRTT(qp, roce.PSNAdd(r.compPSN, -1), true)
 	r.win.ack(r.compPSN)
 }
@@ -242,25 +242,42 @@ func (r *requester) sampleRTT(qp *QueuePair, psn uint32, ackReq bool) {
 
 // idleRestart runs before new work goes out with nothing outstanding. A QP no longer
 // lossy gets the fixed window back (a cut window learnt nothing that still holds); a
-// lossy one that sent nothing for longer than the RTO restarts small (slow restart
-// after idle).
+// lossy one that had nothing to send for longer than the RTO restarts small (slow
+// restart after idle). Idle is the time from the answer that left it nothing to send
+// (all acknowledged, no WQE left) to the work posted after it (idleEnds): a QP whose
+// send queue held work while it waited for its turn among the device's ready QPs was
+// not idle, however long ago its last packet left (RFC 5681 §4.1 times idle from the
+// last send; on this engine a busy device's turns can be longer than the RTO).
 func (r *requester) idleRestart(qp *QueuePair) {
-	now := qp.dev.now
-	if !r.lossy(now) {
+	if !r.lossy(qp.dev.now) {
 		if r.win.cut {
 			r.win.init(r.compPSN)
 		}
 		return
 	}
-	if r.lastTx.IsZero() {
-		return
-	}
+	idle := r.idleFor
+	r.idleFor = 0
 	rto := r.rtt.rto(timeoutDuration(qp.attr.Timeout))
-	if rto == 0 || now.Sub(r.lastTx) <= rto {
+	if rto == 0 || idle <= rto {
 		return
 	}
-	r.lastTx = timeZero
 	if r.win.idle(qp.pmtu) {
 		qp.count(CntRoceSlowRestart)
+	}
+}
+
+// idleStarts notes when the requester is left with nothing to send and nothing
+// outstanding.
+func (r *requester) idleStarts(qp *QueuePair) {
+	if !r.hasOutstanding(qp) && r.next >= qp.sq.len() && r.idleFrom.IsZero() {
+		r.idleFrom = qp.dev.now
+	}
+}
+
+// idleEnds notes that work was posted: the idle period, if one ran, ends now.
+func (r *requester) idleEnds(now time.Time) {
+	if !r.idleFrom.IsZero() {
+		r.idleFor = now.Sub(r.idleFrom)
+		r.idleFrom = timeZero
 	}
 }

@@ -1,0 +1,238 @@
+package transport_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/xroce/xroce/roce"
+	"github.com/xroce/xroce/transport"
+)
+
+// Several QPs of one device towards one peer (docs/congestion.md, "Many QPs after a
+// loss"): the queueing signal, the retransmit timers, AckReq at the end of a turn,
+// idle restarts and spurious RTOs.
+
+// sibling creates a second RC QP on the raw harness's engine, connected to the same
+// peer address (remote QPN rawQPN+1), its requester starting at sqPSN.
+func (r *raw) sibling(c pairConfig, sqPSN uint32) *transport.QueuePair {
+	r.t.Helper()
+	qp, err := r.e.pd.CreateQP(transport.QPInitAttr{SendCQ: r.e.cq, RecvCQ: r.e.cq,
+		Cap: transport.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(r.t, err)
+	must(r.t, transport.BringUp(qp, transport.QPS_RESET, transport.QPS_RTS,
+		defaults(c).connectParams(addrB, roce.MTU1024, rawQPN+1, sqPSN, 0)))
+	return qp
+}
+
+// writes posts n unsignaled WRITEs of size bytes on qp from the harness's buffer.
+func (r *raw) writes(qp *transport.QueuePair, n, size int) {
+	r.t.Helper()
+	for range n {
+		_, err := qp.PostSend(transport.SendWR{Opcode: transport.WR_RDMA_WRITE, SGList: sge(r.e, 0, size),
+			RemoteAddr: 0x10000, RKey: 0x77})
+		must(r.t, err)
+	}
+}
+
+// ackTo sends qp an ACK of every PSN up to psn.
+func (r *raw) ackTo(qp *transport.QueuePair, psn uint32) {
+	op, psn, fill := ack(psn, roce.SyndromeACK, 0)
+	r.send(op, psn, func(p *roce.Packet) { fill(p); p.BTH.DestQP = qp.QPN() })
+}
+
+// byQP splits packets by destination QPN, counting each QP's packets and listing the
+// PSNs that carry AckReq.
+func byQP(ps []roce.Packet) (n map[uint32]int, ackReq map[uint32][]uint32) {
+	n, ackReq = map[uint32]int{}, map[uint32][]uint32{}
+	for _, p := range ps {
+		n[p.BTH.DestQP]++
+		if p.BTH.AckReq {
+			ackReq[p.BTH.DestQP] = append(ackReq[p.BTH.DestQP], p.BTH.PSN)
+		}
+	}
+	return n, ackReq
+}
+
+// TestQueueSignalShare: a lossy QP's RTT samples far above its target cut its window
+// only when it has at least the mean of its siblings' PSNs in flight towards the same
+// peer (queueing.go). With a sibling that never lost a packet holding 128 PSNs in
+// flight, a 5 ms sample leaves the window at 89; alone on the path, the same sample
+// halves it (89 → 44), as TestQueueingDelayCutsWindow has it.
+func TestQueueSignalShare(t *testing.T) {
+	c := pairConfig{timeout: 14}
+	r := newRaw(t, 10, 500, c)
+	qp := r.e.qp
+	r.writeAnswered(10, 100*time.Microsecond) // the smallest RTT: the target is 600 µs
+	r.lose(11)
+	wantWindow(t, "after the NAK", qp.CongestionState(), 89, 89)
+	sib := r.sibling(c, 1000)
+	r.writes(sib, 2, 1<<16)
+	n, _ := byQP(r.step())
+	if n[rawQPN+1] != 128 || len(n) != 1 {
+		t.Fatalf("the sibling sent %v, want 128 packets to 0x%x", n, rawQPN+1)
+	}
+	r.writeAnswered(13, 5*time.Millisecond)
+	wantWindow(t, "a 5 ms sample beside a sibling with 128 in flight", qp.CongestionState(), 89, 89)
+	r.ackTo(sib, 1127)
+	if out := r.step(); len(out) != 0 {
+		t.Fatalf("sent %v after the sibling's ACK", summary(out))
+	}
+	r.writeAnswered(14, 5*time.Millisecond)
+	wantWindow(t, "a 5 ms sample alone on the path", qp.CongestionState(), 44, 44)
+	if !qp.CongestionState().Lossy || sib.CongestionState().Lossy {
+		t.Fatalf("lossy: QP %v, sibling %v; want true, false", qp.CongestionState().Lossy, sib.CongestionState().Lossy)
+	}
+}
+
+// TestTimersOnlyWhilePSNsInFlight: the retransmit timers run only while PSNs are in
+// flight (requester.awaiting, as rxe_comp.c re-arms its timer only while req.psn is
+// past comp.psn). A lossy QP (RTO 300 µs) paced by DCQCN at about 5 Mb/s sends a
+// burst of 16 of its 20 packets; an ACK of all 16 leaves nothing in flight while the
+// rest of the WRITE waits 1.5 ms for the pacer. No adaptive RTO fires meanwhile: the
+// next packet is PSN 19 at the pacer's time, the window still 89, and no go-back.
+func TestTimersOnlyWhilePSNsInFlight(t *testing.T) {
+	r := newRaw(t, 0, 500, pairConfig{timeout: 14, cc: transport.CCDCQCN, dcqcn: transport.DCQCNParams{MaxRate: 10_000_000},
+		bufSize: 1 << 20})
+	qp := r.e.qp
+	r.writeAnswered(0, 100*time.Microsecond)
+	r.lose(1)
+	checkRTT(t, "measured", qp.CongestionState(), 100*time.Microsecond, 50*time.Microsecond, 300*time.Microsecond)
+	r.sendCNP(qp.QPN())
+	r.step()
+	r.write(20 * 1024)
+	start := r.clock.Now()
+	expectRun(t, "the burst", r.step(), 3, 16)
+	r.clock.Set(start.Add(100 * time.Microsecond))
+	r.send(ack(18, roce.SyndromeACK, 0))
+	if out := r.step(); len(out) != 0 {
+		t.Fatalf("sent %v after the ACK, before the pacer's time", summary(out))
+	}
+	var out []roce.Packet
+	for len(out) == 0 && r.clock.Now().Sub(start) < 5*time.Millisecond {
+		out = r.advance() // DCQCN's increase timer, then the pacer's time
+	}
+	if at := r.clock.Now().Sub(start); at < time.Millisecond {
+		t.Fatalf("sent %v %v after the burst: a retransmit timer ran with nothing in flight", summary(out), at)
+	}
+	expectRun(t, "the paced packet", out, 19, 1)
+	wantWindow(t, "after the wait", qp.CongestionState(), 89, 89)
+	wantCounters(t, "after the wait", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 0,
+		transport.CntCompleterRetryErr: 1, transport.CntRoceTailProbe: 0}) // the go-back of lose()
+}
+
+// TestTurnEndAsksForACK: a QP whose turn ends with the pass's transmit budget asks
+// for an ACK on its last packet (sendData's pause), since its next turn may come
+// only after the other ready QPs have had theirs. The harness's QP, ready first,
+// sends its 100-packet WRITE (AckReq on the 64th and the last); the sibling gets the
+// 28 packets left of the budget of 128, the last with AckReq, where its window (ACK
+// every 64) would ask for none.
+func TestTurnEndAsksForACK(t *testing.T) {
+	c := pairConfig{timeout: 14, bufSize: 1 << 20}
+	r := newRaw(t, 0, 500, c)
+	sib := r.sibling(c, 1000)
+	r.writes(sib, 1, 100*1024)
+	r.writes(r.e.qp, 1, 100*1024)
+	progress(t, r.e.dev)
+	n, ackReq := byQP(r.sent())
+	if n[rawQPN] != 100 || n[rawQPN+1] != 28 {
+		t.Fatalf("one pass sent %v packets, want 100 to 0x%x and 28 to the sibling's peer 0x%x", n, rawQPN, rawQPN+1)
+	}
+	if got := ackReq[rawQPN]; len(got) != 2 || got[0] != 63 || got[1] != 99 {
+		t.Errorf("the QP's AckReq on %v, want 63 and 99", got)
+	}
+	if got := ackReq[rawQPN+1]; len(got) != 1 || got[0] != 1027 {
+		t.Errorf("the sibling's AckReq on %v, want 1027 (its turn's last packet)", got)
+	}
+}
+
+// TestWaitingForTurnIsNotIdle: a lossy QP whose next WRITE was queued while its
+// previous one was answered is not idle while it waits for its turn, however long
+// the other ready QPs keep it waiting: no slow restart (roce_slow_restart), its
+// window stays 89. The sibling takes the pass's whole budget; the pass after runs a
+// millisecond later (more than the QP's RTO of 300 µs) and the QP sends first.
+func TestWaitingForTurnIsNotIdle(t *testing.T) {
+	c := pairConfig{timeout: 14, bufSize: 1 << 20}
+	r := newRaw(t, 0, 500, c)
+	qp := r.e.qp
+	r.writeAnswered(0, 100*time.Microsecond)
+	r.lose(1)
+	sib := r.sibling(c, 1000)
+	r.write(2 * 1024)
+	expectRun(t, "WRITE", r.step(), 3, 2, 4)
+	r.writes(sib, 1, 200*1024)
+	r.writes(qp, 1, 2*1024)
+	r.clock.Advance(100 * time.Microsecond)
+	r.send(ack(4, roce.SyndromeACK, 0))
+	progress(t, r.e.dev)
+	if n, _ := byQP(r.sent()); n[rawQPN+1] != 128 || len(n) != 1 {
+		t.Fatalf("the pass with the ACK sent %v, want the sibling's 128", n)
+	}
+	r.clock.Advance(time.Millisecond)
+	progress(t, r.e.dev)
+	n, _ := byQP(r.sent())
+	if n[rawQPN] != 2 {
+		t.Fatalf("the next pass sent %v, want the QP's 2 packets", n)
+	}
+	wantWindow(t, "after waiting for its turn", qp.CongestionState(), 89, 89)
+	wantCounters(t, "after waiting for its turn", qp.Counters(), map[int]uint64{transport.CntRoceSlowRestart: 0})
+}
+
+// spuriousSetup makes the QP lossy (RTO 303 µs, smallest RTT 101 µs), sends a
+// four-packet WRITE (PSNs 13-16) at the returned time and lets the tail probe (13
+// and 16 again, at 212 µs) and then the adaptive RTO (at 303 µs) fire: the RTO cuts
+// the window to 62 and sends the oldest packet, 13, alone with AckReq.
+func spuriousSetup(t *testing.T) (*raw, time.Time) {
+	r := newRaw(t, 10, 500, pairConfig{timeout: 14})
+	qp := r.e.qp
+	r.writeAnswered(10, 101*time.Microsecond)
+	r.lose(11)
+	r.write(4 * 1024)
+	left := r.clock.Now()
+	expectRun(t, "four-packet WRITE", r.step(), 13, 4, 16)
+	expect(t, "tail probe", r.advance(), roce.RC_RDMA_WRITE_FIRST, 13, roce.RC_RDMA_WRITE_LAST, 16)
+	if at := r.e.dev.NextDeadline().Sub(left); at != 303*time.Microsecond {
+		t.Fatalf("RTO due %v after the WRITE, want 303µs", at)
+	}
+	expectRun(t, "RTO: the oldest packet alone", r.advance(), 13, 1, 13)
+	wantWindow(t, "after the RTO", qp.CongestionState(), 62, 62)
+	return r, left
+}
+
+// TestSpuriousRTOUndone: the first answer after an adaptive RTO tells whether it was
+// spurious (spurious.go). An ACK of PSN 15, which left only before the RTO, shows
+// that the originals arrived: the window is 89 again, roce_adp_retrans_spurious
+// counts it, the RTT estimate takes the late answer's 400 µs (SRTT 400 µs, RTTVAR
+// 200 µs, RTO 1.2 ms), and the requester goes on from PSN 16, sending nothing the ACK
+// covered. An ACK of 13 alone, 147 µs after the RTO sent it again (more than the
+// smallest RTT), is an answer to the copy: the cut stays, and go-back-N sends 14-16.
+// The same ACK 47 µs after the copy left (less than the smallest RTT) can only answer
+// the original: undone.
+func TestSpuriousRTOUndone(t *testing.T) {
+	r, left := spuriousSetup(t)
+	qp := r.e.qp
+	r.clock.Set(left.Add(400 * time.Microsecond))
+	r.send(ack(15, roce.SyndromeACK, 0))
+	expectRun(t, "after the ACK of an original", r.step(), 16, 1, 16)
+	wantWindow(t, "undone", qp.CongestionState(), 89, 89)
+	checkRTT(t, "undone", qp.CongestionState(), 400*time.Microsecond, 200*time.Microsecond, 1200*time.Microsecond)
+	wantCounters(t, "undone", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1, transport.CntRoceAdpRetransSpurious: 1})
+	if !qp.CongestionState().Lossy {
+		t.Fatal("not lossy: the NAK of lose() is still its last loss")
+	}
+
+	r, left = spuriousSetup(t)
+	qp = r.e.qp
+	r.clock.Set(left.Add(450 * time.Microsecond))
+	r.send(ack(13, roce.SyndromeACK, 0))
+	expectRun(t, "after the ACK of the copy", r.step(), 14, 3, 16)
+	wantWindow(t, "kept", qp.CongestionState(), 62, 62)
+	wantCounters(t, "kept", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1, transport.CntRoceAdpRetransSpurious: 0})
+
+	r, left = spuriousSetup(t)
+	qp = r.e.qp
+	r.clock.Set(left.Add(350 * time.Microsecond))
+	r.send(ack(13, roce.SyndromeACK, 0))
+	expectRun(t, "after an ACK sooner than a round trip", r.step(), 14, 3, 16)
+	wantWindow(t, "undone by its timing", qp.CongestionState(), 89, 89)
+	wantCounters(t, "undone by its timing", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetransSpurious: 1})
+}
