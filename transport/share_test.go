@@ -208,31 +208,33 @@ func spuriousSetup(t *testing.T) (*raw, time.Time) {
 // The same ACK 47 µs after the copy left (less than the smallest RTT) can only answer
 // the original: undone.
 func TestSpuriousRTOUndone(t *testing.T) {
-	r, left := spuriousSetup(t)
-	qp := r.e.qp
-	r.clock.Set(left.Add(400 * time.Microsecond))
-	r.send(ack(15, roce.SyndromeACK, 0))
-	expectRun(t, "after the ACK of an original", r.step(), 16, 1, 16)
-	wantWindow(t, "undone", qp.CongestionState(), 89, 89)
-	checkRTT(t, "undone", qp.CongestionState(), 400*time.Microsecond, 200*time.Microsecond, 1200*time.Microsecond)
-	wantCounters(t, "undone", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1, transport.CntRoceAdpRetransSpurious: 1})
-	if !qp.CongestionState().Lossy {
-		t.Fatal("not lossy: the NAK of lose() is still its last loss")
+	const us = time.Microsecond
+	for _, c := range []struct {
+		what         string
+		at           time.Duration // when the ACK comes, after the WRITE left
+		psn          uint32        // the PSN it acknowledges
+		first        uint32        // the first PSN sent after it (to 16)
+		cwnd         int
+		spurious     uint64
+		srtt, rttvar time.Duration
+		rto          time.Duration
+	}{
+		{"an ACK of 15, which left only before the RTO", 400 * us, 15, 16, 89, 1, 400 * us, 200 * us, 1200 * us},
+		{"an ACK of 13, 147 µs after its copy", 450 * us, 13, 14, 62, 0, 101 * us, 50500 * time.Nanosecond, 303 * us},
+		{"an ACK of 13, 47 µs after its copy", 350 * us, 13, 14, 89, 1, 101 * us, 50500 * time.Nanosecond, 303 * us},
+	} {
+		r, left := spuriousSetup(t)
+		qp := r.e.qp
+		r.clock.Set(left.Add(c.at))
+		r.send(ack(c.psn, roce.SyndromeACK, 0))
+		expectRun(t, c.what, r.step(), c.first, int(16-c.first+1), 16)
+		cs := qp.CongestionState()
+		wantWindow(t, c.what, cs, c.cwnd, c.cwnd)
+		checkRTT(t, c.what, cs, c.srtt, c.rttvar, c.rto)
+		wantCounters(t, c.what, qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1,
+			transport.CntRoceAdpRetransSpurious: c.spurious})
+		if !cs.Lossy {
+			t.Fatalf("%s: not lossy: the NAK of lose() is still its last loss", c.what)
+		}
 	}
-
-	r, left = spuriousSetup(t)
-	qp = r.e.qp
-	r.clock.Set(left.Add(450 * time.Microsecond))
-	r.send(ack(13, roce.SyndromeACK, 0))
-	expectRun(t, "after the ACK of the copy", r.step(), 14, 3, 16)
-	wantWindow(t, "kept", qp.CongestionState(), 62, 62)
-	wantCounters(t, "kept", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetrans: 1, transport.CntRoceAdpRetransSpurious: 0})
-
-	r, left = spuriousSetup(t)
-	qp = r.e.qp
-	r.clock.Set(left.Add(350 * time.Microsecond))
-	r.send(ack(13, roce.SyndromeACK, 0))
-	expectRun(t, "after an ACK sooner than a round trip", r.step(), 14, 3, 16)
-	wantWindow(t, "undone by its timing", qp.CongestionState(), 89, 89)
-	wantCounters(t, "undone by its timing", qp.Counters(), map[int]uint64{transport.CntRoceAdpRetransSpurious: 1})
 }
