@@ -177,19 +177,24 @@ func TestWaitingForTurnIsNotIdle(t *testing.T) {
 	wantCounters(t, "after waiting for its turn", qp.Counters(), map[int]uint64{transport.CntRoceSlowRestart: 0})
 }
 
-// spuriousSetup makes the QP lossy (RTO 303 µs, smallest RTT 101 µs), sends a
-// four-packet WRITE (PSNs 13-16) at the returned time and lets the tail probe (13
-// and 16 again, at 212 µs) and then the adaptive RTO (at 303 µs) fire: the RTO cuts
-// the window to 62 and sends the oldest packet, 13, alone with AckReq.
-func spuriousSetup(t *testing.T) (*raw, time.Time) {
+// spuriousSetup makes the QP lossy (RTO 303 µs, smallest RTT 101 µs), sends an
+// n-packet WRITE from PSN 13 at the returned time and lets the tail probe (13 and the
+// last packet again, at 212 µs) and then the adaptive RTO (at 303 µs) fire: the RTO
+// cuts the window to 62 and sends the oldest packet, 13, alone with AckReq.
+func spuriousSetup(t *testing.T, n int) (*raw, time.Time) {
 	r := newRaw(t, 10, 500, pairConfig{timeout: 14})
 	qp := r.e.qp
 	r.writeAnswered(10, 101*time.Microsecond)
 	r.lose(11)
-	r.write(4 * 1024)
+	r.write(n * 1024)
 	left := r.clock.Now()
-	expectRun(t, "four-packet WRITE", r.step(), 13, 4, 16)
-	expect(t, "tail probe", r.advance(), roce.RC_RDMA_WRITE_FIRST, 13, roce.RC_RDMA_WRITE_LAST, 16)
+	last := uint32(13 + n - 1)
+	expectRun(t, "the WRITE", r.step(), 13, n, last)
+	probe := []any{roce.RC_RDMA_WRITE_FIRST, 13, roce.RC_RDMA_WRITE_LAST, int(last)}
+	if n == 1 {
+		probe = []any{roce.RC_RDMA_WRITE_ONLY, 13}
+	}
+	expect(t, "tail probe", r.advance(), probe...)
 	if at := r.e.dev.NextDeadline().Sub(left); at != 303*time.Microsecond {
 		t.Fatalf("RTO due %v after the WRITE, want 303µs", at)
 	}
@@ -199,35 +204,43 @@ func spuriousSetup(t *testing.T) (*raw, time.Time) {
 }
 
 // TestSpuriousRTOUndone: the first answer after an adaptive RTO tells whether it was
-// spurious (spurious.go). An ACK of PSN 15, which left only before the RTO, shows
-// that the originals arrived: the window is 89 again, roce_adp_retrans_spurious
-// counts it, the RTT estimate takes the late answer's 400 µs (SRTT 400 µs, RTTVAR
-// 200 µs, RTO 1.2 ms), and the requester goes on from PSN 16, sending nothing the ACK
-// covered. An ACK of 13 alone, 147 µs after the RTO sent it again (more than the
-// smallest RTT), is an answer to the copy: the cut stays, and go-back-N sends 14-16.
-// The same ACK 47 µs after the copy left (less than the smallest RTT) can only answer
-// the original: undone.
+// spurious (spurious.go). A four-packet WRITE (13-16): an ACK of 16, which covers
+// every PSN sent before the RTO and last left (in the probe) before it, shows that
+// the originals arrived: the window is 89 again, roce_adp_retrans_spurious counts it,
+// the RTT estimate takes the late answer's 188 µs (SRTT 188 µs, RTTVAR 94 µs, RTO
+// 564 µs), and nothing is sent again. An ACK of 15 says nothing about 16: the cut
+// stays and go-back-N sends 16; an ACK of 13 147 µs after its copy (more than the
+// smallest RTT) answers the copy: the cut stays, 14-16 go again. A one-packet WRITE
+// whose ACK comes 47 µs after the copy (less than the smallest RTT of 101 µs) can
+// only answer the original: undone.
 func TestSpuriousRTOUndone(t *testing.T) {
 	const us = time.Microsecond
 	for _, c := range []struct {
 		what         string
+		n            int           // packets of the WRITE
 		at           time.Duration // when the ACK comes, after the WRITE left
 		psn          uint32        // the PSN it acknowledges
-		first        uint32        // the first PSN sent after it (to 16)
+		resent       int           // packets sent after it, the last of the WRITE's included
 		cwnd         int
 		spurious     uint64
 		srtt, rttvar time.Duration
 		rto          time.Duration
 	}{
-		{"an ACK of 15, which left only before the RTO", 400 * us, 15, 16, 89, 1, 400 * us, 200 * us, 1200 * us},
-		{"an ACK of 13, 147 µs after its copy", 450 * us, 13, 14, 62, 0, 101 * us, 50500 * time.Nanosecond, 303 * us},
-		{"an ACK of 13, 47 µs after its copy", 350 * us, 13, 14, 89, 1, 101 * us, 50500 * time.Nanosecond, 303 * us},
+		{"an ACK of 16, the last PSN sent before the RTO", 4, 400 * us, 16, 0, 89, 1, 188 * us, 94 * us, 564 * us},
+		{"an ACK of 15, 16 not acknowledged", 4, 400 * us, 15, 1, 62, 0, 101 * us, 50500 * time.Nanosecond, 303 * us},
+		{"an ACK of 13, 147 µs after its copy", 4, 450 * us, 13, 3, 62, 0, 101 * us, 50500 * time.Nanosecond, 303 * us},
+		{"a one-packet WRITE's ACK, 47 µs after its copy", 1, 350 * us, 13, 0, 89, 1, 101 * us, 50500 * time.Nanosecond, 303 * us},
 	} {
-		r, left := spuriousSetup(t)
+		r, left := spuriousSetup(t, c.n)
 		qp := r.e.qp
 		r.clock.Set(left.Add(c.at))
 		r.send(ack(c.psn, roce.SyndromeACK, 0))
-		expectRun(t, c.what, r.step(), c.first, int(16-c.first+1), 16)
+		out := r.step()
+		if last := uint32(13 + c.n - 1); c.resent > 0 {
+			expectRun(t, c.what, out, last-uint32(c.resent)+1, c.resent, last)
+		} else if len(out) != 0 {
+			t.Fatalf("%s: sent %v", c.what, summary(out))
+		}
 		cs := qp.CongestionState()
 		wantWindow(t, c.what, cs, c.cwnd, c.cwnd)
 		checkRTT(t, c.what, cs, c.srtt, c.rttvar, c.rto)

@@ -19,10 +19,13 @@ import (
 // and sends that packet alone, with AckReq, until an answer comes (F-RTO's first
 // step; requester.frto). The first answer tells which it was. The responder
 // acknowledges a PSN only once it has every PSN before it, and drops what comes
-// after a gap (IBTA Vol 1 §9.7.5.1.1), so an acknowledgement of a PSN whose request
-// last left before the RTO shows that the originals arrived; so does an answer that
-// came back sooner after the copy left than the smallest RTT the QP ever measured.
-// The RTO was then spurious: the requester takes back what it did to the window and
+// after a gap (IBTA Vol 1 §9.7.5.1.1). So when the first answer covers every PSN
+// sent before the RTO, and the request it answers last left before the RTO (or the
+// answer came back sooner after the copy left than the smallest RTT the QP ever
+// measured, so it cannot answer the copy), every original arrived. An answer that
+// covers only some of them says nothing about the rest: a flight whose packet with
+// AckReq was lost draws, for the oldest packet sent again, an ACK of the packets
+// before the lost one. The RTO was spurious when every original arrived: the requester takes back what it did to the window and
 // to the QP's loss state, counts roce_adp_retrans_spurious, raises its RTT estimate
 // to the late answer's RTT (SRTT at least that sample, RTTVAR at least half of it,
 // so the RTO becomes about three times the delay that fooled it, as RFC 4015 adapts
@@ -36,6 +39,7 @@ import (
 type rtoUndo struct {
 	at     int64  // when the RTO fired, in Unix nanoseconds; 0: nothing to undo
 	una    uint32 // the oldest unacknowledged PSN then
+	sent   uint32 // one past the highest PSN sent then
 	win    window
 	lossAt time.Time
 }
@@ -46,23 +50,27 @@ type rtoUndo struct {
 func (r *requester) adaptiveTimeout(qp *QueuePair) {
 	u := r.undo
 	if u.at == 0 {
-		u = rtoUndo{at: qp.dev.now.UnixNano(), una: r.compPSN, win: r.win, lossAt: r.lossAt}
+		u = rtoUndo{at: qp.dev.now.UnixNano(), una: r.compPSN, sent: r.sentPSN, win: r.win, lossAt: r.lossAt}
 	}
 	r.timeout(qp) // rewinds, which forgets any kept state
 	r.undo = u
 	r.frto = true
 }
 
-// undoSpurious is called when an answer acknowledges PSNs up to psn: if it answers
-// a request sent before the kept RTO, or came back sooner after the request's copy
-// than the smallest RTT ever measured, the RTO was spurious and its cut is taken
-// back. Either way the first answer decides: nothing stays kept.
+// undoSpurious is called when an answer acknowledges PSNs up to psn: if it covers
+// every PSN sent before the kept RTO and answers a request sent before it, or came
+// back sooner after the request's copy than the smallest RTT ever measured, the RTO
+// was spurious and its cut is taken back. Either way the first answer decides:
+// nothing stays kept.
 func (r *requester) undoSpurious(qp *QueuePair, psn uint32) {
 	u := r.undo
 	if u.at == 0 {
 		return
 	}
 	r.undo.at = 0
+	if roce.PSNDiff(psn, roce.PSNAdd(u.sent, -1)) < 0 {
+		return // some PSNs sent before the RTO are not acknowledged: they may be lost
+	}
 	e, ok := r.requestOf(psn, u.una)
 	now := qp.dev.now.UnixNano()
 	if !ok || (e.at >= u.at && time.Duration(now-e.at) >= r.rtt.min) {
