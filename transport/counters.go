@@ -50,7 +50,7 @@ const (
 	CntRxWriteRequests               // rx_write_requests: RDMA WRITE messages the responder executed (mlx5's name)
 	CntRxReadRequests                // rx_read_requests: RDMA READ requests the responder accepted (mlx5's name)
 	CntRxAtomicRequests              // rx_atomic_requests: atomic requests the responder executed (mlx5's name)
-	CntRoceAdpRetransSpurious        // roce_adp_retrans_spurious: adaptive retransmissions found spurious and undone, the first answer after them being to a packet sent before (spurious.go; neither rxe nor mlx5 has one)
+	CntRoceAdpRetransSpurious        // roce_adp_retrans_spurious: adaptive retransmissions found spurious and undone: the first answer after one covered every PSN sent before it, and the originals had arrived (spurious.go; neither rxe nor mlx5 has one)
 	numCounters
 )
 

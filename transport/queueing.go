@@ -46,32 +46,27 @@ const (
 	queueMaxMDF = 0.5                    // Swift's max_mdf: the largest cut of one sample
 )
 
-// queueing shrinks the window for an RTT sample rtt above target and reports
-// whether it did; sentPSN is one past the highest PSN sent (the recover point).
-func (w *window) queueing(rtt, target time.Duration, sentPSN uint32) bool {
-	if rtt <= target || w.inRecovery {
-		return false
-	}
+// queueing shrinks the window for an RTT sample rtt above target; sentPSN is one
+// past the highest PSN sent (the recover point).
+func (w *window) queueing(rtt, target time.Duration, sentPSN uint32) {
 	f := max(1-queueBeta*float64(rtt-target)/float64(rtt), 1-queueMaxMDF)
 	w.ssthresh = max(int(float64(w.cwnd)*f), minCwnd)
 	w.cwnd = w.ssthresh
 	w.acked = 0
 	w.recover, w.inRecovery, w.cut = sentPSN, true, true
-	return true
 }
 
-// queueSignal applies an RTT sample rt to the window of a lossy QP.
+// queueSignal applies an RTT sample rt to the window of a lossy QP: a sample above
+// the target cuts it, once per window of data, unless the QP is below its share of
+// the path.
 func (r *requester) queueSignal(qp *QueuePair, rt time.Duration) {
 	now := qp.dev.now
-	if !r.lossy(now) {
+	target := r.rtt.min + queueTarget
+	if !r.lossy(now) || rt <= target || r.win.inRecovery || r.belowShare(qp) {
 		return
 	}
-	if rt <= r.rtt.min+queueTarget || r.win.inRecovery || r.belowShare(qp) {
-		return
-	}
-	if r.win.queueing(rt, r.rtt.min+queueTarget, r.sentPSN) {
-		r.lossAt = now
-	}
+	r.win.queueing(rt, target, r.sentPSN)
+	r.lossAt = now
 }
 
 // inflight returns how many PSNs the requester has sent and not seen acknowledged

@@ -336,9 +336,7 @@ func (r *requester) progress(qp *QueuePair) {
 	r.rtt.backoff = 0
 	r.acked(qp)
 	r.stopTimers()
-	if r.awaiting(qp) {
-		r.startTimers(qp)
-	}
+	r.startTimers(qp)
 	r.idleStarts(qp)
 }
 

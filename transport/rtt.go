@@ -8,7 +8,7 @@ import (
 
 // The RC requester's retransmission timers (docs/congestion.md).
 //
-// Two deadlines run while requests are outstanding, and the timer heap holds the
+// Two deadlines run while PSNs are in flight (requester.awaiting), and the timer heap holds the
 // earlier (requester.timer):
 //
 //   - the adaptive retransmission timeout (rtoAt): the RTO of RFC 6298, from the
@@ -144,9 +144,6 @@ func (r *requester) departed(qp *QueuePair, m *txInfo) {
 	}
 	now := qp.dev.now
 	r.rtt.sent[m.psn%MaxUnackedPSN] = departure{psn: m.psn, ackReq: m.ackReq, at: now.UnixNano()}
-	if !r.awaiting(qp) {
-		return
-	}
 	r.startTimers(qp)
 }
 
@@ -176,7 +173,7 @@ func (r *requester) lossy(now time.Time) bool {
 	return !r.lossAt.IsZero() && now.Sub(r.lossAt) < lossMemory
 }
 
-// startTimers starts the timers that are not running.
+// startTimers starts the timers that are not running, while PSNs are in flight.
 func (r *requester) startTimers(qp *QueuePair) {
 	to := timeoutDuration(qp.attr.Timeout)
 	if to == 0 || !r.awaiting(qp) {

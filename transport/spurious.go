@@ -25,15 +25,15 @@ import (
 // measured, so it cannot answer the copy), every original arrived. An answer that
 // covers only some of them says nothing about the rest: a flight whose packet with
 // AckReq was lost draws, for the oldest packet sent again, an ACK of the packets
-// before the lost one. The RTO was spurious when every original arrived: the requester takes back what it did to the window and
-// to the QP's loss state, counts roce_adp_retrans_spurious, raises its RTT estimate
-// to the late answer's RTT (SRTT at least that sample, RTTVAR at least half of it,
-// so the RTO becomes about three times the delay that fooled it, as RFC 4015 adapts
-// the RTO), and goes on from the first PSN not acknowledged (skipAcked) rather than
-// sending the acknowledged ones again. Any other answer, a NAK, or a go-back of
-// another cause leaves the cut in place; a second RTO before any answer keeps the
-// first one's state to restore. The local ACK timeout, which spends retry_cnt, is
-// never undone.
+// before the lost one. The RTO was spurious when every original arrived: the
+// requester takes back what it did to the window and to the QP's loss state, counts
+// roce_adp_retrans_spurious, raises its RTT estimate to the late answer's RTT (SRTT
+// at least that sample, RTTVAR at least half of it, so the RTO becomes about three
+// times the delay that fooled it, as RFC 4015 adapts the RTO), and goes on from the
+// first PSN not acknowledged (skipAcked) rather than sending the acknowledged ones
+// again. Any other answer, a NAK, or a go-back of another cause leaves the cut in
+// place; a second RTO before any answer keeps the first one's state to restore. The
+// local ACK timeout, which spends retry_cnt, is never undone.
 
 // rtoUndo is what an adaptive RTO changed, kept until the first answer after it.
 type rtoUndo struct {
