@@ -624,9 +624,9 @@ func TestDaemonDevNodeOthers(t *testing.T) {
 			t.Fatalf("%s: mode %#o 5 s after the daemon started, want 0666", node, st.Mode&0o777)
 		}
 	}
-	stop()
+	log, stopErr := stop()
 	if _, err := os.Lstat(node); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("%s after its daemon stopped: %v, want it gone", node, err)
+		t.Errorf("%s after its daemon stopped (%v): %v, want it gone; the daemon's log:\n%s", node, stopErr, err, log)
 	}
 
 	cmd, out, done = spawnDaemon(t, n.NsA, n.IfA, t.TempDir(), "--name", "xrtrepl")
