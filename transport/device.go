@@ -23,6 +23,7 @@ type Device struct {
 
 	mu      sync.Mutex // guards the engine state below; held by Progress for a whole pass
 	qps     map[uint32]*QueuePair
+	paths   map[netip.Addr]*peerPath // loss state per peer address (peerpath.go)
 	nextQPN uint32
 	nextPD  uint32
 	closed  bool
@@ -123,7 +124,7 @@ func Open(link Link, opts Options) (*Device, error) {
 	if link == nil {
 		return nil, fmt.Errorf("transport: Open needs a link")
 	}
-	d := &Device{link: link, clock: opts.Clock, qps: map[uint32]*QueuePair{}, nextQPN: 17,
+	d := &Device{link: link, clock: opts.Clock, qps: map[uint32]*QueuePair{}, paths: map[netip.Addr]*peerPath{}, nextQPN: 17,
 		counters: newCounters(), busyDelay: 20 * time.Microsecond, busyPoll: opts.BusyPoll,
 		evNotify: make(chan struct{}, 1), cc: opts.CC, dcqcn: opts.DCQCN.withDefaults()}
 	if d.busyPoll == 0 {

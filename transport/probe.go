@@ -27,8 +27,9 @@ import (
 // One probe per flight: the next needs an acknowledgement of new data or a NAK PSN
 // sequence error, so a responder answering only with duplicates cannot keep the RTO
 // from firing, and a silent one gets no probe between RTOs (RFC 8985 §7.2: no probe
-// in RTO recovery). Like the adaptive RTO it runs only while the QP is lossy, never
-// while a READ's old answer streams, and a clean link never sees a probe.
+// in RTO recovery). Like the adaptive RTO it runs only while the QP or another QP
+// to its peer is lossy (peerpath.go), never while a READ's old answer streams, and
+// a clean link never sees a probe.
 
 // armProbe starts the probe timer when it may run and would come before the RTO.
 func (r *requester) armProbe(now time.Time, ackTimeout time.Duration) {

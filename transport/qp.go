@@ -388,7 +388,7 @@ func (qp *QueuePair) Modify(attr QPAttr, mask QPAttrMask) error {
 		qp.setPath(&path, &a)
 	}
 	if to == QPS_RTS && from == QPS_RTR {
-		qp.req.init(a.SQPSN)
+		qp.req.init(a.SQPSN, qp.dev.pathTo(qp.peer))
 	}
 	qp.attr = a
 	qp.retryLeft, qp.rnrRetryLeft = a.RetryCnt, a.RNRRetry
@@ -446,6 +446,7 @@ func (qp *QueuePair) setPath(path *qpPath, a *QPAttr) {
 	t.UDP = roce.UDP{SrcPort: roce.UDPSourcePort(a.AH.FlowLabel, qp.qpn, a.DestQPN), DstPort: roce.UDPPort}
 	t.BTH = roce.BTH{PKey: 0xFFFF, DestQP: a.DestQPN}
 	qp.peer = dst
+	qp.req.path = qp.dev.pathTo(dst) // in SQD a new path; at RTR set again by req.init at RTS
 	qp.local = path.src
 	qp.pmtu = a.PathMTU.Bytes()
 }

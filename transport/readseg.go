@@ -159,7 +159,7 @@ func (r *requester) goBack(qp *QueuePair, w *sendWQE) bool {
 func (r *requester) reask(qp *QueuePair, w *sendWQE, j int) {
 	qp.count(CntImpliedNak)
 	r.win.loss(r.sentPSN, r.compPSN)
-	r.lossAt = qp.dev.now
+	r.lost(qp)
 	s := &w.segs[j]
 	s.nakAt = s.got
 	r.askSeg(qp, w, j)

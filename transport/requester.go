@@ -43,14 +43,15 @@ type requester struct {
 	staleAt    time.Time     // when the stream's newest packet came
 	staleN     int           // its packets since the implied NAK: their spacing times the adaptive timer meanwhile
 	lossAt     time.Time     // the last loss signal (NAK sequence error, implied NAK, timeout)
+	path       *peerPath     // the loss state shared with the device's other QPs to the peer (peerpath.go)
 	belowUntil time.Time     // until then the QP counts as below its share of the path (queueing.go)
 	undo       rtoUndo       // what the last adaptive RTO changed, until the first answer after it (spurious.go)
 	win        window
 	rtt        rttEstimator
 }
 
-func (r *requester) init(psn uint32) {
-	*r = requester{psn: psn, compPSN: psn, sentPSN: psn}
+func (r *requester) init(psn uint32, path *peerPath) {
+	*r = requester{psn: psn, compPSN: psn, sentPSN: psn, path: path}
 	r.win.init(psn)
 	r.rtt.karnFrom = psn
 }
@@ -479,7 +480,7 @@ func (r *requester) aeth(qp *QueuePair, psn uint32, syn roce.Syndrome) {
 			r.sampleRTT(qp, roce.PSNNext(psn), false) // the NAK answers the packet after the gap
 			r.rtt.backoff, r.probed = 0, false        // the responder answers: no backoff (rtt.go), a probe again (probe.go)
 			r.win.loss(r.sentPSN, r.compPSN)
-			r.lossAt = d.now
+			r.lost(qp)
 			r.rewind(qp, psn)
 		case roce.NAKRemoteAccessError:
 			qp.fail(WC_REM_ACCESS_ERR)
@@ -586,7 +587,7 @@ func (r *requester) impliedNak(qp *QueuePair, psn uint32) {
 	}
 	qp.count(CntImpliedNak)
 	r.win.loss(r.sentPSN, r.compPSN)
-	r.lossAt = qp.dev.now
+	r.lost(qp)
 	r.rewind(qp, psn)
 	// The responder still sends what was asked before (up to the highest PSN sent)
 	// before it answers the request asked again: the adaptive timer waits for it.
@@ -648,7 +649,7 @@ func (qp *QueuePair) timers(now time.Time) bool {
 // the window drops to one packet and the RTO backs off.
 func (r *requester) timeout(qp *QueuePair) {
 	r.win.timeout(r.sentPSN, r.compPSN)
-	r.lossAt = qp.dev.now
+	r.lost(qp)
 	r.rtt.backoff++
 	r.rewind(qp, r.compPSN)
 }

@@ -32,7 +32,8 @@ import (
 // the RTO is the local ACK timeout.
 //
 // The adaptive timer runs only while the QP is lossy: a loss signal (NAK PSN
-// sequence error, implied NAK, local ACK timeout) came less than lossMemory ago. A
+// sequence error, implied NAK, local ACK timeout) came less than lossMemory ago,
+// at this QP or at another of the device's QPs to the same peer (peerpath.go). A
 // QP on a clean link never retransmits before the local ACK timeout, exactly as
 // before: on a host whose CPUs are shared (the development VM), a responder's engine
 // can be descheduled for milliseconds, far beyond an RTO from microsecond samples,
@@ -147,11 +148,12 @@ func (r *requester) departed(qp *QueuePair, m *txInfo) {
 	r.startTimers(qp)
 }
 
-// adaptive reports whether the adaptive timer may run: while the QP is lossy, and
+// adaptive reports whether the adaptive timer may run: while the QP or its path is
+// lossy (peerpath.go), and
 // not while the responder is still sending the responses asked before an implied
 // NAK.
 func (r *requester) adaptive(now time.Time) bool {
-	return r.lossy(now) && (!r.readGap || r.staleDone || r.staleN > 0)
+	return r.pathLossy(now) && (!r.readGap || r.staleDone || r.staleN > 0)
 }
 
 // rto is the adaptive timeout (rttEstimator.rto). While the responder still streams
@@ -173,6 +175,25 @@ func (r *requester) lossy(now time.Time) bool {
 	return !r.lossAt.IsZero() && now.Sub(r.lossAt) < lossMemory
 }
 
+// lost records a loss signal of qp, the QP's and its path's (peerpath.go).
+func (r *requester) lost(qp *QueuePair) {
+	now := qp.dev.now
+	r.lossAt = now
+	if p := r.path; p != nil {
+		was := p.lossy(now)
+		p.lossAt = now
+		if !was {
+			qp.dev.armPath(qp)
+		}
+	}
+}
+
+// pathLossy reports whether the QP or another QP to its peer saw a loss signal
+// less than lossMemory ago: the adaptive timer and the tail probe may run.
+func (r *requester) pathLossy(now time.Time) bool {
+	return r.lossy(now) || r.path.lossy(now)
+}
+
 // startTimers starts the timers that are not running, while PSNs are in flight.
 func (r *requester) startTimers(qp *QueuePair) {
 	to := timeoutDuration(qp.attr.Timeout)
@@ -180,8 +201,8 @@ func (r *requester) startTimers(qp *QueuePair) {
 		return
 	}
 	now := qp.dev.now
-	if !r.ackBy.IsZero() && r.rtoAt.IsZero() && r.probeAt.IsZero() && r.timer.Equal(r.ackBy) && !r.lossy(now) {
-		// The local ACK timeout runs and the QP is not lossy: the adaptive timer
+	if !r.ackBy.IsZero() && r.rtoAt.IsZero() && r.probeAt.IsZero() && r.timer.Equal(r.ackBy) && !r.pathLossy(now) {
+		// The local ACK timeout runs and the path is not lossy: the adaptive timer
 		// and the tail probe stay off (adaptive), so nothing would change. Every
 		// departure comes here.
 		return

@@ -251,3 +251,85 @@ func TestSpuriousRTOUndone(t *testing.T) {
 		}
 	}
 }
+
+// TestPathLossArmsSiblings: a loss signal at one QP turns on the tail probe and the
+// adaptive RTO of the device's other QPs to the same peer (peerpath.go), which then
+// move a silent flight on in about two round trips instead of the local ACK
+// timeout; the window rules stay the QP's own. The sibling, with RTT samples of
+// 100 µs, waits the full local ACK timeout (67.108864 ms at timeout 14) for a
+// silent flight while the path is clean. When the harness's QP meets a NAK PSN
+// sequence error, the sibling's flight already out gets its probe 2 SRTT + 10 µs
+// after the NAK (armPath: a full window sends nothing that would start the
+// timer); the answer to the probe ends it. Its next silent flight gets the probe
+// 2 SRTT + 10 µs after it left, its window still 128, and then the adaptive RTO
+// (the oldest packet alone), which makes the sibling lossy itself; no local ACK
+// timeout.
+func TestPathLossArmsSiblings(t *testing.T) {
+	c := pairConfig{timeout: 14}
+	r := newRaw(t, 10, 500, c)
+	sib := r.sibling(c, 1000)
+	silent := func(what string, first uint32) time.Time {
+		t.Helper()
+		r.writes(sib, 1, 2048)
+		left := r.clock.Now()
+		expectRun(t, what, r.step(), first, 2, first+1)
+		return left
+	}
+	answer := func(at time.Time, psn uint32) {
+		t.Helper()
+		r.clock.Set(at)
+		r.ackTo(sib, psn)
+		if out := r.step(); len(out) != 0 {
+			t.Fatalf("sent %v after the ACK of %d", summary(out), psn)
+		}
+	}
+	left := silent("the sibling's first WRITE", 1000)
+	answer(left.Add(100*time.Microsecond), 1001)
+	left = silent("a flight on a clean path", 1002)
+	if d := r.e.dev.NextDeadline().Sub(left); d != 67108864*time.Nanosecond {
+		t.Fatalf("clean path: the next timer is due %v after the flight left, want the local ACK timeout 67.108864ms", d)
+	}
+	answer(left.Add(100*time.Microsecond), 1003)
+	cs := sib.CongestionState()
+	pto := 2*cs.SRTT + 10*time.Microsecond
+
+	silent("a flight out when the path turns lossy", 1004)
+	r.writeAnswered(10, 100*time.Microsecond)
+	r.write(2 * 1024)
+	expectRun(t, "the harness QP's WRITE", r.step(), 11, 2, 12)
+	nak := r.clock.Now()
+	r.send(ack(12, roce.SyndromeNAKPSNSequenceError, 0))
+	expectRun(t, "the harness QP's go-back", r.step(), 12, 1, 12)
+	r.send(ack(12, roce.SyndromeACK, 0))
+	r.step()
+	if d := r.e.dev.NextDeadline().Sub(nak); d != pto {
+		t.Fatalf("the sibling's probe is due %v after the NAK, want %v (SRTT %v)", d, pto, cs.SRTT)
+	}
+	out := r.advance()
+	expectRun(t, "the probe of the flight already out", out, 1004, 2, 1004, 1005)
+	answer(r.clock.Now().Add(100*time.Microsecond), 1005)
+
+	cs = sib.CongestionState()
+	left = silent("a flight on the lossy path", 1006)
+	if d, want := r.e.dev.NextDeadline().Sub(left), 2*cs.SRTT+10*time.Microsecond; d != want {
+		t.Fatalf("lossy path: the probe is due %v after the flight left, want %v (SRTT %v)", d, want, cs.SRTT)
+	}
+	out = r.advance()
+	expectRun(t, "the sibling's probe", out, 1006, 2, 1006, 1007)
+	if n, _ := byQP(out); n[rawQPN+1] != 2 {
+		t.Fatalf("probe went to %v, want the sibling's peer QP 0x%x", n, rawQPN+1)
+	}
+	if got := sib.CongestionState(); got.Lossy || got.Cwnd != 128 {
+		t.Fatalf("after the probe: the sibling lossy %v, window %d; want false and 128", got.Lossy, got.Cwnd)
+	}
+	if d := r.e.dev.NextDeadline().Sub(left); d != cs.RTO {
+		t.Fatalf("the RTO is due %v after the flight left, want %v", d, cs.RTO)
+	}
+	expectRun(t, "the sibling's RTO: the oldest packet alone", r.advance(), 1006, 1, 1006)
+	if !sib.CongestionState().Lossy {
+		t.Fatal("its own RTO did not make the sibling lossy")
+	}
+	wantCounters(t, "the sibling", sib.Counters(), map[int]uint64{transport.CntRoceTailProbe: 2,
+		transport.CntRoceAdpRetrans: 1, transport.CntLocalAckTimeoutErr: 0, transport.CntCompleterRetryErr: 1, // the RTO's go-back
+		transport.CntSentPkts: 13})
+}
