@@ -187,9 +187,11 @@ type CongestionState struct {
 	// RTO is the adaptive retransmission timeout, backoff included: at most the
 	// local ACK timeout (0 when the QP's timeout is 0, infinite).
 	RTO time.Duration
-	// Lossy is true while the adaptive timer runs: a loss signal came less than a
-	// second ago.
-	Lossy bool
+	// Lossy is true while a loss signal of the QP's own came less than a second
+	// ago; PathLossy while one of any of the device's RC QPs to the same peer,
+	// this one included, did (peerpath.go). The adaptive timer and the tail probe
+	// run while PathLossy holds; the window rules of a loss follow Lossy only.
+	Lossy, PathLossy bool
 	// RateLimited is true while DCQCN paces the QP (dcqcn.go): a CNP came and the
 	// rate has not recovered to the line rate. Rate and TargetRate are then its
 	// current and target rate in bits/s, and Alpha its alpha in 1/1024 as of its
@@ -206,6 +208,6 @@ func (qp *QueuePair) CongestionState() CongestionState {
 	defer d.mu.Unlock()
 	r := &qp.req
 	return CongestionState{Cwnd: r.win.cwnd, Ssthresh: r.win.ssthresh, SRTT: r.rtt.srtt, RTTVar: r.rtt.rttvar,
-		RTO: r.rtt.rto(timeoutDuration(qp.attr.Timeout)), Lossy: r.lossy(d.now),
+		RTO: r.rtt.rto(timeoutDuration(qp.attr.Timeout)), Lossy: r.lossy(d.now), PathLossy: r.pathLossy(d.now),
 		RateLimited: qp.rp.active, Rate: qp.rp.rc, TargetRate: qp.rp.rt, Alpha: qp.rp.alpha}
 }

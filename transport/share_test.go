@@ -291,6 +291,9 @@ func TestPathLossArmsSiblings(t *testing.T) {
 	}
 	answer(left.Add(100*time.Microsecond), 1003)
 	cs := sib.CongestionState()
+	if cs.Lossy || cs.PathLossy {
+		t.Fatalf("on the clean path: the sibling lossy %v, path lossy %v; want false, false", cs.Lossy, cs.PathLossy)
+	}
 	pto := 2*cs.SRTT + 10*time.Microsecond
 
 	silent("a flight out when the path turns lossy", 1004)
@@ -302,6 +305,9 @@ func TestPathLossArmsSiblings(t *testing.T) {
 	expectRun(t, "the harness QP's go-back", r.step(), 12, 1, 12)
 	r.send(ack(12, roce.SyndromeACK, 0))
 	r.step()
+	if cs := sib.CongestionState(); cs.Lossy || !cs.PathLossy {
+		t.Fatalf("after the NAK of its sibling: the sibling lossy %v, path lossy %v; want false, true", cs.Lossy, cs.PathLossy)
+	}
 	if d := r.e.dev.NextDeadline().Sub(nak); d != pto {
 		t.Fatalf("the sibling's probe is due %v after the NAK, want %v (SRTT %v)", d, pto, cs.SRTT)
 	}

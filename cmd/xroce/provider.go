@@ -132,6 +132,8 @@ func printWindows(w io.Writer, qps []queuePair) {
 			cs.SRTT.Round(time.Microsecond), cs.RTTVar.Round(time.Microsecond), cs.RTO.Round(time.Microsecond))
 		if cs.Lossy {
 			fmt.Fprint(w, ", lossy")
+		} else if cs.PathLossy {
+			fmt.Fprint(w, ", path lossy")
 		}
 		if cs.RateLimited {
 			fmt.Fprintf(w, ", DCQCN rate %.1f Mb/s (target %.1f, alpha %d/1024)", float64(cs.Rate)/1e6, float64(cs.TargetRate)/1e6, cs.Alpha)
