@@ -291,7 +291,7 @@ func (c *conn) peerCheck(waited time.Duration) error {
 		return err // the peer's host stopped answering: the error says so
 	}
 	if err != nil {
-		return fmt.Errorf("%w while this side waits for the test (after %v of waiting): the peer exited or failed (see its output); if it ended without an error, it ran fewer iterations or sizes (-n, -D, -a) than this side: give both the same%s", err, waited.Round(time.Millisecond), c.peerHint())
+		return fmt.Errorf("%w while this side waits for its test's completions (none for %v): the peer exited or failed (see its output); if it ended without an error, it ran fewer iterations or sizes (-n, -D, -a) than this side: give both the same%s", err, waited.Round(time.Millisecond), c.peerHint())
 	}
 	if pending && waited >= peerMovedOn {
 		return fmt.Errorf("the peer ended its test (it began the closing exchange) while this side still waits for it (%v): the two sides run different tests, -n, -D, -a or -b; give both the same", waited.Round(time.Millisecond))

@@ -45,7 +45,7 @@ func TestToolMismatch(t *testing.T) {
 		{"write_bw", "write_lat", closed, "the peer's first write did not arrive within 5s: does the peer run write_lat? (a write_bw server only waits for its client's writes)", 10 * time.Second},
 		{"pingpong", "send_lat", `oob: the peer sent "6.06", perftest's version field: it runs a perftest tool (send_lat, write_bw, ...), not ibv_rc_pingpong; run pingpong on both sides`, closed, 5 * time.Second},
 		{"read_bw", "read_lat", step, step, 10 * time.Second},
-		{"send_bw", "send_lat", "the peer closed the out-of-band connection while this side waits for the test", "no completion for 5s and no frame from the peer", 10 * time.Second},
+		{"send_bw", "send_lat", "the peer closed the out-of-band connection while this side waits for its test's completions", "no completion for 5s and no frame from the peer", 10 * time.Second},
 	} {
 		t.Run(c.srv+"/"+c.cli, func(t *testing.T) {
 			r := timedPair(t, n, []string{c.srv, "-d", n.IfB}, []string{c.cli, "-d", n.IfA, n.IPB.String()})

@@ -194,25 +194,34 @@ type Channel interface {
 // ErrVersion is wrapped by the error for a peer speaking another exchange version.
 var ErrVersion = errors.New("unsupported perftest version")
 
-// Dial connects to a perftest or xroce server. Errors name the address and say
-// whether the connection was refused or timed out.
+// Dial connects to a perftest or xroce server. The host may be a name, resolved
+// as perftest's getaddrinfo does. Errors name the address and say whether the
+// name did not resolve, or the connection was refused or timed out (dialError).
 func Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
-		var ne net.Error
-		switch {
-		case errors.As(err, &ne) && ne.Timeout():
-			return nil, fmt.Errorf("oob: no answer from %s within %v: is the server running and the address right?", addr, timeout.Round(time.Millisecond))
-		case errors.Is(err, syscall.ECONNREFUSED):
-			return nil, fmt.Errorf("oob: %s refused the connection: start the server first (it serves one client at a time: it may be busy with another), or check the port (-p); a server started with -R (RDMA CM) listens on no TCP port: give both sides -R, or neither", addr)
-		case errors.Is(err, syscall.ENETUNREACH): // no route in this namespace's tables
-			return nil, fmt.Errorf("oob: no route to %s in this network namespace (network is unreachable): check the address, or add a route (ip route)", addr)
-		case errors.Is(err, syscall.EHOSTUNREACH): // a route, but no neighbour answered
-			return nil, fmt.Errorf("oob: no route to %s: nothing answers at that address on this network (wrong address, or the host is down)", addr)
-		}
-		return nil, fmt.Errorf("oob: connecting to %s: %w", addr, err)
+		return nil, dialError(addr, timeout, err)
 	}
 	return c, nil
+}
+
+// dialError explains err, from dialling addr with timeout: its cause and the fix.
+func dialError(addr string, timeout time.Duration, err error) error {
+	var ne net.Error
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns): // before the errors of reaching a DNS server
+		return fmt.Errorf("oob: %s: the host name %s does not resolve (%v): give the server's IP address, or make the name resolve here (/etc/hosts, DNS)", addr, dns.Name, dns.Err)
+	case errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("oob: no answer from %s within %v: is the server running and the address right?", addr, timeout.Round(time.Millisecond))
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("oob: %s refused the connection: start the server first (it serves one client at a time: it may be busy with another), or check the port (-p); a server started with -R (RDMA CM) listens on no TCP port: give both sides -R, or neither", addr)
+	case errors.Is(err, syscall.ENETUNREACH): // no route in this namespace's tables
+		return fmt.Errorf("oob: no route to %s in this network namespace (network is unreachable): check the address, or add a route (ip route)", addr)
+	case errors.Is(err, syscall.EHOSTUNREACH): // a route, but no neighbour answered
+		return fmt.Errorf("oob: no route to %s: nothing answers at that address on this network (wrong address, or the host is down)", addr)
+	}
+	return fmt.Errorf("oob: connecting to %s: %w", addr, err)
 }
 
 // NewSession wraps an established connection. Every step must finish within timeout

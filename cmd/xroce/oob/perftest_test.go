@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -394,6 +396,23 @@ func TestDialErrors(t *testing.T) {
 	ln.Close()
 	if _, err := Dial(addr, time.Second); err == nil || !bytes.Contains([]byte(err.Error()), []byte("refused the connection")) {
 		t.Errorf("refused: %v", err)
+	}
+	// A host name that does not resolve: the resolver's errors, built here so that
+	// no query leaves the machine (as a fresh user's trial met them in a namespace
+	// with no route to its DNS server, and for a name the server denies).
+	unreach := &net.OpError{Op: "dial", Net: "udp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ENETUNREACH}}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: unreach.Error(), Name: "not-an-addr", Server: "10.255.255.53:53"}},
+			"oob: not-an-addr:18515: the host name not-an-addr does not resolve (" + unreach.Error() + "): give the server's IP address, or make the name resolve here (/etc/hosts, DNS)"},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "not-an-addr", IsNotFound: true}},
+			"oob: not-an-addr:18515: the host name not-an-addr does not resolve (no such host): give the server's IP address, or make the name resolve here (/etc/hosts, DNS)"},
+	} {
+		if got := dialError("not-an-addr:18515", time.Second, c.err).Error(); got != c.want {
+			t.Errorf("dialError(%v):\n%s\nwant\n%s", c.err, got, c.want)
+		}
 	}
 }
 
