@@ -64,3 +64,18 @@ func (d *Device) pathTo(peer netip.Addr) *peerPath {
 	}
 	return p
 }
+
+// sharedStart sets the window of a QP's first flight. When the device's other RC
+// QPs to the same peer already have a full window (MaxUnackedPSN PSNs) in flight,
+// the QP starts at the restart window (RFC 3390's initial window) in slow start
+// towards the full window, doubling each round trip while the window limits it
+// (window.ack), instead of adding 128 packets at once: 32 QPs started together
+// sent 16 MiB at once into veth's 256-entry ring, and a QP whose whole first
+// flight was lost had no RTT sample, so its only timer was the local ACK timeout.
+// The first QP to a peer, and a QP alone on its path, start with the full window
+// as before (and as rdma_rxe, whose requester sends up to RXE_MAX_UNACKED_PSNS).
+func (r *requester) sharedStart(qp *QueuePair) {
+	if sum, _ := qp.dev.pathLoad(qp); sum >= MaxUnackedPSN {
+		r.win.cwnd = restartWindow(qp.pmtu)
+	}
+}

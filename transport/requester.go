@@ -44,6 +44,7 @@ type requester struct {
 	staleN     int           // its packets since the implied NAK: their spacing times the adaptive timer meanwhile
 	lossAt     time.Time     // the last loss signal (NAK sequence error, implied NAK, timeout)
 	path       *peerPath     // the loss state shared with the device's other QPs to the peer (peerpath.go)
+	started    bool          // the first work went out (sharedStart)
 	belowUntil time.Time     // until then the QP counts as below its share of the path (queueing.go)
 	undo       rtoUndo       // what the last adaptive RTO changed, until the first answer after it (spurious.go)
 	win        window
@@ -96,6 +97,10 @@ func (r *requester) step(qp *QueuePair, budget int) bool {
 			return false
 		}
 		budget = min(budget, 1)
+	}
+	if !r.started && r.next < qp.sq.len() {
+		r.started = true
+		r.sharedStart(qp)
 	}
 	if !r.hasOutstanding(qp) && r.next < qp.sq.len() {
 		r.idleRestart(qp)

@@ -339,3 +339,32 @@ func TestPathLossArmsSiblings(t *testing.T) {
 		transport.CntRoceAdpRetrans: 1, transport.CntLocalAckTimeoutErr: 0, transport.CntCompleterRetryErr: 1, // the RTO's go-back
 		transport.CntSentPkts: 13})
 }
+
+// TestSharedStart: a QP whose first work goes out while the device's other QPs to
+// the same peer have a full window in flight starts at the restart window in slow
+// start (peerpath.go's sharedStart); one that starts beside less takes the full
+// window at once. With the harness's QP holding 128 PSNs in flight, a sibling's
+// 100-packet WRITE (PMTU 1024) sends 4 packets (AckReq on 1001 and 1003), and their
+// ACK opens 8 more (1004-1011, AckReq on 1007 and 1011). Once the harness's QP is
+// acknowledged, a third QP sends its whole 100-packet WRITE in one pass (AckReq on
+// 2063 and 2099).
+func TestSharedStart(t *testing.T) {
+	c := pairConfig{timeout: 14, bufSize: 1 << 20}
+	r := newRaw(t, 0, 500, c)
+	r.writes(r.e.qp, 2, 64*1024)
+	expectRun(t, "the harness QP's window", r.step(), 0, 128, 63, 127)
+	sib := r.sibling(c, 1000)
+	r.writes(sib, 1, 100*1024)
+	expectRun(t, "the sibling's first flight", r.step(), 1000, 4, 1001, 1003)
+	wantWindow(t, "the sibling at its start", sib.CongestionState(), 4, 128)
+	r.ackTo(sib, 1003)
+	expectRun(t, "the sibling's second flight", r.step(), 1004, 8, 1007, 1011)
+	wantWindow(t, "the sibling after one round trip", sib.CongestionState(), 8, 128)
+
+	r.send(ack(127, roce.SyndromeACK, 0))
+	r.step()
+	third := r.sibling(c, 2000)
+	r.writes(third, 1, 100*1024)
+	expectRun(t, "the third QP, beside 8 PSNs in flight", r.step(), 2000, 100, 2063, 2099)
+	wantWindow(t, "the third QP", third.CongestionState(), 128, 128)
+}
