@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"iter"
 	"net/netip"
 	"time"
 
@@ -42,11 +43,22 @@ func (p *peerPath) lossy(now time.Time) bool {
 // the shared queue lost. It walks every QP, once per turn to lossy (at most once per
 // lossMemory while losses go on).
 func (d *Device) armPath(qp *QueuePair) {
-	for _, o := range d.qps {
-		if o == qp || o.svc != roce.ServiceRC || o.peer != qp.peer || o.destroyed || (o.state != QPS_RTS && o.state != QPS_SQD) {
-			continue
+	for o := range d.siblings(qp) {
+		if o.state == QPS_RTS || o.state == QPS_SQD {
+			o.req.startTimers(o)
 		}
-		o.req.startTimers(o)
+	}
+}
+
+// siblings yields the device's other RC QPs to qp's peer address, not destroyed.
+// It walks every QP.
+func (d *Device) siblings(qp *QueuePair) iter.Seq[*QueuePair] {
+	return func(yield func(*QueuePair) bool) {
+		for _, o := range d.qps {
+			if o != qp && o.svc == roce.ServiceRC && o.peer == qp.peer && !o.destroyed && !yield(o) {
+				return
+			}
+		}
 	}
 }
 

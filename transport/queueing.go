@@ -92,13 +92,10 @@ func (r *requester) belowShare(qp *QueuePair) bool {
 	return false
 }
 
-// pathLoad returns the PSNs in flight and how many RC QPs have any, over the QPs
-// of the device to qp's peer address other than qp. It walks every QP.
+// pathLoad returns the PSNs in flight and how many RC QPs have any, over qp's
+// siblings (peerpath.go).
 func (d *Device) pathLoad(qp *QueuePair) (sum, n int) {
-	for _, o := range d.qps {
-		if o == qp || o.svc != roce.ServiceRC || o.peer != qp.peer || o.destroyed {
-			continue
-		}
+	for o := range d.siblings(qp) {
 		if k := o.req.inflight(); k > 0 {
 			sum += k
 			n++

@@ -8,8 +8,8 @@ import (
 
 // The RC requester's retransmission timers (docs/congestion.md).
 //
-// Two deadlines run while PSNs are in flight (requester.awaiting), and the timer heap holds the
-// earlier (requester.timer):
+// Two deadlines run while PSNs are in flight (requester.awaiting), and the timer
+// heap holds the earlier (requester.timer):
 //
 //   - the adaptive retransmission timeout (rtoAt): the RTO of RFC 6298, from the
 //     smoothed round-trip time SRTT and its variation RTTVAR, at least MinRTO and at
@@ -149,9 +149,8 @@ func (r *requester) departed(qp *QueuePair, m *txInfo) {
 }
 
 // adaptive reports whether the adaptive timer may run: while the QP or its path is
-// lossy (peerpath.go), and
-// not while the responder is still sending the responses asked before an implied
-// NAK.
+// lossy (peerpath.go), and not while the responder is still sending the responses
+// asked before an implied NAK.
 func (r *requester) adaptive(now time.Time) bool {
 	return r.pathLossy(now) && (!r.readGap || r.staleDone || r.staleN > 0)
 }
